@@ -1,0 +1,27 @@
+"""Disk storage of a controller: the segmented metadata log and the election-state file.
+
+The only package in the project that fsyncs (through ``quorum.storage.fsutil``).
+"""
+
+from quorum.storage.election_store import QUORUM_STATE_FILE_NAME, ElectionStore
+from quorum.storage.errors import (
+    CorruptElectionStateError,
+    CorruptLogError,
+    LogFailedError,
+    StorageError,
+    StorageInvariantError,
+)
+from quorum.storage.log import FRAME_LENGTH_MAX, SegmentedLog, SegmentInfo
+
+__all__ = [
+    "FRAME_LENGTH_MAX",
+    "QUORUM_STATE_FILE_NAME",
+    "CorruptElectionStateError",
+    "CorruptLogError",
+    "ElectionStore",
+    "LogFailedError",
+    "SegmentInfo",
+    "SegmentedLog",
+    "StorageError",
+    "StorageInvariantError",
+]
