@@ -1,0 +1,656 @@
+"""Node configuration: a TOML file whose keys are Kafka's configuration names.
+
+A controller's file looks like a Kafka ``server.properties`` written in TOML::
+
+    "node.id" = 1
+    "process.roles" = ["controller"]
+    "controller.quorum.voters" = ["1@127.0.0.1:19091", "2@127.0.0.1:19092", "3@127.0.0.1:19093"]
+    "listeners" = ["CONTROLLER://127.0.0.1:19091"]
+    "metadata.log.dir" = "../../.data/controller-1"
+
+Rules:
+
+- Keys are Kafka's names. Quote them (``"node.id" = 1``) or write them as TOML dotted keys
+  (``node.id = 1``), which TOML reads as nested tables and this module flattens back; quoting is
+  the safer habit, because TOML refuses a name that is both a value and the prefix of another
+  (``log.dir`` and ``log.dir.failure.timeout.ms`` in Kafka's own set). A key given twice, in
+  either spelling, is an error. An unknown key is an error that suggests the closest known name.
+- Lists may be TOML arrays or Kafka's comma-separated strings (``"broker,controller"``).
+  Integers may be TOML integers or strings of digits, as in a properties file.
+- ``--override key=value`` replaces a key after the file is read. The value is parsed as a TOML
+  value when it is one (``node.id=2`` is the integer 2, ``log.dirs=["a","b"]`` a list) and is
+  otherwise taken as a string (``process.roles=broker``).
+- Relative paths in the file resolve against the file's directory, so a config can sit next to
+  its data; relative paths given with ``--override`` resolve against the current directory, as
+  any other path typed on a command line does. ``~`` is expanded.
+- One gRPC port per node: ``listeners`` holds exactly one ``NAME://host:port`` entry, and that
+  server carries every service of the node (Raft, admin, broker registration, health, reflection).
+  Kafka's separate controller/broker/admin listeners (``controller.listener.names``,
+  ``advertised.listeners``) are not supported yet; there is no ``admin.listeners`` key.
+
+Every error is a ``ConfigError`` whose message names the key, the bad value and what is allowed.
+Defaults are Kafka's (KIP-595 and ``KafkaConfig``), except where the key's comment says otherwise.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Final
+
+from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
+
+ROLE_CONTROLLER: Final = "controller"
+ROLE_BROKER: Final = "broker"
+ROLES: Final = frozenset({ROLE_CONTROLLER, ROLE_BROKER})
+
+INT32_MAX: Final = 2**31 - 1
+PORT_MAX: Final = 65_535
+
+
+class ConfigError(ValueError):
+    """The configuration is not usable. ``key`` names the offending key when there is one."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A network address. ``host`` is a name or an IP address (IPv6 without brackets)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``NAME://host:port`` entry of ``listeners``: where this node's gRPC server binds."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> HostPort:
+        return HostPort(self.host, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """The validated configuration of one node. Field ``a_b_c`` is Kafka's key ``a.b.c``.
+
+    Construct it with ``load_config`` (from a file) or ``config_from_settings`` (from a mapping
+    of Kafka names, for tests and the simulator), or directly with typed values: the
+    cross-field rules below are checked on construction in every case.
+    """
+
+    # The id of this node, unique in the cluster; voters are named by it in
+    # controller.quorum.voters. Required.
+    node_id: int
+    # What this node runs: "controller" (a voter of the metadata quorum), "broker" (an
+    # observer that fetches the metadata log and keeps partition directories), or both.
+    process_roles: frozenset[str]
+    # The static voter set, node id -> address of its listener. Every node needs it: voters to
+    # elect, brokers and tools to find the leader.
+    controller_quorum_voters: Mapping[int, HostPort]
+    # Where this node's one gRPC server listens (exactly one entry; see the module docstring).
+    listeners: tuple[Listener, ...]
+    # The directory of the metadata log (__cluster_metadata-0/, quorum-state, snapshots) and its
+    # meta.properties. Kafka's default, the first entry of log.dirs, applies when it is omitted.
+    metadata_log_dir: Path
+    # The partition directories of a broker, each with its own meta.properties. Required for
+    # brokers, usually empty for controllers.
+    log_dirs: tuple[Path, ...] = ()
+    # The cluster id this node must belong to. Optional: `storage format --cluster-id` writes
+    # the id into meta.properties, which is what startup checks against.
+    cluster_id: Uuid | None = None
+    # T: a voter waits a random time in [T, 2T) without a leader before it starts an election.
+    controller_quorum_election_timeout_ms: int = 1_000
+    # A follower with no successful Fetch for this long starts an election (check-quorum for
+    # the leader is 1.5 times this); BeginQuorumEpoch is re-sent every half of it.
+    controller_quorum_fetch_timeout_ms: int = 2_000
+    # Cap of the binary exponential backoff between failed elections (base 100 ms).
+    controller_quorum_election_backoff_max_ms: int = 1_000
+    # How long the leader waits to batch appends before writing them.
+    controller_quorum_append_linger_ms: int = 25
+    # Deadline of one Raft RPC to another voter.
+    controller_quorum_request_timeout_ms: int = 2_000
+    # The leader appends a NoOpRecord when nothing was written for this long, so observers can
+    # prove they are fresh; 0 disables it (Kafka's meaning).
+    metadata_max_idle_interval_ms: int = 500
+    # A metadata log segment is rolled once it reaches this size (Kafka: 1 GiB).
+    metadata_log_segment_bytes: int = 1_073_741_824
+    # A snapshot is written once this many bytes of records were appended since the last one
+    # (Kafka: 20 MiB).
+    metadata_log_max_record_bytes_between_snapshots: int = 20_971_520
+    # A broker heartbeats the active controller this often.
+    broker_heartbeat_interval_ms: int = 2_000
+    # A broker that has not heartbeated for this long is fenced.
+    broker_session_timeout_ms: int = 9_000
+    # A stale partition directory moved to log.dirs/deleting/ is deleted after this long. The
+    # seed's "14400 (4 hours)" read as 4 hours, in milliseconds (DESIGN.md section 6).
+    delete_topic_delay_ms: int = 14_400_000
+    # The file this config was read from, if any (for messages that tell a person what to edit).
+    config_file: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "controller_quorum_voters", dict(self.controller_quorum_voters))
+        _validate(self)
+
+    # ----- views ---------------------------------------------------------------------------
+
+    @property
+    def is_controller(self) -> bool:
+        return ROLE_CONTROLLER in self.process_roles
+
+    @property
+    def is_broker(self) -> bool:
+        return ROLE_BROKER in self.process_roles
+
+    @property
+    def listener(self) -> Listener:
+        """The one listener this node serves every gRPC service on."""
+        return self.listeners[0]
+
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        return frozenset(self.controller_quorum_voters)
+
+    @property
+    def data_dirs(self) -> tuple[Path, ...]:
+        """Every directory that holds a meta.properties: the metadata log dir, then log.dirs."""
+        return tuple(dict.fromkeys((self.metadata_log_dir, *self.log_dirs)))
+
+    def describe_source(self) -> str:
+        """How to refer to this config in a message: its file, or a generic phrase."""
+        return str(self.config_file) if self.config_file else "the node's configuration"
+
+
+# ----- keys --------------------------------------------------------------------------------
+
+
+def _key_name(attribute: str) -> str:
+    return attribute.replace("_", ".")
+
+
+# Kafka name -> NodeConfig attribute, for every key a file may contain.
+KEYS: Final[Mapping[str, str]] = {
+    _key_name(f.name): f.name for f in fields(NodeConfig) if f.name != "config_file"
+}
+REQUIRED_KEYS: Final = ("node.id", "process.roles", "controller.quorum.voters", "listeners")
+
+# Lower bounds of the integer keys (all are at most INT32_MAX except the byte sizes).
+_INT_MINIMUMS: Final[Mapping[str, int]] = {
+    "controller.quorum.election.timeout.ms": 1,
+    "controller.quorum.fetch.timeout.ms": 1,
+    "controller.quorum.election.backoff.max.ms": 1,
+    "controller.quorum.append.linger.ms": 0,
+    "controller.quorum.request.timeout.ms": 1,
+    "metadata.max.idle.interval.ms": 0,
+    "metadata.log.segment.bytes": 1,
+    "metadata.log.max.record.bytes.between.snapshots": 1,
+    "broker.heartbeat.interval.ms": 1,
+    "broker.session.timeout.ms": 1,
+    "delete.topic.delay.ms": 0,
+}
+_INT64_KEYS: Final = frozenset(
+    {
+        "metadata.log.segment.bytes",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "delete.topic.delay.ms",
+    }
+)
+assert set(_INT_MINIMUMS) <= set(KEYS)
+assert set(REQUIRED_KEYS) <= set(KEYS)
+
+
+# ----- validation of typed values ------------------------------------------------------------
+
+
+def _int_range(key: str) -> tuple[int, int]:
+    if key == "node.id":
+        return 0, INT32_MAX
+    return _INT_MINIMUMS[key], (2**63 - 1 if key in _INT64_KEYS else INT32_MAX)
+
+
+def _validate(config: NodeConfig) -> None:
+    for key in ("node.id", *_INT_MINIMUMS):
+        minimum, maximum = _int_range(key)
+        _check_int(key, getattr(config, KEYS[key]), minimum=minimum, maximum=maximum)
+
+    if not config.process_roles:
+        raise ConfigError(
+            "process.roles is empty; allowed: 'controller', 'broker', or both",
+            key="process.roles",
+        )
+    unknown_roles = sorted(config.process_roles - ROLES)
+    if unknown_roles:
+        raise ConfigError(
+            f"process.roles: {', '.join(map(repr, unknown_roles))} is not a role; "
+            "allowed: 'controller', 'broker', or both",
+            key="process.roles",
+        )
+
+    voters = config.controller_quorum_voters
+    if not voters:
+        raise ConfigError(
+            "controller.quorum.voters is empty; give every controller as id@host:port, "
+            "e.g. ['1@127.0.0.1:9093']",
+            key="controller.quorum.voters",
+        )
+    for voter_id, address in voters.items():
+        _check_int("controller.quorum.voters", voter_id, minimum=0, maximum=INT32_MAX)
+        _check_port("controller.quorum.voters", address.port, minimum=1)
+    addresses = [str(address) for address in voters.values()]
+    shared = sorted({a for a in addresses if addresses.count(a) > 1})
+    if shared:
+        raise ConfigError(
+            f"controller.quorum.voters: two voters share the address {shared[0]}; each voter "
+            "needs its own host:port",
+            key="controller.quorum.voters",
+        )
+    voter_list = _format_voters(voters)
+    if config.is_controller and config.node_id not in voters:
+        raise ConfigError(
+            f"node.id {config.node_id} is not among controller.quorum.voters ({voter_list}); "
+            "a node whose process.roles includes 'controller' must be one of the voters: fix "
+            "node.id or add the node to controller.quorum.voters",
+            key="node.id",
+        )
+    if not config.is_controller and config.node_id in voters:
+        raise ConfigError(
+            f"node.id {config.node_id} is among controller.quorum.voters ({voter_list}) but "
+            "process.roles has no 'controller'; a broker-only node must not be a voter: give it "
+            "another node.id or add 'controller' to process.roles",
+            key="node.id",
+        )
+
+    if len(config.listeners) != 1:
+        shown = ", ".join(str(listener) for listener in config.listeners) or "nothing"
+        raise ConfigError(
+            f"listeners: got {shown}; allowed: exactly one NAME://host:port entry, e.g. "
+            "'CONTROLLER://127.0.0.1:9093' (one gRPC port per node serves every service)",
+            key="listeners",
+        )
+    listener = config.listener
+    if not _LISTENER_NAME_RE.fullmatch(listener.name):
+        raise ConfigError(
+            f"listeners: {listener.name!r} is not a listener name; allowed: letters, digits "
+            "and '_', not starting with a digit, e.g. 'CONTROLLER'",
+            key="listeners",
+        )
+    _check_port("listeners", listener.port, minimum=0)
+
+    if config.is_broker and not config.log_dirs:
+        raise ConfigError(
+            "log.dirs is required when process.roles includes 'broker': give the directories "
+            "that hold the broker's partitions, e.g. ['/var/lib/metaquorum/data']",
+            key="log.dirs",
+        )
+    duplicates = sorted({str(d) for d in config.log_dirs if config.log_dirs.count(d) > 1})
+    if duplicates:
+        raise ConfigError(
+            f"log.dirs: {', '.join(duplicates)} is listed more than once; each directory may "
+            "appear once",
+            key="log.dirs",
+        )
+
+    if config.cluster_id is not None and config.cluster_id in RESERVED_UUIDS:
+        raise ConfigError(
+            f"cluster.id: {config.cluster_id} is reserved; allowed: any other id, e.g. one from "
+            "`metaquorum storage random-uuid`",
+            key="cluster.id",
+        )
+
+    if config.broker_session_timeout_ms <= config.broker_heartbeat_interval_ms:
+        raise ConfigError(
+            f"broker.session.timeout.ms ({config.broker_session_timeout_ms}) must be greater "
+            f"than broker.heartbeat.interval.ms ({config.broker_heartbeat_interval_ms}), or a "
+            "healthy broker is fenced between two heartbeats",
+            key="broker.session.timeout.ms",
+        )
+
+
+def _check_int(key: str, value: object, *, minimum: int, maximum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{key}: {value!r} is not an integer; allowed: an integer from {minimum} to {maximum}",
+            key=key,
+        )
+    if not minimum <= value <= maximum:
+        raise ConfigError(
+            f"{key}: {value} is out of range; allowed: an integer from {minimum} to {maximum}",
+            key=key,
+        )
+
+
+def _check_port(key: str, port: int, *, minimum: int) -> None:
+    if not minimum <= port <= PORT_MAX:
+        raise ConfigError(
+            f"{key}: port {port} is out of range; allowed: {minimum} to {PORT_MAX}", key=key
+        )
+
+
+def _format_voters(voters: Mapping[int, HostPort]) -> str:
+    return ", ".join(f"{voter_id}@{address}" for voter_id, address in sorted(voters.items()))
+
+
+# ----- parsing raw values (TOML or override text) into typed values ------------------------------
+
+_LISTENER_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT_TEXT_RE: Final = re.compile(r"[+-]?[0-9]+")
+_VOTER_RE: Final = re.compile(r"(?P<id>[^@]*)@(?P<address>.*)")
+_LISTENER_RE: Final = re.compile(r"(?P<name>[^:/]*)://(?P<address>.*)")
+_HOST_PORT_RE: Final = re.compile(r"(?:\[(?P<ipv6>[^\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>[0-9]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """One raw value, with where it came from (for messages) and what relative paths mean."""
+
+    value: object
+    source: str
+    base_dir: Path
+    from_override: bool = False
+
+
+def _parse_int(key: str, value: object) -> int:
+    if isinstance(value, str) and _INT_TEXT_RE.fullmatch(value.strip()):
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        minimum, maximum = _int_range(key)
+        raise ConfigError(
+            f"{key}: {value!r} is not an integer; allowed: an integer from {minimum} to {maximum}",
+            key=key,
+        )
+    return value
+
+
+def _parse_str_list(key: str, value: object, example: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items: list[object] = list(value.split(",")) if value.strip() else []
+    elif isinstance(value, list):
+        items = list(value)
+    else:
+        raise ConfigError(
+            f"{key}: {value!r} is not a list; allowed: a TOML array of strings or a "
+            f"comma-separated string, e.g. {example}",
+            key=key,
+        )
+    result: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(
+                f"{key}: entry {item!r} is not a string; allowed: strings, e.g. {example}",
+                key=key,
+            )
+        if not item.strip():
+            raise ConfigError(
+                f"{key}: {value!r} has an empty entry; allowed: non-empty strings, e.g. {example}",
+                key=key,
+            )
+        result.append(item.strip())
+    return tuple(result)
+
+
+def _parse_host_port(key: str, entry: str, text: str, example: str) -> HostPort:
+    match = _HOST_PORT_RE.fullmatch(text)
+    if match is None:
+        raise ConfigError(
+            f"{key}: {entry!r} has no valid host:port; allowed: host:port with a port number "
+            f"(IPv6 in brackets, [::1]:9093), e.g. {example}",
+            key=key,
+        )
+    host = match.group("ipv6") or match.group("host")
+    if any(c.isspace() for c in host):
+        raise ConfigError(f"{key}: host {host!r} in {entry!r} contains whitespace", key=key)
+    return HostPort(host, int(match.group("port")))
+
+
+def _parse_roles(key: str, value: object) -> frozenset[str]:
+    roles = _parse_str_list(key, value, "['controller'] or 'broker,controller'")
+    for role in roles:
+        if role not in ROLES:
+            hint = _suggestion(role, ROLES)
+            raise ConfigError(
+                f"{key}: {role!r} is not a role{hint}; allowed: 'controller', 'broker', or both",
+                key=key,
+            )
+    if len(set(roles)) != len(roles):
+        raise ConfigError(f"{key}: {value!r} lists a role twice; give each role once", key=key)
+    return frozenset(roles)
+
+
+def _parse_voters(key: str, value: object) -> dict[int, HostPort]:
+    example = "'1@127.0.0.1:9093'"
+    voters: dict[int, HostPort] = {}
+    for entry in _parse_str_list(key, value, f"[{example}, '2@127.0.0.1:9094']"):
+        match = _VOTER_RE.fullmatch(entry)
+        if match is None or not _INT_TEXT_RE.fullmatch(match.group("id")):
+            raise ConfigError(
+                f"{key}: {entry!r} is not of the form id@host:port; allowed: a node id, '@', "
+                f"then the voter's address, e.g. {example}",
+                key=key,
+            )
+        voter_id = int(match.group("id"))
+        if voter_id in voters:
+            raise ConfigError(
+                f"{key}: voter id {voter_id} appears twice; each voter id may appear once",
+                key=key,
+            )
+        voters[voter_id] = _parse_host_port(key, entry, match.group("address"), example)
+    return voters
+
+
+def _parse_listeners(key: str, value: object) -> tuple[Listener, ...]:
+    example = "'CONTROLLER://127.0.0.1:9093'"
+    listeners: list[Listener] = []
+    for entry in _parse_str_list(key, value, f"[{example}]"):
+        match = _LISTENER_RE.fullmatch(entry)
+        if match is None or not match.group("name"):
+            raise ConfigError(
+                f"{key}: {entry!r} is not of the form NAME://host:port, e.g. {example}", key=key
+            )
+        address = _parse_host_port(key, entry, match.group("address"), example)
+        listeners.append(Listener(match.group("name"), address.host, address.port))
+    return tuple(listeners)
+
+
+def _parse_path(key: str, value: object, base_dir: Path) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"{key}: {value!r} is not a path; allowed: a non-empty string, relative to the "
+            "config file's directory or absolute",
+            key=key,
+        )
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else base_dir / path).resolve()
+
+
+def _parse_paths(key: str, setting: _Setting) -> tuple[Path, ...]:
+    entries = _parse_str_list(key, setting.value, "['/var/lib/metaquorum/data']")
+    return tuple(_parse_path(key, entry, setting.base_dir) for entry in entries)
+
+
+def _parse_cluster_id(key: str, value: object) -> Uuid:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: {value!r} is not a string; allowed: a Uuid string", key=key)
+    try:
+        return Uuid.parse(value.strip())
+    except InvalidUuidError:
+        raise ConfigError(
+            f"{key}: {value!r} is not a Uuid; allowed: 22 characters of URL-safe base64 "
+            "without padding (or the 36-character dashed hex form), e.g. the output of "
+            "`metaquorum storage random-uuid`",
+            key=key,
+        ) from None
+
+
+def _suggestion(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ----- building a NodeConfig from settings -------------------------------------------------------
+
+
+def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeConfig:
+    for key, setting in settings.items():
+        if key not in KEYS:
+            raise ConfigError(
+                f"unknown config key {key!r} in {setting.source}{_suggestion(key, KEYS)}; "
+                f"known keys: {', '.join(sorted(KEYS))}",
+                key=key,
+            )
+    for key in REQUIRED_KEYS:
+        if key not in settings:
+            raise ConfigError(f"{key} is required but missing; {_REQUIRED_HELP[key]}", key=key)
+
+    parsed: dict[str, object] = {}
+    for key, setting in settings.items():
+        try:
+            parsed[KEYS[key]] = _parse_one(key, setting)
+        except ConfigError as exc:
+            if not setting.from_override:
+                raise
+            raise ConfigError(f"{exc} (from {setting.source})", key=key) from None
+
+    if "metadata.log.dir" not in settings:
+        log_dirs = parsed.get("log_dirs")
+        if not isinstance(log_dirs, tuple) or not log_dirs:
+            raise ConfigError(
+                "metadata.log.dir is required but missing: give the directory of the metadata "
+                "log (and its meta.properties), or log.dirs, whose first entry is then used as "
+                "Kafka does",
+                key="metadata.log.dir",
+            )
+        parsed["metadata_log_dir"] = log_dirs[0]
+    return NodeConfig(**parsed, config_file=config_file)  # type: ignore[arg-type]
+
+
+_REQUIRED_HELP: Final[Mapping[str, str]] = {
+    "node.id": "give this node's integer id, e.g. 1",
+    "process.roles": "allowed: ['controller'], ['broker'] or ['broker', 'controller']",
+    "controller.quorum.voters": "give every controller as id@host:port, e.g. ['1@127.0.0.1:9093']",
+    "listeners": "give this node's gRPC address, e.g. ['CONTROLLER://127.0.0.1:9093']",
+}
+assert set(_REQUIRED_HELP) == set(REQUIRED_KEYS)
+
+_PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
+    "node.id": lambda key, s: _parse_int(key, s.value),
+    "process.roles": lambda key, s: _parse_roles(key, s.value),
+    "controller.quorum.voters": lambda key, s: _parse_voters(key, s.value),
+    "listeners": lambda key, s: _parse_listeners(key, s.value),
+    "metadata.log.dir": lambda key, s: _parse_path(key, s.value, s.base_dir),
+    "log.dirs": _parse_paths,
+    "cluster.id": lambda key, s: _parse_cluster_id(key, s.value),
+    **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
+}
+assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
+
+
+def _parse_one(key: str, setting: _Setting) -> object:
+    return _PARSERS[key](key, setting)
+
+
+def _flatten(table: Mapping[str, object], prefix: str = "") -> Iterator[tuple[str, object]]:
+    """Undo TOML's nesting of dotted keys: {"node": {"id": 1}} -> ("node.id", 1)."""
+    for name, value in table.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _collect(table: Mapping[str, object], *, source: str, base_dir: Path) -> dict[str, _Setting]:
+    settings: dict[str, _Setting] = {}
+    for key, value in _flatten(table):
+        if key in settings:
+            raise ConfigError(
+                f"{key} is given twice in {source} (once quoted, once as dotted keys or a "
+                "table); keep one",
+                key=key,
+            )
+        settings[key] = _Setting(value, source, base_dir)
+    return settings
+
+
+# ----- public entry points ---------------------------------------------------------------------
+
+
+# Keys whose value is always text: an override such as cluster.id=1234567890123456789012 or
+# metadata.log.dir=2024-01-01 stays a string even though TOML would read a number or a date.
+_TEXT_KEYS: Final = frozenset({"cluster.id", "metadata.log.dir"})
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """Split ``key=value``; the value is a TOML value if it parses as one, else a string.
+
+    For keys that only take text (cluster.id, metadata.log.dir) a value that TOML reads as
+    something other than a string is kept as the text typed.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(
+            f"--override {text!r} is not of the form key=value, e.g. --override node.id=2"
+        )
+    raw = raw.strip()
+    try:
+        value: object = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    if key in _TEXT_KEYS and not isinstance(value, str):
+        value = raw
+    return key, value
+
+
+def config_from_settings(
+    settings: Mapping[str, object],
+    *,
+    base_dir: Path | None = None,
+    source: str = "the given settings",
+) -> NodeConfig:
+    """Build a NodeConfig from Kafka-named settings (relative paths against ``base_dir``)."""
+    directory = (base_dir or Path.cwd()).resolve()
+    return _build(_collect(settings, source=source, base_dir=directory), config_file=None)
+
+
+def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> NodeConfig:
+    """Read the TOML config at ``path`` and apply ``--override key=value`` strings in order."""
+    config_file = Path(path).expanduser().resolve()
+    try:
+        text = config_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f'config file {path} is not valid TOML: {exc}. Write keys as "node.id" = 1'
+        ) from None
+    settings = _collect(document, source=str(path), base_dir=config_file.parent)
+    cwd = Path.cwd().resolve()
+    for text_override in overrides:
+        key, value = parse_override(text_override)
+        settings[key] = _Setting(value, f"--override {text_override}", cwd, from_override=True)
+    try:
+        return _build(settings, config_file=config_file)
+    except ConfigError as exc:
+        raise ConfigError(f"invalid config {path}: {exc}", key=exc.key) from None
