@@ -1,0 +1,59 @@
+"""Timings and sizes of the Raft core, with Kafka's defaults and Kafka's key names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quorum import limits
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    # controller.quorum.election.timeout.ms: election timeouts are drawn from [T, 2T).
+    election_timeout_ms: int = 1000
+    # controller.quorum.fetch.timeout.ms: a follower with no successful Fetch for this long
+    # starts an election; a leader that has not heard a majority for 1.5x this resigns.
+    fetch_timeout_ms: int = 2000
+    # controller.quorum.election.backoff.max.ms: cap of the binary exponential backoff.
+    election_backoff_max_ms: int = 1000
+    # Base of the backoff (Kafka's retryBackoffMs for elections).
+    election_backoff_base_ms: int = 100
+    # controller.quorum.request.timeout.ms: an unanswered request counts as failed after this.
+    request_timeout_ms: int = 2000
+    # controller.quorum.retry.backoff.ms: pause before retrying a failed request.
+    retry_backoff_ms: int = 20
+    # controller.quorum.append.linger.ms: at most this long a proposal waits for company.
+    append_linger_ms: int = 25
+    # When true, a pending batch is sealed at the next poll instead of waiting for the linger:
+    # the driver already groups every proposal that arrived during the previous fsync
+    # (group commit), so lone requests are not taxed with the full linger.
+    seal_batches_on_poll: bool = True
+    # metadata.max.idle.interval.ms: the leader writes a NoOpRecord after this much silence.
+    idle_interval_ms: int = 500
+    # The long-poll bound a fetcher asks for, and the bound the leader honours.
+    fetch_max_wait_ms: int = limits.FETCH_MAX_WAIT_MS
+    fetch_max_bytes: int = limits.FETCH_RESPONSE_BYTES_MAX
+    batch_bytes_max: int = limits.BATCH_BYTES_MAX
+    records_per_batch_max: int = limits.RECORDS_PER_BATCH_MAX
+    # Observers the leader has not heard from for this long disappear from DescribeQuorum.
+    observer_expiry_ms: int = 300_000
+
+    # ----- test-only switches that break the protocol (negative controls) -------------------
+    # They exist so the simulator can prove its checkers catch the bug each one introduces.
+    # Never set in production: `quorum.server` refuses a config with any of them on.
+    unsafe_commit_previous_epoch: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.election_timeout_ms > 0, self
+        assert self.fetch_timeout_ms > 0, self
+        assert self.fetch_max_wait_ms < self.fetch_timeout_ms, self
+        assert self.election_backoff_base_ms > 0, self
+        assert self.election_backoff_max_ms >= self.election_backoff_base_ms, self
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        return self.fetch_timeout_ms * 3 // 2
+
+    @property
+    def begin_quorum_epoch_resend_ms(self) -> int:
+        return self.fetch_timeout_ms // 2

@@ -1,0 +1,143 @@
+"""The Raft core's in-memory view of the replicated log.
+
+The core keeps every batch of the log in memory (the metadata log is small and snapshots bound
+it); the driver mirrors each change onto disk through ``Ready`` (see ``quorum.raft.node``). This
+class only keeps offsets, epochs and the high watermark consistent; it never touches a file.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from quorum.metadata.batch import LogBatch
+
+
+class RaftLog:
+    """Batches in offset order, an epoch cache, and the high watermark.
+
+    Invariants (checked by ``check``): batches are contiguous from ``log_start_offset``; epochs
+    never decrease along the log; ``high_watermark <= log_end_offset``.
+    """
+
+    def __init__(self, batches: list[LogBatch] | None = None, log_start_offset: int = 0) -> None:
+        self._batches: list[LogBatch] = []
+        self._base_offsets: list[int] = []
+        # (epoch, start_offset) for each epoch present in the log, in order (Kafka's
+        # LeaderEpochFileCache). Answers end_offset_for_epoch in O(log n).
+        self._epochs: list[tuple[int, int]] = []
+        self.log_start_offset = log_start_offset
+        self._log_end_offset = log_start_offset
+        self.high_watermark = log_start_offset
+        for batch in batches or []:
+            self.append(batch)
+
+    # ----- reads ----------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        """Epoch of the last batch in the log (0 for an empty log: the primordial epoch)."""
+        return self._epochs[-1][0] if self._epochs else 0
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def batch_index(self, offset: int) -> int:
+        """Index of the batch that contains ``offset`` (which must be in the log)."""
+        assert self.log_start_offset <= offset < self._log_end_offset, (offset, self)
+        return bisect.bisect_right(self._base_offsets, offset) - 1
+
+    def is_batch_boundary(self, offset: int) -> bool:
+        if offset in (self._log_end_offset, self.log_start_offset):
+            return True
+        index = bisect.bisect_left(self._base_offsets, offset)
+        return index < len(self._base_offsets) and self._base_offsets[index] == offset
+
+    def read(self, from_offset: int, max_bytes: int) -> tuple[LogBatch, ...]:
+        """Batches from the one starting at ``from_offset``: at least one, then up to
+        ``max_bytes`` of data in total."""
+        if from_offset >= self._log_end_offset:
+            return ()
+        index = self.batch_index(from_offset)
+        out: list[LogBatch] = []
+        size = 0
+        for batch in self._batches[index:]:
+            if out and size + len(batch.data) > max_bytes:
+                break
+            out.append(batch)
+            size += len(batch.data)
+        return tuple(out)
+
+    def batches_between(self, start_offset: int, end_offset: int) -> Iterator[LogBatch]:
+        """Every batch whose offsets lie in [start_offset, end_offset); both are boundaries."""
+        if start_offset >= end_offset:
+            return
+        index = self.batch_index(start_offset)
+        for batch in self._batches[index:]:
+            if batch.base_offset >= end_offset:
+                return
+            yield batch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's ``endOffsetForEpoch``: the largest epoch <= ``epoch`` in the log and the
+        offset where it ends. ``(0, log_start_offset)`` when no such epoch exists."""
+        index = bisect.bisect_right(self._epochs, (epoch, float("inf"))) - 1
+        if index < 0:
+            return 0, self.log_start_offset
+        found_epoch = self._epochs[index][0]
+        if index + 1 < len(self._epochs):
+            return found_epoch, self._epochs[index + 1][1]
+        return found_epoch, self._log_end_offset
+
+    def epoch_of(self, offset: int) -> int:
+        return self._batches[self.batch_index(offset)].epoch
+
+    def all_batches(self) -> tuple[LogBatch, ...]:
+        return tuple(self._batches)
+
+    # ----- writes ---------------------------------------------------------------------------
+
+    def append(self, batch: LogBatch) -> None:
+        assert batch.base_offset == self._log_end_offset, (batch, self._log_end_offset)
+        assert batch.epoch >= self.last_fetched_epoch, (batch, self.last_fetched_epoch)
+        if not self._epochs or self._epochs[-1][0] != batch.epoch:
+            self._epochs.append((batch.epoch, batch.base_offset))
+        self._batches.append(batch)
+        self._base_offsets.append(batch.base_offset)
+        self._log_end_offset = batch.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a batch boundary, >= high watermark)."""
+        assert offset >= self.high_watermark, ("truncation below the high watermark", offset)
+        assert self.is_batch_boundary(offset), ("truncation inside a batch", offset)
+        if offset >= self._log_end_offset:
+            return
+        index = bisect.bisect_left(self._base_offsets, offset)
+        del self._batches[index:]
+        del self._base_offsets[index:]
+        self._log_end_offset = offset
+        while self._epochs and self._epochs[-1][1] >= offset:
+            self._epochs.pop()
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward (never back). Returns whether it moved."""
+        assert offset <= self._log_end_offset, (offset, self._log_end_offset)
+        if offset <= self.high_watermark:
+            return False
+        self.high_watermark = offset
+        return True
+
+    def check(self) -> None:
+        assert self.high_watermark <= self._log_end_offset
+        assert self.log_start_offset <= self.high_watermark
+
+    def __repr__(self) -> str:
+        return (
+            f"RaftLog(start={self.log_start_offset}, end={self._log_end_offset}, "
+            f"hw={self.high_watermark}, batches={len(self._batches)}, "
+            f"last_epoch={self.last_fetched_epoch})"
+        )

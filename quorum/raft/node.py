@@ -1,0 +1,1327 @@
+"""The pure KRaft node: messages and clock readings in, one ``Ready`` out.
+
+``RaftNode`` performs no I/O and reads no clock: the driver (the asyncio shell in production,
+the deterministic simulator in tests) passes ``now_ms`` to every call and carries out what
+``poll`` returns. The driver loop is::
+
+    node.step(envelope, now_ms)          # any number of times
+    ready = node.poll(now_ms)
+    persist ready.election_to_persist    # durable (fsync) BEFORE anything is sent
+    truncate to ready.truncate_to, append ready.entries_to_append, fsync
+    send ready.messages_to_send
+    apply ready.committed_batches
+    node.advance(ready)                  # tells the core the above is durable
+    wait until ready.next_poll_at_ms or the next envelope
+
+Protocol (KIP-595 with KIP-996 pre-vote and KIP-516 topic ids): see DESIGN.md section 3.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID, Uuid
+from quorum.metadata.batch import LogBatch, encode_batch
+from quorum.metadata.records import LeaderChangeMessage, NoOpRecord, Record, encode_record
+from quorum.raft.config import RaftConfig
+from quorum.raft.election import ElectionState
+from quorum.raft.log import RaftLog
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    ReplicaState,
+    RequestFailed,
+    RequestHeader,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.raft.state import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ReplicaProgress,
+    ResignedState,
+    UnattachedState,
+    check_transition,
+    election_state_of,
+)
+
+
+class NotLeaderError(Exception):
+    """A proposal reached a node that is not the leader. Retriable elsewhere."""
+
+    retriable = True
+    refresh_leader = True
+
+    def __init__(self, leader_id: int | None, epoch: int) -> None:
+        super().__init__(f"not the leader (leader: {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class BatchTooLargeError(ValueError):
+    """One proposal does not fit in one batch (records or bytes over the limit)."""
+
+    retriable = False
+
+
+@dataclass(frozen=True, slots=True)
+class RaftEvent:
+    """A fact worth one log line (``became_leader``, ``vote_granted``, ...). The core does not
+    log; the driver renders these, and the simulator keeps them in its trace."""
+
+    name: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """What the driver must do, in this order.
+
+    1. ``election_to_persist`` and then ``truncate_to`` / ``entries_to_append`` must be durable
+       (fsynced) BEFORE any of ``messages_to_send`` leaves the node: votes, acknowledgements
+       and fetch offsets promise durability.
+    2. Send ``messages_to_send``.
+    3. Apply ``committed_batches`` (offsets below ``high_watermark``), in order.
+    4. Call ``RaftNode.advance(ready)``; only then step or poll again.
+    5. Poll again at ``next_poll_at_ms`` at the latest.
+    """
+
+    election_to_persist: ElectionState | None
+    truncate_to: int | None
+    entries_to_append: tuple[LogBatch, ...]
+    messages_to_send: tuple[Envelope, ...]
+    committed_batches: tuple[LogBatch, ...]
+    high_watermark: int
+    next_poll_at_ms: int
+    events: tuple[RaftEvent, ...]
+
+    @property
+    def needs_flush(self) -> bool:
+        return bool(self.entries_to_append) or self.truncate_to is not None
+
+
+@dataclass(slots=True)
+class _Inflight:
+    destination: int
+    kind: str  # "vote", "pre_vote", "begin_epoch", "end_epoch", "fetch"
+    epoch: int
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    envelope: Envelope
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _Pending:
+    records: list[Record] = field(default_factory=list)
+    bytes: int = 0
+    since_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """Where a proposal will land if the epoch that accepted it commits it."""
+
+    epoch: int
+    base_offset: int
+    last_offset: int
+
+
+class RaftNode:
+    """One voter or observer of the ``__cluster_metadata`` quorum."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: frozenset[int],
+        cluster_id: str,
+        config: RaftConfig,
+        rng: random.Random,
+        now_ms: int,
+        election_state: ElectionState | None = None,
+        batches: Sequence[LogBatch] = (),
+        log_start_offset: int = 0,
+    ) -> None:
+        assert voters, "the voter set cannot be empty"
+        assert node_id >= 0
+        self.node_id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.config = config
+        self._rng = rng
+        self.log = RaftLog(list(batches), log_start_offset)
+        self.metadata_topic_id: Uuid | None = None
+        self._now_ms = now_ms
+        self._next_correlation_id = 1
+        self._inflight: dict[int, _Inflight] = {}
+        self._parked: dict[int, _ParkedFetch] = {}
+        self._pending = _Pending()
+        self._observer_cursor = 0
+        self._fetch_retry_at_ms = 0
+        # Outputs collected until the next poll.
+        self._out_messages: list[Envelope] = []
+        self._out_entries: list[LogBatch] = []
+        self._out_truncate: int | None = None
+        self._out_election: ElectionState | None = None
+        self._out_events: list[RaftEvent] = []
+        self._awaiting_advance = False
+        # Everything below this offset is durable on this node (fsynced by the driver).
+        self.durable_end_offset = self.log.log_end_offset
+        self._applied_offset = self.log.log_start_offset
+        self._persisted = election_state
+        self.state: EpochState = self._initial_state(election_state, now_ms)
+        if election_state is None and self.is_voter:
+            self._out_election = election_state_of(self.state, voters, node_id)
+
+    # ----- views ----------------------------------------------------------------------------
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.state.leader_id if not isinstance(self.state, ProspectiveState) else None
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def is_leader(self) -> bool:
+        return isinstance(self.state, LeaderState)
+
+    def __repr__(self) -> str:
+        return f"RaftNode(id={self.node_id}, state={self.state!r}, log={self.log!r})"
+
+    # ----- construction ---------------------------------------------------------------------
+
+    def _initial_state(self, persisted: ElectionState | None, now_ms: int) -> EpochState:
+        if persisted is None:
+            # Observers persist nothing: the log tells them the epoch they had reached.
+            return UnattachedState(
+                self.log.last_fetched_epoch, None, self._election_deadline(now_ms)
+            )
+        assert persisted.epoch >= self.log.last_fetched_epoch, (
+            "persisted epoch is behind the log",
+            persisted,
+            self.log,
+        )
+        if persisted.leader_id == self.node_id:
+            # A leader that crashed can never lead its epoch again.
+            return ResignedState(
+                persisted.epoch, (), set(), self._election_deadline(now_ms), now_ms
+            )
+        if persisted.leader_id is not None:
+            return FollowerState(
+                persisted.epoch,
+                persisted.leader_id,
+                persisted.voted_id,
+                now_ms + self.config.fetch_timeout_ms,
+            )
+        return UnattachedState(persisted.epoch, persisted.voted_id, self._election_deadline(now_ms))
+
+    # ----- the driver API -------------------------------------------------------------------
+
+    def step(self, envelope: Envelope, now_ms: int) -> None:
+        """Hand the core one inbound message (a request for it, or a response to it)."""
+        assert not self._awaiting_advance, "step() called before advance() of the last Ready"
+        self._now_ms = max(self._now_ms, now_ms)
+        if envelope.is_request:
+            self._handle_request(envelope)
+        else:
+            inflight = self._inflight.pop(envelope.correlation_id, None)
+            if inflight is not None:
+                self._handle_response(envelope, inflight)
+        self._check_invariants()
+
+    def propose(self, records: Sequence[Record], now_ms: int) -> Proposal:
+        """Queue ``records`` for one atomic batch of the current epoch. Raises
+        ``NotLeaderError`` unless this node leads. The proposal is committed once the high
+        watermark passes ``last_offset`` and the batch there still carries ``epoch``."""
+        assert not self._awaiting_advance, "propose() called before advance()"
+        self._now_ms = max(self._now_ms, now_ms)
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        if not records:
+            raise BatchTooLargeError("a proposal needs at least one record")
+        size = sum(len(encode_record(r)) for r in records)
+        if len(records) > self.config.records_per_batch_max or size > self.config.batch_bytes_max:
+            raise BatchTooLargeError(
+                f"{len(records)} records / {size} bytes exceed one batch "
+                f"({self.config.records_per_batch_max} records, "
+                f"{self.config.batch_bytes_max} bytes)"
+            )
+        pending = self._pending
+        if pending.records and (
+            len(pending.records) + len(records) > self.config.records_per_batch_max
+            or pending.bytes + size > self.config.batch_bytes_max
+        ):
+            self._seal_pending()
+        if not pending.records:
+            pending.since_ms = self._now_ms
+        base = self.log.log_end_offset + len(pending.records)
+        pending.records.extend(records)
+        pending.bytes += size
+        return Proposal(state.epoch, base, base + len(records) - 1)
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown of a leader: hand leadership over through EndQuorumEpoch."""
+        assert not self._awaiting_advance
+        self._now_ms = max(self._now_ms, now_ms)
+        if isinstance(self.state, LeaderState):
+            self._resign("shutdown")
+
+    def set_metadata_topic_id(self, topic_id: Uuid) -> None:
+        """The metadata topic's own id, once its record is applied (KIP-516). Requests keyed
+        by it are accepted from then on, besides the sentinel."""
+        self.metadata_topic_id = topic_id
+
+    def poll(self, now_ms: int) -> Ready:
+        """Run timers, then hand out everything to persist, send and apply."""
+        assert not self._awaiting_advance, "poll() called twice without advance()"
+        self._now_ms = max(self._now_ms, now_ms)
+        self._poll_state()
+        self._maybe_advance_high_watermark()
+        committed: list[LogBatch] = []
+        if self.log.high_watermark > self._applied_offset:
+            committed = list(
+                self.log.batches_between(self._applied_offset, self.log.high_watermark)
+            )
+            self._applied_offset = self.log.high_watermark
+        ready = Ready(
+            election_to_persist=self._out_election,
+            truncate_to=self._out_truncate,
+            entries_to_append=tuple(self._out_entries),
+            messages_to_send=tuple(self._out_messages),
+            committed_batches=tuple(committed),
+            high_watermark=self.log.high_watermark,
+            next_poll_at_ms=self._next_poll_at(),
+            events=tuple(self._out_events),
+        )
+        self._out_election = None
+        self._out_truncate = None
+        self._out_entries = []
+        self._out_messages = []
+        self._out_events = []
+        self._awaiting_advance = True
+        self._check_invariants()
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        """The driver has persisted, sent and applied ``ready``."""
+        assert self._awaiting_advance
+        self._awaiting_advance = False
+        if ready.election_to_persist is not None:
+            self._persisted = ready.election_to_persist
+        self.durable_end_offset = self.log.log_end_offset
+
+    # ----- outputs --------------------------------------------------------------------------
+
+    def _emit(self, name: str, **fields: Any) -> None:
+        self._out_events.append(RaftEvent(name, {"epoch": self.epoch, **fields}))
+
+    def _send(self, destination: int, message: Message, kind: str, timeout_ms: int = 0) -> None:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        deadline = self._now_ms + (timeout_ms or self.config.request_timeout_ms)
+        self._inflight[correlation_id] = _Inflight(destination, kind, self.epoch, deadline)
+        self._out_messages.append(Envelope(self.node_id, destination, correlation_id, message))
+
+    def _reply(self, request: Envelope, message: Message) -> None:
+        self._out_messages.append(
+            Envelope(self.node_id, request.source, request.correlation_id, message)
+        )
+
+    def _header(self) -> RequestHeader:
+        return RequestHeader(self.cluster_id, self.metadata_topic_id or METADATA_TOPIC_ID, 0)
+
+    def _append_local(self, batch: LogBatch) -> None:
+        self.log.append(batch)
+        self._out_entries.append(batch)
+
+    def _truncate_local(self, offset: int) -> None:
+        if offset >= self.log.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        self._out_entries = [b for b in self._out_entries if b.base_offset < offset]
+        self._out_truncate = (
+            offset if self._out_truncate is None else min(self._out_truncate, offset)
+        )
+        self.durable_end_offset = min(self.durable_end_offset, offset)
+
+    # ----- transitions ----------------------------------------------------------------------
+
+    def _transition(self, new: EpochState, reason: str) -> None:
+        old = self.state
+        check_transition(old, new, self.node_id)
+        if isinstance(old, LeaderState):
+            self._abandon_leadership()
+        self.state = new
+        if self.is_voter:
+            durable = election_state_of(new, self.voters, self.node_id)
+            if durable != self._current_persisted():
+                self._out_election = durable
+        self._inflight = {
+            cid: f
+            for cid, f in self._inflight.items()
+            if f.kind == "fetch" and f.epoch == new.epoch
+        }
+        self._emit(f"became_{new.name}", leader_id=new.leader_id, reason=reason)
+
+    def _current_persisted(self) -> ElectionState | None:
+        return self._out_election if self._out_election is not None else self._persisted
+
+    def _abandon_leadership(self) -> None:
+        self._pending = _Pending()
+        for replica_id, parked in list(self._parked.items()):
+            del self._parked[replica_id]
+            self._reply(parked.envelope, self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+
+    def _election_deadline(self, now_ms: int) -> int:
+        timeout = self.config.election_timeout_ms
+        return now_ms + timeout + self._rng.randrange(timeout)
+
+    def _backoff_ms(self, retries: int) -> int:
+        """Binary exponential backoff with full jitter, capped (Kafka's
+        ``binaryExponentialElectionBackoffMs``)."""
+        cap = min(
+            self.config.election_backoff_max_ms,
+            self.config.election_backoff_base_ms * (1 << min(retries, 20)),
+        )
+        return self._rng.randrange(cap + 1)
+
+    def _become_unattached(self, epoch: int, reason: str, voted_id: int | None = None) -> None:
+        self._transition(
+            UnattachedState(epoch, voted_id, self._election_deadline(self._now_ms)), reason
+        )
+
+    def _become_follower(self, epoch: int, leader_id: int, reason: str) -> None:
+        assert leader_id != self.node_id
+        state = self.state
+        voted = getattr(state, "voted_id", None) if state.epoch == epoch else None
+        if isinstance(state, CandidateState) and state.epoch == epoch:
+            voted = self.node_id
+        last_success = None
+        if isinstance(state, FollowerState | ProspectiveState) and state.epoch == epoch:
+            last_success = state.last_fetch_success_ms if isinstance(state, FollowerState) else None
+        self._transition(
+            FollowerState(
+                epoch,
+                leader_id,
+                voted,
+                self._now_ms + self.config.fetch_timeout_ms,
+                last_success,
+            ),
+            reason,
+        )
+        self._fetch_retry_at_ms = self._now_ms
+
+    def _become_prospective(self, reason: str, retries: int = 1) -> None:
+        state = self.state
+        assert self.is_voter
+        voted = getattr(state, "voted_id", None)
+        leader = state.leader_id
+        if isinstance(state, ResignedState):
+            voted = leader = self.node_id
+        elif isinstance(state, CandidateState):
+            # An epoch it ran in: it voted for itself there.
+            voted = self.node_id
+        elif isinstance(state, ProspectiveState):
+            leader = state.leader_id
+        resigned = isinstance(state, FollowerState) and state.leader_resigned
+        self._transition(
+            ProspectiveState(
+                state.epoch,
+                voted,
+                leader,
+                self._election_deadline(self._now_ms),
+                retries=retries,
+                leader_resigned=resigned,
+            ),
+            reason,
+        )
+        self._maybe_send_vote_requests(pre_vote=True)
+
+    def _become_candidate(self, reason: str, retries: int) -> None:
+        epoch = self.epoch + 1
+        self._transition(
+            CandidateState(epoch, self._election_deadline(self._now_ms), retries=retries),
+            reason,
+        )
+        assert isinstance(self.state, CandidateState)
+        self.state.granted.add(self.node_id)
+        self._maybe_send_vote_requests(pre_vote=False)
+
+    def _become_leader(self) -> None:
+        state = self.state
+        assert isinstance(state, CandidateState)
+        now = self._now_ms
+        progress = {v: ReplicaProgress(v) for v in self.voters}
+        # Give every voter a full check-quorum window before it counts as silent.
+        for p in progress.values():
+            p.last_fetch_ms = now
+        progress[self.node_id].log_end_offset = self.log.log_end_offset
+        epoch_start = self.log.log_end_offset
+        self._transition(
+            LeaderState(
+                state.epoch,
+                self.node_id,
+                epoch_start,
+                progress,
+                acknowledged={self.node_id},
+                begin_quorum_epoch_resend_at_ms=now,
+                idle_deadline_ms=now + self.config.idle_interval_ms,
+            ),
+            "won election",
+        )
+        self._append_local(
+            encode_batch(
+                base_offset=epoch_start,
+                epoch=state.epoch,
+                timestamp_ms=now,
+                records=[
+                    LeaderChangeMessage(self.node_id, state.epoch, tuple(sorted(self.voters)))
+                ],
+                control=True,
+            )
+        )
+
+    def _resign(self, reason: str) -> None:
+        state = self.state
+        assert isinstance(state, LeaderState)
+        self._seal_pending()
+        others = [v for v in self.voters if v != self.node_id]
+        successors = tuple(sorted(others, key=lambda v: (-state.voters[v].log_end_offset, v)))
+        self._transition(
+            ResignedState(
+                state.epoch,
+                successors,
+                set(others),
+                self._election_deadline(self._now_ms),
+                self._now_ms,
+            ),
+            reason,
+        )
+        self._maybe_send_end_quorum_epoch()
+
+    def _observe_epoch(self, epoch: int, leader_id: int | None, reason: str) -> bool:
+        """React to an epoch and leader learned from any message. Returns True when the
+        message's epoch is stale and its contents must be ignored."""
+        if epoch < self.epoch:
+            return True
+        if epoch > self.epoch:
+            if leader_id is not None and leader_id != self.node_id:
+                self._become_follower(epoch, leader_id, reason)
+            else:
+                self._become_unattached(epoch, reason)
+            return False
+        if leader_id is None or leader_id == self.node_id:
+            return False
+        state = self.state
+        if isinstance(state, UnattachedState | CandidateState) or (
+            isinstance(state, ProspectiveState) and leader_id != state.leader_id
+        ):
+            self._become_follower(epoch, leader_id, reason)
+        return False
+
+    # ----- request handlers -----------------------------------------------------------------
+
+    def _validate_header(self, header: RequestHeader) -> ErrorCode:
+        if not header.cluster_id or header.cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID
+        if header.topic_id not in (METADATA_TOPIC_ID, self.metadata_topic_id):
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if header.partition != 0:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NONE
+
+    def _handle_request(self, envelope: Envelope) -> None:
+        message = envelope.message
+        match message:
+            case VoteRequest():
+                self.handle_vote_request(envelope, message)
+            case BeginQuorumEpochRequest():
+                self.handle_begin_quorum_epoch_request(envelope, message)
+            case EndQuorumEpochRequest():
+                self.handle_end_quorum_epoch_request(envelope, message)
+            case FetchRequest():
+                self.handle_fetch_request(envelope, message)
+            case DescribeQuorumRequest():
+                self.handle_describe_quorum_request(envelope, message)
+            case _:  # pragma: no cover - is_request guards this
+                raise AssertionError(message)
+
+    def _vote_response(self, granted: bool, error: ErrorCode, pre_vote: bool) -> VoteResponse:
+        return VoteResponse(error, self.leader_id, self.epoch, granted, pre_vote)
+
+    def _log_is_up_to_date(self, last_epoch: int, last_offset: int) -> bool:
+        ours = (self.log.last_fetched_epoch, self.log.log_end_offset)
+        return (last_epoch, last_offset) >= ours
+
+    def handle_vote_request(self, envelope: Envelope, request: VoteRequest) -> None:
+        """Errors: INCONSISTENT_CLUSTER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+        INCONSISTENT_VOTER_SET (candidate or addressee not a voter here), INVALID_REQUEST
+        (negative fields), FENCED_LEADER_EPOCH (candidate epoch below ours)."""
+        error = self._validate_header(request.header)
+        if error is ErrorCode.NONE and (
+            request.candidate_id not in self.voters
+            or request.voter_id != self.node_id
+            or not self.is_voter
+        ):
+            error = ErrorCode.INCONSISTENT_VOTER_SET
+        if error is ErrorCode.NONE and (
+            request.candidate_epoch < 0
+            or request.last_offset < 0
+            or request.last_offset_epoch < 0
+            or request.last_offset_epoch > request.candidate_epoch
+        ):
+            error = ErrorCode.INVALID_REQUEST
+        if error is not ErrorCode.NONE:
+            self._reply(envelope, self._vote_response(False, error, request.pre_vote))
+            return
+        if request.candidate_epoch < self.epoch:
+            self._reply(
+                envelope,
+                self._vote_response(False, ErrorCode.FENCED_LEADER_EPOCH, request.pre_vote),
+            )
+            return
+        up_to_date = self._log_is_up_to_date(request.last_offset_epoch, request.last_offset)
+        if request.pre_vote:
+            granted = up_to_date and not self._has_live_leader()
+            if granted:
+                self._emit("pre_vote_granted", candidate_id=request.candidate_id)
+            self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, True))
+            return
+        if request.candidate_epoch > self.epoch:
+            self._become_unattached(request.candidate_epoch, "vote request with higher epoch")
+        state = self.state
+        granted = False
+        if isinstance(state, UnattachedState | ProspectiveState) and state.leader_id is None:
+            if state.voted_id == request.candidate_id:
+                granted = True
+            elif state.voted_id is None and up_to_date:
+                granted = True
+                self._transition(
+                    UnattachedState(
+                        state.epoch,
+                        request.candidate_id,
+                        self._election_deadline(self._now_ms),
+                    ),
+                    f"voted for {request.candidate_id}",
+                )
+        if granted:
+            self._emit("vote_granted", candidate_id=request.candidate_id)
+        self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, False))
+
+    def _has_live_leader(self) -> bool:
+        state = self.state
+        if isinstance(state, LeaderState):
+            return True
+        if isinstance(state, FollowerState) and state.last_fetch_success_ms is not None:
+            return self._now_ms - state.last_fetch_success_ms < self.config.fetch_timeout_ms
+        return False
+
+    def handle_begin_quorum_epoch_request(
+        self, envelope: Envelope, request: BeginQuorumEpochRequest
+    ) -> None:
+        """Errors: header errors, INCONSISTENT_VOTER_SET, INVALID_REQUEST,
+        FENCED_LEADER_EPOCH (a leader of an older epoch)."""
+        error = self._validate_header(request.header)
+        if error is ErrorCode.NONE and (
+            request.leader_id not in self.voters or request.voter_id != self.node_id
+        ):
+            error = ErrorCode.INCONSISTENT_VOTER_SET
+        if error is ErrorCode.NONE and (request.leader_epoch < 0 or request.leader_id < 0):
+            error = ErrorCode.INVALID_REQUEST
+        if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
+            error = ErrorCode.FENCED_LEADER_EPOCH
+        if error is ErrorCode.NONE:
+            assert request.leader_id != self.node_id or self.epoch >= request.leader_epoch
+            state = self.state
+            if request.leader_epoch > self.epoch or not (
+                isinstance(state, FollowerState) and state.leader_id == request.leader_id
+            ):
+                self._become_follower(request.leader_epoch, request.leader_id, "begin quorum epoch")
+        self._reply(envelope, BeginQuorumEpochResponse(error, self.leader_id, self.epoch))
+
+    def handle_end_quorum_epoch_request(
+        self, envelope: Envelope, request: EndQuorumEpochRequest
+    ) -> None:
+        """The leader of ``leader_epoch`` resigned. A follower of it stops trusting it (so it
+        grants pre-votes) and the first preferred successor starts an election at once; the
+        others wait a backoff that grows with their place in the list."""
+        error = self._validate_header(request.header)
+        if error is ErrorCode.NONE and request.leader_id not in self.voters:
+            error = ErrorCode.INCONSISTENT_VOTER_SET
+        if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
+            error = ErrorCode.FENCED_LEADER_EPOCH
+        if error is ErrorCode.NONE:
+            self._observe_epoch(request.leader_epoch, request.leader_id, "end quorum epoch")
+            state = self.state
+            if isinstance(state, FollowerState) and state.leader_id == request.leader_id:
+                state.last_fetch_success_ms = None
+                state.leader_resigned = True
+                if self.node_id in request.preferred_successors:
+                    position = request.preferred_successors.index(self.node_id)
+                    delay = 0 if position == 0 else self._backoff_ms(position)
+                    state.fetch_deadline_ms = min(state.fetch_deadline_ms, self._now_ms + delay)
+            self._emit("leader_resigned", leader_id=request.leader_id)
+        self._reply(envelope, EndQuorumEpochResponse(error, self.leader_id, self.epoch))
+
+    def _fetch_error(self, error: ErrorCode) -> FetchResponse:
+        return FetchResponse(
+            error,
+            self.leader_id,
+            self.epoch,
+            self.log.high_watermark,
+            self.log.log_start_offset,
+        )
+
+    def handle_fetch_request(self, envelope: Envelope, request: FetchRequest) -> None:
+        """Errors: header errors; INVALID_REQUEST (negative offsets, last_fetched_epoch above
+        the fetcher's epoch, offset inside a batch); NOT_LEADER_OR_FOLLOWER (this node does not
+        lead; the answer names the leader it knows); FENCED_LEADER_EPOCH (the fetcher is
+        behind); UNKNOWN_LEADER_EPOCH (the fetcher is ahead). A divergent fetcher gets
+        ``diverging_epoch`` and truncates."""
+        error = self._validate_header(request.header)
+        if error is ErrorCode.NONE and (
+            request.fetch_offset < 0
+            or request.last_fetched_epoch < 0
+            or request.max_wait_ms < 0
+            or request.current_leader_epoch < 0
+            or request.last_fetched_epoch > request.current_leader_epoch
+        ):
+            error = ErrorCode.INVALID_REQUEST
+        state = self.state
+        if error is ErrorCode.NONE:
+            if request.current_leader_epoch > self.epoch:
+                error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif not isinstance(state, LeaderState):
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif request.current_leader_epoch < self.epoch:
+                error = ErrorCode.FENCED_LEADER_EPOCH
+        if error is not ErrorCode.NONE:
+            self._reply(envelope, self._fetch_error(error))
+            return
+        assert isinstance(state, LeaderState)
+        # Divergence check (Kafka's validateOffsetAndEpoch).
+        if request.fetch_offset > self.log.log_start_offset or request.last_fetched_epoch > 0:
+            epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+            if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
+                self._reply(
+                    envelope,
+                    FetchResponse(
+                        ErrorCode.NONE,
+                        self.node_id,
+                        self.epoch,
+                        self.log.high_watermark,
+                        self.log.log_start_offset,
+                        DivergingEpoch(epoch, end_offset),
+                    ),
+                )
+                return
+        if not self.log.is_batch_boundary(request.fetch_offset):
+            self._reply(envelope, self._fetch_error(ErrorCode.INVALID_REQUEST))
+            return
+        hw_before = self.log.high_watermark
+        self._update_replica_progress(state, request)
+        old = self._parked.pop(request.replica_id, None)
+        if old is not None:
+            self._complete_fetch(old.envelope)
+        if (
+            request.fetch_offset < self.log.log_end_offset
+            or request.max_wait_ms == 0
+            or self.log.high_watermark != hw_before
+        ):
+            self._complete_fetch(envelope)
+        else:
+            wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
+            self._parked[request.replica_id] = _ParkedFetch(envelope, self._now_ms + wait)
+
+    def _update_replica_progress(self, state: LeaderState, request: FetchRequest) -> None:
+        now = self._now_ms
+        replica_id = request.replica_id
+        if replica_id in self.voters:
+            progress = state.voters[replica_id]
+            state.acknowledged.add(replica_id)
+        else:
+            progress = state.observers.get(replica_id) or ReplicaProgress(replica_id)
+            state.observers[replica_id] = progress
+            self._expire_observers(state)
+        progress.log_end_offset = request.fetch_offset
+        progress.last_fetch_ms = now
+        if request.fetch_offset >= self.log.log_end_offset:
+            progress.last_caught_up_ms = now
+        if replica_id in self.voters:
+            self._maybe_advance_high_watermark()
+
+    def _expire_observers(self, state: LeaderState) -> None:
+        horizon = self._now_ms - self.config.observer_expiry_ms
+        if len(state.observers) <= 1:
+            return
+        for replica_id, progress in list(state.observers.items()):
+            if progress.last_fetch_ms is not None and progress.last_fetch_ms < horizon:
+                del state.observers[replica_id]
+
+    def _complete_fetch(self, envelope: Envelope) -> None:
+        request = envelope.message
+        assert isinstance(request, FetchRequest)
+        max_bytes = min(request.max_bytes, self.config.fetch_max_bytes)
+        self._reply(
+            envelope,
+            FetchResponse(
+                ErrorCode.NONE,
+                self.node_id,
+                self.epoch,
+                self.log.high_watermark,
+                self.log.log_start_offset,
+                None,
+                self.log.read(request.fetch_offset, max_bytes),
+            ),
+        )
+
+    def handle_describe_quorum_request(
+        self, envelope: Envelope, request: DescribeQuorumRequest
+    ) -> None:
+        """Errors: header errors; NOT_LEADER_OR_FOLLOWER (only the leader knows replication;
+        the answer names the leader)."""
+        error = self._validate_header(request.header)
+        state = self.state
+        if error is ErrorCode.NONE and not isinstance(state, LeaderState):
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if error is not ErrorCode.NONE or not isinstance(state, LeaderState):
+            self._reply(
+                envelope,
+                DescribeQuorumResponse(error, self.leader_id, self.epoch, self.log.high_watermark),
+            )
+            return
+
+        def view(p: ReplicaProgress) -> ReplicaState:
+            return ReplicaState(
+                p.replica_id, p.log_end_offset, p.last_fetch_ms, p.last_caught_up_ms
+            )
+
+        me = state.voters[self.node_id]
+        me.log_end_offset = self.log.log_end_offset
+        me.last_fetch_ms = me.last_caught_up_ms = self._now_ms
+        self._reply(
+            envelope,
+            DescribeQuorumResponse(
+                ErrorCode.NONE,
+                self.node_id,
+                self.epoch,
+                self.log.high_watermark,
+                tuple(view(state.voters[v]) for v in sorted(self.voters)),
+                tuple(view(p) for _, p in sorted(state.observers.items())),
+            ),
+        )
+
+    # ----- response handlers ----------------------------------------------------------------
+
+    def _handle_response(self, envelope: Envelope, inflight: _Inflight) -> None:
+        message = envelope.message
+        if isinstance(message, RequestFailed):
+            self._handle_request_failed(inflight)
+            return
+        if inflight.epoch != self.epoch and inflight.kind != "fetch":
+            # An answer to a request sent in an older epoch: only its epoch news matters.
+            epoch = getattr(message, "leader_epoch", -1)
+            leader = getattr(message, "leader_id", None)
+            if epoch > self.epoch:
+                self._observe_epoch(epoch, leader, "stale response with higher epoch")
+            return
+        match message:
+            case VoteResponse():
+                self.handle_vote_response(envelope, message, inflight)
+            case BeginQuorumEpochResponse():
+                self.handle_begin_quorum_epoch_response(envelope, message)
+            case EndQuorumEpochResponse():
+                self.handle_end_quorum_epoch_response(envelope, message)
+            case FetchResponse():
+                self.handle_fetch_response(envelope, message, inflight)
+            case DescribeQuorumResponse():  # pragma: no cover - the core never asks
+                pass
+
+    def _handle_request_failed(self, inflight: _Inflight) -> None:
+        if inflight.kind == "fetch":
+            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            return
+        state = self.state
+        if inflight.epoch != state.epoch:
+            return
+        if (inflight.kind == "pre_vote" and isinstance(state, ProspectiveState)) or (
+            inflight.kind == "vote" and isinstance(state, CandidateState)
+        ):
+            voter = inflight.destination
+            if voter not in state.granted and voter not in state.rejected:
+                state.retry_at_ms[voter] = self._now_ms + self.config.retry_backoff_ms
+
+    def handle_vote_response(
+        self, envelope: Envelope, response: VoteResponse, inflight: _Inflight
+    ) -> None:
+        if response.error_code is ErrorCode.INCONSISTENT_VOTER_SET:
+            self._emit("inconsistent_voter_set", voter_id=envelope.source)
+        if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
+            return
+        if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
+            return
+        state = self.state
+        if inflight.kind == "pre_vote" and isinstance(state, ProspectiveState):
+            if response.error_code is ErrorCode.NONE and response.vote_granted:
+                state.granted.add(envelope.source)
+            else:
+                state.rejected.add(envelope.source)
+                if (
+                    response.leader_id is not None
+                    and response.leader_id != self.node_id
+                    and response.leader_epoch == state.epoch
+                ):
+                    state.leader_hint = response.leader_id
+            self._maybe_finish_pre_vote()
+        elif inflight.kind == "vote" and isinstance(state, CandidateState):
+            if response.error_code is ErrorCode.NONE and response.vote_granted:
+                state.granted.add(envelope.source)
+            else:
+                state.rejected.add(envelope.source)
+            self._maybe_finish_election()
+
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def _maybe_finish_pre_vote(self) -> None:
+        state = self.state
+        assert isinstance(state, ProspectiveState)
+        if len(state.granted) >= self._majority():
+            self._become_candidate("pre-vote won", state.retries)
+        elif len(state.rejected) > len(self.voters) - self._majority():
+            if state.leader_hint is not None and not (
+                state.leader_resigned and state.leader_hint == state.leader_id
+            ):
+                # A majority still hears a leader of our epoch: go back and fetch from it
+                # (an isolated follower rejoining, KIP-996).
+                self._become_follower(state.epoch, state.leader_hint, "pre-vote rejected")
+            elif state.backoff_until_ms is None:
+                state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
+
+    def _maybe_finish_election(self) -> None:
+        state = self.state
+        assert isinstance(state, CandidateState)
+        if len(state.granted) >= self._majority():
+            self._become_leader()
+        elif len(state.rejected) > len(self.voters) - self._majority() and (
+            state.backoff_until_ms is None
+        ):
+            state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
+
+    def handle_begin_quorum_epoch_response(
+        self, envelope: Envelope, response: BeginQuorumEpochResponse
+    ) -> None:
+        if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
+            return
+        if self._observe_epoch(response.leader_epoch, response.leader_id, "begin epoch response"):
+            return
+        state = self.state
+        if isinstance(state, LeaderState) and response.error_code is ErrorCode.NONE:
+            state.acknowledged.add(envelope.source)
+
+    def handle_end_quorum_epoch_response(
+        self, envelope: Envelope, response: EndQuorumEpochResponse
+    ) -> None:
+        if self._observe_epoch(response.leader_epoch, response.leader_id, "end epoch response"):
+            return
+        state = self.state
+        if isinstance(state, ResignedState):
+            state.unacknowledged.discard(envelope.source)
+
+    def handle_fetch_response(
+        self, envelope: Envelope, response: FetchResponse, inflight: _Inflight
+    ) -> None:
+        error = response.error_code
+        if error is ErrorCode.INCONSISTENT_CLUSTER_ID:
+            self._emit("inconsistent_cluster_id", leader_id=envelope.source)
+        if error not in (
+            ErrorCode.NONE,
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.FENCED_LEADER_EPOCH,
+        ):
+            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            return
+        if self._observe_epoch(response.leader_epoch, response.leader_id, "fetch response"):
+            return
+        state = self.state
+        if error is not ErrorCode.NONE or not isinstance(state, FollowerState):
+            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            return
+        if envelope.source != state.leader_id or response.leader_epoch != state.epoch:
+            return
+        state.last_fetch_success_ms = self._now_ms
+        state.fetch_deadline_ms = self._now_ms + self.config.fetch_timeout_ms
+        if response.diverging_epoch is not None:
+            diverging = response.diverging_epoch
+            _, our_end = self.log.end_offset_for_epoch(diverging.epoch)
+            offset = min(diverging.end_offset, our_end)
+            # Walk back to a batch boundary we share (a mismatch inside a batch cannot be
+            # repaired partially).
+            while not self.log.is_batch_boundary(offset):
+                offset -= 1
+            assert offset >= self.log.high_watermark, (
+                "diverging epoch asks to truncate committed data",
+                offset,
+                self.log,
+            )
+            self._emit(
+                "fetch_diverged",
+                truncate_to=offset,
+                diverging_epoch=diverging.epoch,
+                end_offset=diverging.end_offset,
+            )
+            self._truncate_local(offset)
+            self._fetch_retry_at_ms = self._now_ms
+            return
+        for batch in response.batches:
+            if batch.base_offset != self.log.log_end_offset:
+                break
+            if batch.epoch < self.log.last_fetched_epoch or batch.epoch > state.epoch:
+                break
+            self._append_local(batch)
+        new_hw = min(response.high_watermark, self.log.log_end_offset)
+        if self.log.update_high_watermark(new_hw):
+            pass
+        self._fetch_retry_at_ms = self._now_ms
+
+    # ----- timers (poll) --------------------------------------------------------------------
+
+    def _poll_state(self) -> None:
+        self._expire_inflight()
+        match self.state:
+            case LeaderState():
+                self.poll_leader()
+            case CandidateState():
+                self.poll_candidate()
+            case ProspectiveState():
+                self.poll_prospective()
+            case FollowerState():
+                self.poll_follower()
+            case UnattachedState():
+                self.poll_unattached()
+            case ResignedState():
+                self.poll_resigned()
+
+    def _expire_inflight(self) -> None:
+        now = self._now_ms
+        for cid, inflight in list(self._inflight.items()):
+            if inflight.deadline_ms <= now:
+                del self._inflight[cid]
+                self._handle_request_failed(inflight)
+
+    def _check_quorum_deadline(self, state: LeaderState) -> int:
+        """When the leader stops hearing from a majority unless more Fetches arrive: the
+        fetch time of the least recent voter it still needs, plus the check-quorum timeout."""
+        others = sorted(
+            (p.last_fetch_ms or 0 for v, p in state.voters.items() if v != self.node_id),
+            reverse=True,
+        )
+        needed = self._majority() - 1  # the leader counts itself
+        if needed == 0:
+            return self._now_ms + self.config.check_quorum_timeout_ms
+        return others[needed - 1] + self.config.check_quorum_timeout_ms + 1
+
+    def poll_leader(self) -> None:
+        state = self.state
+        assert isinstance(state, LeaderState)
+        now = self._now_ms
+        # Check quorum: resign when a majority has been silent too long.
+        horizon = now - self.config.check_quorum_timeout_ms
+        alive = sum(
+            1
+            for v, p in state.voters.items()
+            if v == self.node_id or (p.last_fetch_ms is not None and p.last_fetch_ms >= horizon)
+        )
+        if alive < self._majority():
+            self._emit("check_quorum_failed", alive=alive)
+            self._resign("check quorum failed")
+            return
+        if now >= state.begin_quorum_epoch_resend_at_ms:
+            for voter in sorted(self.voters - state.acknowledged):
+                self._send(
+                    voter,
+                    BeginQuorumEpochRequest(self._header(), self.node_id, state.epoch, voter),
+                    "begin_epoch",
+                )
+            state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
+        pending = self._pending
+        if pending.records and (
+            self.config.seal_batches_on_poll
+            or now - pending.since_ms >= self.config.append_linger_ms
+        ):
+            self._seal_pending()
+        if now >= state.idle_deadline_ms and not pending.records:
+            self._append_local(
+                encode_batch(
+                    base_offset=self.log.log_end_offset,
+                    epoch=state.epoch,
+                    timestamp_ms=now,
+                    records=[NoOpRecord()],
+                )
+            )
+            state.idle_deadline_ms = now + self.config.idle_interval_ms
+        # Long-poll fetches: answer those with news or past their wait.
+        for replica_id, parked in list(self._parked.items()):
+            request = parked.envelope.message
+            assert isinstance(request, FetchRequest)
+            if parked.deadline_ms <= now or request.fetch_offset < self.log.log_end_offset:
+                del self._parked[replica_id]
+                self._complete_fetch(parked.envelope)
+
+    def _seal_pending(self) -> None:
+        state = self.state
+        pending = self._pending
+        if not pending.records:
+            return
+        assert isinstance(state, LeaderState)
+        self._append_local(
+            encode_batch(
+                base_offset=self.log.log_end_offset,
+                epoch=state.epoch,
+                timestamp_ms=self._now_ms,
+                records=pending.records,
+            )
+        )
+        self._pending = _Pending()
+        state.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
+
+    def _maybe_advance_high_watermark(self) -> None:
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return
+        me = state.voters[self.node_id]
+        me.log_end_offset = self.durable_end_offset
+        offsets = sorted((p.log_end_offset for p in state.voters.values()), reverse=True)
+        candidate = offsets[self._majority() - 1]
+        if candidate <= state.epoch_start_offset and not self.config.unsafe_commit_previous_epoch:
+            return
+        candidate = min(candidate, self.log.log_end_offset)
+        if candidate > self.log.high_watermark:
+            self.log.update_high_watermark(candidate)
+            # Followers learn the new high watermark from their parked fetches.
+            for replica_id, parked in list(self._parked.items()):
+                del self._parked[replica_id]
+                self._complete_fetch(parked.envelope)
+
+    def poll_candidate(self) -> None:
+        state = self.state
+        assert isinstance(state, CandidateState)
+        now = self._now_ms
+        if state.backoff_until_ms is not None:
+            if now >= state.backoff_until_ms:
+                self._become_prospective("election lost", retries=state.retries + 1)
+            return
+        if now >= state.election_deadline_ms:
+            state.backoff_until_ms = now + self._backoff_ms(state.retries)
+            return
+        self._retry_vote_requests(state)
+
+    def poll_prospective(self) -> None:
+        state = self.state
+        assert isinstance(state, ProspectiveState)
+        now = self._now_ms
+        if state.backoff_until_ms is not None:
+            if now >= state.backoff_until_ms:
+                retries = state.retries + 1
+                state.granted.clear()
+                state.rejected.clear()
+                state.backoff_until_ms = None
+                state.retries = retries
+                state.retry_at_ms.clear()
+                state.election_deadline_ms = self._election_deadline(now)
+                self._maybe_send_vote_requests(pre_vote=True)
+            return
+        if now >= state.election_deadline_ms:
+            state.backoff_until_ms = now + self._backoff_ms(state.retries)
+            return
+        self._retry_vote_requests(state)
+
+    def _maybe_send_vote_requests(self, *, pre_vote: bool) -> None:
+        state = self.state
+        assert isinstance(state, ProspectiveState | CandidateState)
+        if pre_vote:
+            state.granted.add(self.node_id)
+        self._send_vote_requests(sorted(self.voters - {self.node_id}), pre_vote=pre_vote)
+        if pre_vote:
+            assert isinstance(state, ProspectiveState)
+            self._maybe_finish_pre_vote()
+        else:
+            assert isinstance(state, CandidateState)
+            self._maybe_finish_election()
+
+    def _send_vote_requests(self, voters: Sequence[int], *, pre_vote: bool) -> None:
+        state = self.state
+        candidate_epoch = state.epoch + 1 if pre_vote else state.epoch
+        for voter in voters:
+            self._send(
+                voter,
+                VoteRequest(
+                    self._header(),
+                    candidate_epoch,
+                    self.node_id,
+                    self.log.last_fetched_epoch,
+                    self.log.log_end_offset,
+                    pre_vote,
+                    voter,
+                ),
+                "pre_vote" if pre_vote else "vote",
+            )
+
+    def _retry_vote_requests(self, state: ProspectiveState | CandidateState) -> None:
+        due = sorted(v for v, at in state.retry_at_ms.items() if at <= self._now_ms)
+        for voter in due:
+            del state.retry_at_ms[voter]
+        if due:
+            self._send_vote_requests(due, pre_vote=isinstance(state, ProspectiveState))
+
+    def poll_follower(self) -> None:
+        state = self.state
+        assert isinstance(state, FollowerState)
+        now = self._now_ms
+        if now >= state.fetch_deadline_ms:
+            if self.is_voter:
+                self._become_prospective("fetch timeout")
+            else:
+                self._become_unattached(state.epoch, "fetch timeout")
+            return
+        self._maybe_send_fetch(state.leader_id)
+
+    def _fetch_in_flight(self) -> bool:
+        return any(f.kind == "fetch" for f in self._inflight.values())
+
+    def _maybe_send_fetch(self, destination: int) -> None:
+        if self._fetch_in_flight() or self._now_ms < self._fetch_retry_at_ms:
+            return
+        self._send(
+            destination,
+            FetchRequest(
+                self._header(),
+                self.node_id,
+                self.epoch,
+                self.log.log_end_offset,
+                self.log.last_fetched_epoch,
+                self.config.fetch_max_wait_ms,
+                self.config.fetch_max_bytes,
+            ),
+            "fetch",
+            timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
+        )
+
+    def poll_unattached(self) -> None:
+        state = self.state
+        assert isinstance(state, UnattachedState)
+        if not self.is_voter:
+            # Observers look for the leader by fetching from the voters in turn.
+            if not self._fetch_in_flight() and self._now_ms >= self._fetch_retry_at_ms:
+                voters = sorted(self.voters)
+                target = voters[self._observer_cursor % len(voters)]
+                self._observer_cursor += 1
+                self._maybe_send_fetch(target)
+            return
+        if self._now_ms >= state.election_deadline_ms:
+            self._become_prospective("election timeout")
+
+    def poll_resigned(self) -> None:
+        state = self.state
+        assert isinstance(state, ResignedState)
+        now = self._now_ms
+        if now >= state.election_deadline_ms:
+            self._become_prospective("resigned and no successor seen")
+            return
+        if state.unacknowledged and now >= state.end_quorum_epoch_resend_at_ms:
+            self._maybe_send_end_quorum_epoch()
+
+    def _maybe_send_end_quorum_epoch(self) -> None:
+        state = self.state
+        assert isinstance(state, ResignedState)
+        for voter in sorted(state.unacknowledged):
+            self._send(
+                voter,
+                EndQuorumEpochRequest(
+                    self._header(), self.node_id, state.epoch, state.preferred_successors
+                ),
+                "end_epoch",
+            )
+        state.end_quorum_epoch_resend_at_ms = self._now_ms + self.config.retry_backoff_ms * 10
+
+    def _next_poll_at(self) -> int:
+        """The earliest timer of the current state (Kafka's ``poll()`` return value)."""
+        now = self._now_ms
+        deadlines = [now + self.config.fetch_timeout_ms]
+        deadlines.extend(f.deadline_ms for f in self._inflight.values())
+        state = self.state
+        match state:
+            case LeaderState():
+                if self.durable_end_offset < self.log.log_end_offset:
+                    # Our own entries count toward the high watermark once advance() says
+                    # they are durable: look again right after that.
+                    deadlines.append(now)
+                deadlines.append(state.begin_quorum_epoch_resend_at_ms)
+                deadlines.append(state.idle_deadline_ms)
+                deadlines.extend(p.deadline_ms for p in self._parked.values())
+                if self._pending.records:
+                    deadlines.append(self._pending.since_ms + self.config.append_linger_ms)
+                deadlines.append(self._check_quorum_deadline(state))
+            case CandidateState() | ProspectiveState():
+                if state.backoff_until_ms is not None:
+                    deadlines.append(state.backoff_until_ms)
+                else:
+                    deadlines.append(state.election_deadline_ms)
+                    deadlines.extend(state.retry_at_ms.values())
+            case FollowerState():
+                deadlines.append(state.fetch_deadline_ms)
+                if not self._fetch_in_flight():
+                    deadlines.append(self._fetch_retry_at_ms)
+            case UnattachedState():
+                if self.is_voter:
+                    deadlines.append(state.election_deadline_ms)
+                elif not self._fetch_in_flight():
+                    deadlines.append(self._fetch_retry_at_ms)
+            case ResignedState():
+                deadlines.append(state.election_deadline_ms)
+                if state.unacknowledged:
+                    deadlines.append(state.end_quorum_epoch_resend_at_ms)
+        return max(now, min(deadlines))
+
+    # ----- invariants -----------------------------------------------------------------------
+
+    def _check_invariants(self) -> None:
+        self.log.check()
+        assert self.epoch >= self.log.last_fetched_epoch, self
+        assert self.durable_end_offset <= self.log.log_end_offset, self
+        if isinstance(self.state, LeaderState):
+            assert self.is_voter

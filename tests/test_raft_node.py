@@ -1,0 +1,487 @@
+"""Spec-anchored unit tests of the pure Raft core (KIP-595, KIP-996, KIP-516).
+
+A ``Context`` drives one ``RaftNode`` by hand: deliver an envelope, poll, look at what the
+Ready asks to persist and send. Each test quotes the rule it checks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID, Uuid
+from quorum.metadata.batch import decode_batch, encode_batch
+from quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    LeaderChangeMessage,
+    NoOpRecord,
+)
+from quorum.raft.config import RaftConfig
+from quorum.raft.election import ElectionState
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    RequestHeader,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.raft.node import NotLeaderError, RaftNode, Ready
+from quorum.raft.state import (
+    CandidateState,
+    FollowerState,
+    IllegalTransitionError,
+    LeaderState,
+    ProspectiveState,
+    UnattachedState,
+    check_transition,
+)
+
+CLUSTER = "test-cluster-id"
+HEADER = RequestHeader(CLUSTER, METADATA_TOPIC_ID, 0)
+VOTERS = frozenset({1, 2, 3})
+
+
+class Context:
+    def __init__(
+        self,
+        node_id: int = 1,
+        voters: frozenset[int] = VOTERS,
+        election: ElectionState | None = None,
+        batches: tuple[object, ...] = (),
+        config: RaftConfig | None = None,
+    ) -> None:
+        self.now_ms = 0
+        self.node = RaftNode(
+            node_id=node_id,
+            voters=voters,
+            cluster_id=CLUSTER,
+            config=config or RaftConfig(),
+            rng=random.Random(0),
+            now_ms=0,
+            election_state=election,
+            batches=list(batches),  # type: ignore[arg-type]
+        )
+        self.next_correlation = 10_000
+        self.readies: list[Ready] = []
+
+    def deliver(self, source: int, message: Message, correlation_id: int | None = None) -> None:
+        if correlation_id is None:
+            self.next_correlation += 1
+            correlation_id = self.next_correlation
+        self.node.step(Envelope(source, self.node.node_id, correlation_id, message), self.now_ms)
+
+    def poll(self, advance_ms: int = 0) -> Ready:
+        self.now_ms += advance_ms
+        ready = self.node.poll(self.now_ms)
+        self.node.advance(ready)
+        self.readies.append(ready)
+        return ready
+
+    def sent(self, ready: Ready, kind: type) -> list[Envelope]:
+        return [e for e in ready.messages_to_send if isinstance(e.message, kind)]
+
+    def elect(self) -> None:
+        """Make this node leader of the next epoch with votes from 2 and 3."""
+        ready = self.poll(advance_ms=2 * self.node.config.election_timeout_ms)
+        for request in self.sent(ready, VoteRequest):
+            self.deliver(
+                request.destination,
+                VoteResponse(ErrorCode.NONE, None, self.node.epoch, True, True),
+                request.correlation_id,
+            )
+        ready = self.poll()
+        assert isinstance(self.node.state, CandidateState)
+        for request in self.sent(ready, VoteRequest):
+            self.deliver(
+                request.destination,
+                VoteResponse(ErrorCode.NONE, None, self.node.epoch, True),
+                request.correlation_id,
+            )
+        self.poll()
+        assert self.node.is_leader()
+
+
+def vote_request(
+    epoch: int,
+    candidate: int,
+    last_epoch: int = 0,
+    last_offset: int = 0,
+    *,
+    pre_vote: bool = False,
+    voter: int = 1,
+) -> VoteRequest:
+    return VoteRequest(HEADER, epoch, candidate, last_epoch, last_offset, pre_vote, voter)
+
+
+def fetch_request(
+    replica: int,
+    epoch: int,
+    offset: int,
+    last_epoch: int,
+    header: RequestHeader = HEADER,
+    max_wait_ms: int = 0,
+) -> FetchRequest:
+    return FetchRequest(header, replica, epoch, offset, last_epoch, max_wait_ms, 1 << 20)
+
+
+def test_fresh_voter_persists_its_primordial_state() -> None:
+    ctx = Context()
+    ready = ctx.poll()
+    assert ready.election_to_persist == ElectionState(0, None, None, VOTERS)
+
+
+def test_single_voter_elects_itself_and_commits_leader_change() -> None:
+    """KIP-595: a leader writes a LeaderChangeMessage at the start of its epoch and commits
+    nothing before an entry of its own epoch is on a majority (here: itself, once durable)."""
+    ctx = Context(voters=frozenset({1}))
+    ctx.poll(advance_ms=2000)
+    ctx.poll()
+    assert ctx.node.is_leader()
+    committed = [b for r in ctx.readies for b in r.committed_batches]
+    assert committed, "the leader change was never committed"
+    decoded = decode_batch(committed[0].data)
+    assert decoded.control
+    assert decoded.records == (LeaderChangeMessage(1, 1, (1,)),)
+
+
+def test_vote_is_persisted_in_the_same_ready_as_the_grant() -> None:
+    """KIP-595: "the voter persists its vote before sending the response"."""
+    ctx = Context()
+    ctx.poll()
+    ctx.deliver(2, vote_request(1, 2))
+    ready = ctx.poll()
+    assert ready.election_to_persist == ElectionState(1, None, 2, VOTERS)
+    (response,) = ctx.sent(ready, VoteResponse)
+    assert response.message.vote_granted  # type: ignore[union-attr]
+
+
+def test_one_vote_per_epoch() -> None:
+    ctx = Context()
+    ctx.poll()
+    ctx.deliver(2, vote_request(1, 2))
+    ctx.poll()
+    ctx.deliver(3, vote_request(1, 3))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert not response.message.vote_granted  # type: ignore[union-attr]
+
+
+def test_vote_rejected_for_a_less_up_to_date_log() -> None:
+    """Raft 5.4.1: grant only if the candidate's log is at least as up to date."""
+    batch = encode_batch(base_offset=0, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+    ctx = Context(election=ElectionState(1, None, None, VOTERS), batches=(batch,))
+    ctx.poll()
+    ctx.deliver(2, vote_request(2, 2, last_epoch=0, last_offset=0))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert not response.message.vote_granted  # type: ignore[union-attr]
+    assert ctx.node.epoch == 2  # the higher epoch is still adopted
+
+
+def test_pre_vote_changes_nothing_durable() -> None:
+    """KIP-996: a pre-vote neither bumps the epoch nor records a vote."""
+    ctx = Context(election=ElectionState(3, None, None, VOTERS))
+    ctx.poll()
+    ctx.deliver(2, vote_request(4, 2, pre_vote=True))
+    ready = ctx.poll()
+    assert ready.election_to_persist is None
+    assert ctx.node.epoch == 3
+    (response,) = ctx.sent(ready, VoteResponse)
+    assert response.message.vote_granted  # type: ignore[union-attr]
+
+
+def test_follower_with_a_live_leader_rejects_pre_vote() -> None:
+    """KIP-996: a follower that fetched from its leader within the fetch timeout rejects
+    pre-votes, so a rejoining isolated node cannot disturb a healthy leader."""
+    ctx = Context(election=ElectionState(1, 2, None, VOTERS))
+    ready = ctx.poll()
+    (fetch,) = ctx.sent(ready, FetchRequest)
+    ctx.deliver(2, FetchResponse(ErrorCode.NONE, 2, 1, 0, 0), fetch.correlation_id)
+    ctx.poll()
+    ctx.deliver(3, vote_request(2, 3, pre_vote=True))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert not response.message.vote_granted  # type: ignore[union-attr]
+    assert response.message.leader_id == 2  # type: ignore[union-attr]
+
+
+def test_election_timeout_starts_pre_vote_not_candidacy() -> None:
+    ctx = Context()
+    ctx.poll()
+    ready = ctx.poll(advance_ms=2000)
+    assert isinstance(ctx.node.state, ProspectiveState)
+    assert ctx.node.epoch == 0
+    requests = ctx.sent(ready, VoteRequest)
+    assert {r.destination for r in requests} == {2, 3}
+    assert all(r.message.pre_vote and r.message.candidate_epoch == 1 for r in requests)  # type: ignore[union-attr]
+
+
+def test_leader_commits_only_after_its_epoch_is_on_a_majority() -> None:
+    """KIP-595: the high watermark moves only once the leader's epoch start offset (its
+    LeaderChangeMessage) is replicated to a majority."""
+    ctx = Context()
+    ctx.elect()
+    leader = ctx.node
+    assert leader.high_watermark == 0
+    end = leader.log_end_offset
+    ctx.deliver(2, fetch_request(2, 1, 0, 0))
+    ctx.poll()
+    assert leader.high_watermark == 0  # follower 2 has nothing yet
+    ctx.deliver(2, fetch_request(2, 1, end, 1))
+    ready = ctx.poll()
+    assert leader.high_watermark == end
+    assert ready.committed_batches
+
+
+@pytest.mark.parametrize(
+    ("header", "error"),
+    [
+        (RequestHeader("other-cluster", METADATA_TOPIC_ID, 0), ErrorCode.INCONSISTENT_CLUSTER_ID),
+        (RequestHeader("", METADATA_TOPIC_ID, 0), ErrorCode.INCONSISTENT_CLUSTER_ID),
+        (RequestHeader(CLUSTER, Uuid(7, 7), 0), ErrorCode.UNKNOWN_TOPIC_ID),
+        (RequestHeader(CLUSTER, METADATA_TOPIC_ID, 1), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ],
+    ids=["wrong_cluster", "empty_cluster", "unknown_topic_id", "wrong_partition"],
+)
+def test_fetch_header_errors(header: RequestHeader, error: ErrorCode) -> None:
+    ctx = Context()
+    ctx.elect()
+    before = (ctx.node.epoch, ctx.node.log_end_offset, ctx.node.high_watermark)
+    ctx.deliver(2, fetch_request(2, 1, 0, 0, header=header))
+    (response,) = ctx.sent(ctx.poll(), FetchResponse)
+    assert response.message.error_code is error  # type: ignore[union-attr]
+    assert (ctx.node.epoch, ctx.node.log_end_offset, ctx.node.high_watermark) == before
+
+
+def test_vote_header_errors_change_nothing() -> None:
+    ctx = Context()
+    ctx.poll()
+    bad = VoteRequest(RequestHeader("x", METADATA_TOPIC_ID, 0), 5, 2, 0, 0, False, 1)
+    ctx.deliver(2, bad)
+    ready = ctx.poll()
+    assert ready.election_to_persist is None
+    assert ctx.node.epoch == 0
+    (response,) = ctx.sent(ready, VoteResponse)
+    assert response.message.error_code is ErrorCode.INCONSISTENT_CLUSTER_ID  # type: ignore[union-attr]
+
+
+def test_vote_from_a_non_voter_is_inconsistent_voter_set() -> None:
+    ctx = Context()
+    ctx.poll()
+    ctx.deliver(9, vote_request(1, 9))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert response.message.error_code is ErrorCode.INCONSISTENT_VOTER_SET  # type: ignore[union-attr]
+    assert ctx.node.epoch == 0
+
+
+def test_metadata_topic_id_is_accepted_once_known() -> None:
+    """KIP-516: RPCs keep accepting the sentinel and also take the assigned id."""
+    ctx = Context()
+    ctx.elect()
+    real = Uuid(123, 456)
+    ctx.node.set_metadata_topic_id(real)
+    ctx.deliver(2, fetch_request(2, 1, 0, 0, header=RequestHeader(CLUSTER, real, 0)))
+    (response,) = ctx.sent(ctx.poll(), FetchResponse)
+    assert response.message.error_code is ErrorCode.NONE  # type: ignore[union-attr]
+
+
+def test_fetch_with_stale_epoch_is_fenced_and_future_epoch_unknown() -> None:
+    ctx = Context(election=ElectionState(4, None, None, VOTERS))
+    ctx.elect()
+    epoch = ctx.node.epoch
+    ctx.deliver(2, fetch_request(2, epoch - 1, 0, 0))
+    (stale,) = ctx.sent(ctx.poll(), FetchResponse)
+    assert stale.message.error_code is ErrorCode.FENCED_LEADER_EPOCH  # type: ignore[union-attr]
+    assert stale.message.leader_id == 1  # type: ignore[union-attr]
+    ctx.deliver(2, fetch_request(2, epoch + 1, 0, 0))
+    (future,) = ctx.sent(ctx.poll(), FetchResponse)
+    assert future.message.error_code is ErrorCode.UNKNOWN_LEADER_EPOCH  # type: ignore[union-attr]
+
+
+def test_divergent_follower_gets_diverging_epoch_and_truncates() -> None:
+    """KIP-595 "Fetch": the leader answers a fetch whose last_fetched_epoch does not match
+    with diverging_epoch; the follower truncates to the end of that epoch."""
+    common = encode_batch(base_offset=0, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+    stray = encode_batch(base_offset=1, epoch=2, timestamp_ms=0, records=[NoOpRecord()])
+    follower = Context(
+        node_id=2, election=ElectionState(3, 1, None, VOTERS), batches=(common, stray)
+    )
+    ready = follower.poll()
+    (fetch,) = follower.sent(ready, FetchRequest)
+    assert fetch.message.fetch_offset == 2  # type: ignore[union-attr]
+    follower.deliver(
+        1,
+        FetchResponse(ErrorCode.NONE, 1, 3, 1, 0, diverging_epoch=_diverging(1, 1)),
+        fetch.correlation_id,
+    )
+    ready = follower.poll()
+    assert ready.truncate_to == 1
+    assert follower.node.log_end_offset == 1
+    (again,) = follower.sent(ready, FetchRequest)
+    assert again.message.fetch_offset == 1  # type: ignore[union-attr]
+    assert again.message.last_fetched_epoch == 1  # type: ignore[union-attr]
+
+
+def _diverging(epoch: int, end_offset: int) -> DivergingEpoch:
+    return DivergingEpoch(epoch, end_offset)
+
+
+def test_leader_detects_divergence_from_last_fetched_epoch() -> None:
+    ctx = Context(election=ElectionState(2, None, None, VOTERS))
+    ctx.elect()  # epoch 3; the log holds only its leader change at offset 0
+    ctx.deliver(2, fetch_request(2, 3, 5, 2))
+    (response,) = ctx.sent(ctx.poll(), FetchResponse)
+    diverging = response.message.diverging_epoch  # type: ignore[union-attr]
+    assert diverging is not None
+    assert diverging.end_offset == 0
+
+
+def test_follower_never_truncates_below_its_high_watermark() -> None:
+    common = encode_batch(base_offset=0, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+    follower = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS), batches=(common,))
+    ready = follower.poll()
+    (fetch,) = follower.sent(ready, FetchRequest)
+    follower.deliver(1, FetchResponse(ErrorCode.NONE, 1, 1, 1, 0), fetch.correlation_id)
+    ready = follower.poll()
+    assert follower.node.high_watermark == 1
+    (fetch,) = follower.sent(ready, FetchRequest)
+    with pytest.raises(AssertionError, match="truncate committed"):
+        follower.deliver(
+            1,
+            FetchResponse(ErrorCode.NONE, 1, 1, 1, 0, diverging_epoch=_diverging(0, 0)),  # type: ignore[arg-type]
+            fetch.correlation_id,
+        )
+
+
+def test_propose_on_a_follower_raises_not_leader() -> None:
+    ctx = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS))
+    ctx.poll()
+    with pytest.raises(NotLeaderError) as excinfo:
+        ctx.node.propose([NoOpRecord()], 0)
+    assert excinfo.value.leader_id == 1
+    assert excinfo.value.retriable
+
+
+def test_proposal_is_one_atomic_batch_at_the_offsets_promised() -> None:
+    ctx = Context(voters=frozenset({1}))
+    ctx.poll(advance_ms=2000)
+    ctx.poll()
+    records = [ConfigRecord(ConfigResourceType.TOPIC, "t", "k", str(i)) for i in range(5)]
+    placed = ctx.node.propose(records, ctx.now_ms)
+    ready = ctx.poll()
+    (batch,) = ready.entries_to_append
+    assert batch.base_offset == placed.base_offset
+    assert batch.last_offset == placed.last_offset
+    assert decode_batch(batch.data).records == tuple(records)
+
+
+def test_begin_quorum_epoch_makes_a_follower() -> None:
+    ctx = Context()
+    ctx.poll()
+    ctx.deliver(2, BeginQuorumEpochRequest(HEADER, 2, 5, 1))
+    ready = ctx.poll()
+    assert isinstance(ctx.node.state, FollowerState)
+    assert ready.election_to_persist == ElectionState(5, 2, None, VOTERS)
+
+
+def test_end_quorum_epoch_first_successor_runs_at_once() -> None:
+    """KIP-595: the first preferred successor starts its election immediately."""
+    ctx = Context(election=ElectionState(1, 2, None, VOTERS))
+    ctx.poll()
+    ctx.deliver(2, EndQuorumEpochRequest(HEADER, 2, 1, (1, 3)))
+    ready = ctx.poll()
+    assert isinstance(ctx.node.state, ProspectiveState)
+    assert {r.destination for r in ctx.sent(ready, VoteRequest)} == {2, 3}
+
+
+def test_graceful_resign_sends_end_quorum_epoch_with_successors() -> None:
+    ctx = Context()
+    ctx.elect()
+    ctx.node.resign(ctx.now_ms)
+    ready = ctx.poll()
+    ends = ctx.sent(ready, EndQuorumEpochRequest)
+    assert {e.destination for e in ends} == {2, 3}
+    assert set(ends[0].message.preferred_successors) == {2, 3}  # type: ignore[union-attr]
+    with pytest.raises(NotLeaderError):
+        ctx.node.propose([NoOpRecord()], ctx.now_ms)
+
+
+def test_check_quorum_resigns_a_leader_nobody_fetches_from() -> None:
+    ctx = Context()
+    ctx.elect()
+    ctx.poll(advance_ms=ctx.node.config.check_quorum_timeout_ms + 1)
+    assert not ctx.node.is_leader()
+
+
+def test_leader_writes_no_op_when_idle() -> None:
+    ctx = Context(voters=frozenset({1}))
+    ctx.poll(advance_ms=2000)
+    ctx.poll()
+    end = ctx.node.log_end_offset
+    ready = ctx.poll(advance_ms=ctx.node.config.idle_interval_ms)
+    (batch,) = ready.entries_to_append
+    assert batch.base_offset == end
+    assert decode_batch(batch.data).records == (NoOpRecord(),)
+
+
+def test_describe_quorum_on_leader_and_follower() -> None:
+    ctx = Context()
+    ctx.elect()
+    ctx.deliver(2, fetch_request(2, 1, 1, 1))
+    ctx.poll()
+    ctx.deliver(99, DescribeQuorumRequest(HEADER))
+    (response,) = ctx.sent(ctx.poll(), DescribeQuorumResponse)
+    message = response.message
+    assert isinstance(message, DescribeQuorumResponse)
+    assert message.leader_id == 1
+    assert [v.replica_id for v in message.voters] == [1, 2, 3]
+    assert message.voters[1].log_end_offset == 1
+    follower = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS))
+    follower.poll()
+    follower.deliver(99, DescribeQuorumRequest(HEADER))
+    (answer,) = follower.sent(follower.poll(), DescribeQuorumResponse)
+    assert answer.message.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER  # type: ignore[union-attr]
+    assert answer.message.leader_id == 1  # type: ignore[union-attr]
+
+
+def test_restart_as_former_leader_resigns() -> None:
+    """A leader that crashed can never lead its old epoch again."""
+    ctx = Context(election=ElectionState(4, 1, 1, VOTERS))
+    assert ctx.node.state.name == "resigned"
+    assert not ctx.node.is_leader()
+
+
+def test_state_table_refuses_illegal_transitions() -> None:
+    unattached = UnattachedState(2, 3, 0)
+    with pytest.raises(IllegalTransitionError, match="vote changed"):
+        check_transition(unattached, UnattachedState(2, 2, 0), local_id=1)
+    with pytest.raises(IllegalTransitionError, match="epoch goes back"):
+        check_transition(unattached, UnattachedState(1, None, 0), local_id=1)
+    with pytest.raises(IllegalTransitionError, match="unattached -> leader"):
+        check_transition(unattached, LeaderState(2, 1, 0, {}), local_id=1)
+    follower = FollowerState(2, 3, None, 0)
+    with pytest.raises(IllegalTransitionError, match="leader changed"):
+        check_transition(follower, FollowerState(2, 2, None, 0), local_id=1)
+    check_transition(follower, FollowerState(3, 2, None, 0), local_id=1)
+
+
+def test_observer_finds_the_leader_through_any_voter() -> None:
+    ctx = Context(node_id=100)
+    ready = ctx.poll()
+    (fetch,) = ctx.sent(ready, FetchRequest)
+    ctx.deliver(
+        fetch.destination,
+        FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 3, 2, 0, 0),
+        fetch.correlation_id,
+    )
+    ready = ctx.poll()
+    assert isinstance(ctx.node.state, FollowerState)
+    assert ctx.node.leader_id == 3
+    assert ready.election_to_persist is None  # observers persist nothing
