@@ -1,0 +1,417 @@
+"""A simulated KRaft cluster driving the real ``RaftNode`` (Kafka's RaftEventSimulationTest,
+TigerBeetle's VOPR): one seed decides every delay, loss, crash and timer.
+
+Each ``SimNode`` is the driver loop of ``quorum.raft.node`` with a simulated disk: what a Ready
+asks to persist sits in a page cache until a simulated fsync completes; a crash loses the page
+cache and keeps the disk. Messages go through ``Network``; a request to a crashed node comes
+back as ``RequestFailed`` (connection refused), a request on a cut link simply vanishes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from quorum.metadata.batch import LogBatch
+from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from quorum.raft.config import RaftConfig
+from quorum.raft.election import ElectionState
+from quorum.raft.messages import Envelope, RequestFailed
+from quorum.raft.node import NotLeaderError, RaftNode, Ready
+from tests.sim.invariants import Invariants
+from tests.sim.network import Network
+from tests.sim.scheduler import EventScheduler, SimulationError
+
+CLUSTER_ID = "sim-cluster-AAAAAAAAAAAA"
+TRACE_LINES_MAX = 60
+
+
+@dataclass
+class Unsafe:
+    """Test-only switches of the driver that break the protocol (negative controls)."""
+
+    # Send messages and report entries durable before the fsync completes.
+    ack_before_fsync: bool = False
+    # Persist the epoch but not the vote cast in it (a node forgets whom it voted for).
+    skip_vote_persist: bool = False
+
+
+@dataclass
+class Proposal:
+    node_id: int
+    epoch: int
+    last_offset: int
+    value: str
+
+
+@dataclass
+class ClientStats:
+    proposed: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    rejected: int = 0
+    acked: list[Proposal] = field(default_factory=list)
+
+
+class SimNode:
+    def __init__(self, cluster: SimCluster, node_id: int, is_voter: bool) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.is_voter = is_voter
+        self.raft: RaftNode | None = None
+        self.incarnation = 0
+        # The disk: survives crashes.
+        self.disk_election: ElectionState | None = None
+        self.disk_batches: list[LogBatch] = []
+        self._verified_count = 0  # disk batches checked against the committed log
+        # Volatile.
+        self.inbox: deque[Envelope] = deque()
+        self.proposals: deque[list[ConfigRecord]] = deque()
+        self.outstanding: list[Proposal] = []
+        self.busy = False
+        self._page_cache: list[Ready] = []
+        self._wake_at: int | None = None
+        self._wake_token = 0
+
+    # ----- disk views for the checkers ------------------------------------------------------
+
+    def disk_end_offset(self) -> int:
+        return self.disk_batches[-1].end_offset if self.disk_batches else 0
+
+    def verified_disk_end(self, committed: dict[int, LogBatch]) -> int:
+        """End offset of the longest disk prefix equal to the committed log."""
+        batches = self.disk_batches
+        while self._verified_count < len(batches):
+            batch = batches[self._verified_count]
+            known = committed.get(batch.base_offset)
+            if known is None:
+                break
+            if known != batch:
+                return batch.base_offset
+            self._verified_count += 1
+        return batches[self._verified_count - 1].end_offset if self._verified_count else 0
+
+    # ----- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        cluster = self.cluster
+        self.incarnation += 1
+        self.raft = RaftNode(
+            node_id=self.node_id,
+            voters=frozenset(cluster.voter_ids),
+            cluster_id=CLUSTER_ID,
+            config=cluster.config,
+            rng=random.Random(cluster.rng.getrandbits(64)),
+            now_ms=cluster.scheduler.now_ms,
+            election_state=self.disk_election,
+            batches=list(self.disk_batches),
+        )
+        cluster.trace("start", self.node_id, f"incarnation {self.incarnation}")
+        self.schedule_wake(cluster.scheduler.now_ms)
+
+    def crash(self) -> None:
+        self.raft = None
+        self.inbox.clear()
+        self.proposals.clear()
+        self.busy = False
+        self._page_cache.clear()  # lost: never fsynced
+        self._wake_token += 1
+        self._wake_at = None
+        for proposal in self.outstanding:
+            self.cluster.client.failed += 1
+            del proposal
+        self.outstanding.clear()
+        self.cluster.trace("crash", self.node_id, "")
+
+    # ----- the driver loop ------------------------------------------------------------------
+
+    def schedule_wake(self, at_ms: int) -> None:
+        if self.raft is None:
+            return
+        if self._wake_at is not None and self._wake_at <= at_ms:
+            return
+        self._wake_at = at_ms
+        self._wake_token += 1
+        token = self._wake_token
+        self.cluster.scheduler.at(at_ms, "wake", lambda: self._wake(token))
+
+    def _wake(self, token: int) -> None:
+        if token != self._wake_token or self.raft is None:
+            return
+        self._wake_at = None
+        if self.busy:
+            return  # the fsync completion wakes us
+        raft = self.raft
+        now = self.cluster.scheduler.now_ms
+        while self.inbox:
+            raft.step(self.inbox.popleft(), now)
+        while self.proposals:
+            records = self.proposals.popleft()
+            try:
+                placed = raft.propose(records, now)
+            except NotLeaderError:
+                self.cluster.client.rejected += 1
+                continue
+            value = records[0].resource_name
+            self.outstanding.append(Proposal(self.node_id, placed.epoch, placed.last_offset, value))
+        ready = raft.poll(now)
+        for event in ready.events:
+            self.cluster.trace(event.name, self.node_id, str(event.fields))
+        if not (ready.election_to_persist or ready.needs_flush):
+            self._finish(ready)
+            return
+        self._page_cache.append(ready)
+        fsync_ms = self.cluster.fsync_latency_ms()
+        if self.cluster.unsafe.ack_before_fsync:
+            incarnation = self.incarnation
+            self.cluster.scheduler.after(fsync_ms, "fsync", lambda: self._fsync_done(incarnation))
+            self._finish(ready)
+            return
+        self.busy = True
+        incarnation = self.incarnation
+
+        def done() -> None:
+            if self.incarnation != incarnation or self.raft is None:
+                return
+            self._fsync_done(incarnation)
+            self.busy = False
+            self._finish(ready)
+
+        self.cluster.scheduler.after(fsync_ms, "fsync", done)
+
+    def _fsync_done(self, incarnation: int) -> None:
+        if self.incarnation != incarnation or self.raft is None:
+            return
+        inv = self.cluster.invariants
+        for ready in self._page_cache:
+            election = ready.election_to_persist
+            if election is not None:
+                if self.cluster.unsafe.skip_vote_persist and election.leader_id is None:
+                    election = ElectionState(election.epoch, None, None, election.voters)
+                self.disk_election = election
+                inv.on_durable_election(self, election.epoch)
+            if ready.truncate_to is not None:
+                inv.on_durable_truncate(self, ready.truncate_to, self._disk_committed_floor())
+                keep = [b for b in self.disk_batches if b.base_offset < ready.truncate_to]
+                self.disk_batches = keep
+                self._verified_count = min(self._verified_count, len(keep))
+            for batch in ready.entries_to_append:
+                assert batch.base_offset == self.disk_end_offset(), (batch, self.disk_end_offset())
+                self.disk_batches.append(batch)
+        self._page_cache.clear()
+
+    def _disk_committed_floor(self) -> int:
+        raft = self.raft
+        return raft.high_watermark if raft is not None else 0
+
+    def _finish(self, ready: Ready) -> None:
+        raft = self.raft
+        assert raft is not None
+        cluster = self.cluster
+        for envelope in ready.messages_to_send:
+            cluster.send(envelope)
+        cluster.invariants.on_high_watermark_exposed(self, ready.high_watermark)
+        if ready.committed_batches:
+            cluster.invariants.on_committed(self, ready.committed_batches)
+            self._settle_proposals(ready.high_watermark)
+        raft.advance(ready)
+        self.schedule_wake(cluster.scheduler.now_ms if self.inbox else ready.next_poll_at_ms)
+
+    def _settle_proposals(self, high_watermark: int) -> None:
+        client = self.cluster.client
+        committed = self.cluster.invariants.committed
+        still: list[Proposal] = []
+        for proposal in self.outstanding:
+            if proposal.last_offset >= high_watermark:
+                still.append(proposal)
+                continue
+            batch = self.cluster.batch_containing(committed, proposal.last_offset)
+            if batch is not None and batch.epoch == proposal.epoch:
+                client.acknowledged += 1
+                client.acked.append(proposal)
+            else:
+                client.failed += 1
+        self.outstanding = still
+
+
+class SimCluster:
+    def __init__(
+        self,
+        *,
+        seed: int,
+        voters: int = 3,
+        observers: int = 1,
+        config: RaftConfig | None = None,
+        unsafe: Unsafe | None = None,
+        events_max: int = 200_000,
+        fsync_ms_max: int = 2,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.config = config or RaftConfig()
+        self.unsafe = unsafe or Unsafe()
+        self.fsync_ms_max = fsync_ms_max
+        self.scheduler = EventScheduler(events_max)
+        self.network = Network(random.Random(self.rng.getrandbits(64)))
+        self.voter_ids = list(range(1, voters + 1))
+        self.observer_ids = list(range(100, 100 + observers))
+        self.majority = voters // 2 + 1
+        self.nodes: dict[int, SimNode] = {}
+        for nid in self.voter_ids:
+            self.nodes[nid] = SimNode(self, nid, True)
+        for nid in self.observer_ids:
+            self.nodes[nid] = SimNode(self, nid, False)
+        self.invariants = Invariants(self)
+        self.client = ClientStats()
+        self._trace: deque[str] = deque(maxlen=TRACE_LINES_MAX)
+        self._client_interval_ms: int | None = None
+        self._client_counter = 0
+
+    # ----- tracing --------------------------------------------------------------------------
+
+    def trace(self, what: str, node_id: int, detail: str) -> None:
+        self._trace.append(f"{self.scheduler.now_ms:>7}ms node {node_id:<3} {what} {detail}")
+
+    def trace_tail(self) -> str:
+        return "\n".join(self._trace)
+
+    # ----- network --------------------------------------------------------------------------
+
+    def fsync_latency_ms(self) -> int:
+        if self.unsafe.ack_before_fsync:
+            return self.rng.randint(5, 50)  # a slow disk makes the race visible
+        return self.rng.randint(0, self.fsync_ms_max)
+
+    def send(self, envelope: Envelope) -> None:
+        for delay in self.network.deliveries(envelope.source, envelope.destination):
+            self.scheduler.after(delay, "deliver", lambda e=envelope: self._deliver(e))
+
+    def _deliver(self, envelope: Envelope) -> None:
+        if (envelope.source, envelope.destination) in self.network.faults.blocked:
+            return  # a partition also drops what was already in flight
+        node = self.nodes[envelope.destination]
+        if node.raft is None:
+            if envelope.is_request:
+                refused = Envelope(
+                    envelope.destination,
+                    envelope.source,
+                    envelope.correlation_id,
+                    RequestFailed("connection refused"),
+                )
+                self.scheduler.after(1, "refused", lambda: self._deliver(refused))
+            return
+        node.inbox.append(envelope)
+        node.schedule_wake(self.scheduler.now_ms)
+
+    # ----- client ---------------------------------------------------------------------------
+
+    def start_client(self, interval_ms: int) -> None:
+        """Propose a small atomic batch to the current leader every ``interval_ms``."""
+        self._client_interval_ms = interval_ms
+        self.scheduler.after(interval_ms, "client", self._client_tick)
+
+    def stop_client(self) -> None:
+        self._client_interval_ms = None
+
+    def _client_tick(self) -> None:
+        if self._client_interval_ms is None:
+            return
+        leader = self.leader()
+        if leader is not None:
+            self._client_counter += 1
+            n = self._client_counter
+            records = [
+                ConfigRecord(ConfigResourceType.TOPIC, f"p{n}", "k", str(i))
+                for i in range(1 + n % 3)
+            ]
+            leader.proposals.append(records)
+            leader.schedule_wake(self.scheduler.now_ms)
+            self.client.proposed += 1
+        self.scheduler.after(self._client_interval_ms, "client", self._client_tick)
+
+    @staticmethod
+    def batch_containing(committed: dict[int, LogBatch], offset: int) -> LogBatch | None:
+        for base in range(offset, max(-1, offset - 10_001), -1):
+            batch = committed.get(base)
+            if batch is not None:
+                return batch if batch.end_offset > offset else None
+        return None
+
+    # ----- views ----------------------------------------------------------------------------
+
+    def voters(self) -> list[SimNode]:
+        return [self.nodes[v] for v in self.voter_ids]
+
+    def live(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.raft is not None]
+
+    def leader(self) -> SimNode | None:
+        """The live leader of the highest epoch, if any."""
+        best: SimNode | None = None
+        for node in self.live():
+            raft = node.raft
+            assert raft is not None
+            if raft.is_leader() and (best is None or raft.epoch > best.raft.epoch):  # type: ignore[union-attr]
+                best = node
+        return best
+
+    def has_leader(self) -> bool:
+        return self.leader() is not None
+
+    def max_epoch(self) -> int:
+        return max((n.raft.epoch for n in self.live() if n.raft is not None), default=0)
+
+    # ----- running --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for node in self.nodes.values():
+            node.start()
+
+    def _run_one(self) -> bool:
+        try:
+            label = self.scheduler.run_one()
+            if label is None:
+                return False
+            self.invariants.check()
+        except AssertionError as exc:
+            raise SimulationError(
+                f"seed {self.seed}: {type(exc).__name__}: {exc}\n"
+                f"at {self.scheduler.now_ms} ms after {self.scheduler.events_run} events; "
+                f"network: {self.network.faults.describe()}\n"
+                f"trace tail:\n{self.trace_tail()}"
+            ) from exc
+        return True
+
+    def run_for(self, duration_ms: int) -> None:
+        end = self.scheduler.now_ms + duration_ms
+        while True:
+            next_at = self.scheduler.next_at_ms()
+            if next_at is None or next_at > end:
+                self.scheduler.now_ms = end
+                return
+            self._run_one()
+
+    def run_until(self, condition: Callable[[], bool], timeout_ms: int, what: str) -> int:
+        """Run until ``condition`` holds; returns the virtual time it took."""
+        start = self.scheduler.now_ms
+        end = start + timeout_ms
+        while not condition():
+            next_at = self.scheduler.next_at_ms()
+            if next_at is None or next_at > end:
+                raise SimulationError(
+                    f"seed {self.seed}: liveness: {what} not reached within {timeout_ms} ms\n"
+                    f"nodes: {[repr(n.raft) for n in self.live()]}\n"
+                    f"trace tail:\n{self.trace_tail()}"
+                )
+            self._run_one()
+        return self.scheduler.now_ms - start
+
+    def crash(self, node_id: int) -> None:
+        self.nodes[node_id].crash()
+
+    def restart(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.raft is None:
+            node.start()

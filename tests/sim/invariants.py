@@ -1,0 +1,135 @@
+"""Checkers that run beside the simulated cluster (RELIABILITY.md I1-I8, I14).
+
+They read the nodes' volatile state and their simulated disks; they never change either. Each
+violation raises ``SimulationError`` naming the invariant, so a failing seed says what broke.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from quorum.metadata.batch import LogBatch
+from quorum.raft.state import LeaderState
+from tests.sim.scheduler import SimulationError
+
+if TYPE_CHECKING:
+    from tests.sim.cluster import SimCluster, SimNode
+
+
+class Invariants:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        # I1: the one leader of each epoch.
+        self.leader_of_epoch: dict[int, int] = {}
+        # I5: the committed log as first seen applied anywhere: base offset -> batch.
+        self.committed: dict[int, LogBatch] = {}
+        self.committed_end = 0
+        # Per node incarnation: last epoch and high watermark seen (I2, I3).
+        self.last_epoch: dict[tuple[int, int], int] = {}
+        self.last_durable_epoch: dict[int, int] = {}
+        self.last_high_watermark: dict[tuple[int, int], int] = {}
+
+    def fail(self, invariant: str, detail: str) -> None:
+        raise SimulationError(f"{invariant} violated: {detail}")
+
+    # ----- called by the harness at the moments they concern --------------------------------
+
+    def on_committed(self, node: SimNode, batches: tuple[LogBatch, ...]) -> None:
+        """I5 committed prefixes agree; the committed log has no gaps."""
+        for batch in batches:
+            known = self.committed.get(batch.base_offset)
+            if known is None:
+                if batch.base_offset != self.committed_end:
+                    self.fail(
+                        "I5 (committed log contiguous)",
+                        f"node {node.node_id} committed offset {batch.base_offset}, "
+                        f"committed end is {self.committed_end}",
+                    )
+                self.committed[batch.base_offset] = batch
+                self.committed_end = batch.end_offset
+            elif known != batch:
+                self.fail(
+                    "I5 (committed prefixes agree)",
+                    f"node {node.node_id} committed {batch!r} (epoch {batch.epoch}) at "
+                    f"{batch.base_offset}, another node committed epoch {known.epoch} there",
+                )
+
+    def on_durable_truncate(self, node: SimNode, offset: int, high_watermark: int) -> None:
+        """I7: no truncation below the high watermark."""
+        if offset < high_watermark:
+            self.fail(
+                "I7 (no truncation below the high watermark)",
+                f"node {node.node_id} truncated to {offset} below its high watermark "
+                f"{high_watermark}",
+            )
+
+    def on_durable_election(self, node: SimNode, epoch: int) -> None:
+        """I2: the persisted epoch never goes back."""
+        last = self.last_durable_epoch.get(node.node_id, 0)
+        if epoch < last:
+            self.fail("I2 (persisted epoch monotonic)", f"node {node.node_id}: {last} -> {epoch}")
+        self.last_durable_epoch[node.node_id] = epoch
+
+    def on_high_watermark_exposed(self, node: SimNode, high_watermark: int) -> None:
+        """I8: a leader never commits beyond what it has made durable itself."""
+        if node.raft is not None and node.raft.is_leader():
+            durable = node.disk_end_offset()
+            if high_watermark > durable:
+                self.fail(
+                    "I8 (commit is durable)",
+                    f"leader {node.node_id} exposes high watermark {high_watermark} but has "
+                    f"only {durable} on disk",
+                )
+
+    # ----- after every event ----------------------------------------------------------------
+
+    def check(self) -> None:
+        cluster = self.cluster
+        for node in cluster.nodes.values():
+            raft = node.raft
+            if raft is None:
+                continue
+            nid = node.node_id
+            # I1: at most one leader per epoch.
+            if isinstance(raft.state, LeaderState):
+                holder = self.leader_of_epoch.setdefault(raft.epoch, nid)
+                if holder != nid:
+                    self.fail(
+                        "I1 (one leader per epoch)",
+                        f"nodes {holder} and {nid} both lead epoch {raft.epoch}",
+                    )
+            # I2: epochs never go back within an incarnation (across restarts, the persisted
+            # epoch is checked by on_durable_election: an epoch never made durable was never
+            # acted upon outside the node).
+            key = (nid, node.incarnation)
+            if raft.epoch < self.last_epoch.get(key, 0):
+                self.fail(
+                    "I2 (epoch monotonic)", f"node {nid}: {self.last_epoch[key]} -> {raft.epoch}"
+                )
+            self.last_epoch[key] = raft.epoch
+            # I3: the high watermark never goes back within an incarnation.
+            hw = raft.high_watermark
+            if hw < self.last_high_watermark.get(key, 0):
+                self.fail(
+                    "I3 (high watermark monotonic)",
+                    f"node {nid}: {self.last_high_watermark[key]} -> {hw}",
+                )
+            self.last_high_watermark[key] = hw
+        self.check_majority_holds_committed()
+
+    def check_majority_holds_committed(self) -> None:
+        """I4 and I6: every committed batch is on the disks of a majority of voters, with the
+        same contents: nothing committed can be lost, whatever crashes next."""
+        if self.committed_end == 0:
+            return
+        cluster = self.cluster
+        holding = 0
+        for node in cluster.voters():
+            if node.verified_disk_end(self.committed) >= self.committed_end:
+                holding += 1
+        if holding < cluster.majority:
+            self.fail(
+                "I4 (a majority holds the committed log)",
+                f"only {holding} of {len(cluster.voter_ids)} voters hold offsets below "
+                f"{self.committed_end} on disk",
+            )

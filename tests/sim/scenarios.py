@@ -1,0 +1,348 @@
+"""Scenario families for the simulator. Each takes a fresh ``SimCluster`` and drives faults;
+the invariants run after every event, and ``heal_and_check_liveness`` ends each one.
+
+Reproduce one schedule: ``SIM_SEED=<seed> .venv/bin/pytest tests/test_sim.py -k <family>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from quorum.raft.state import CandidateState
+from tests.sim.cluster import SimCluster
+from tests.sim.scheduler import SimulationError
+
+# Bounds on virtual time (ms). With Kafka's timings (election timeout 1-2 s, fetch timeout
+# 2 s, backoff <= 1 s), a leader with a connected majority appears well within these.
+FIRST_LEADER_MS_MAX = 15_000
+RECOVERY_MS_MAX = 20_000
+CLIENT_INTERVAL_MS = 60
+
+
+def warm_up(c: SimCluster) -> None:
+    c.start()
+    c.run_until(c.has_leader, FIRST_LEADER_MS_MAX, "first leader")
+    c.start_client(CLIENT_INTERVAL_MS)
+    c.run_for(c.rng.randint(300, 1500))
+
+
+def heal_and_check_liveness(c: SimCluster) -> None:
+    """After the faults stop and every node is back, a leader appears and the high watermark
+    moves past everything committed before; every voter catches up."""
+    c.network.faults.heal()
+    for node_id in c.nodes:
+        c.restart(node_id)
+    committed_before = c.invariants.committed_end
+
+    def progressed() -> bool:
+        leader = c.leader()
+        return (
+            leader is not None
+            and leader.raft is not None
+            and leader.raft.high_watermark > committed_before
+        )
+
+    c.run_until(progressed, RECOVERY_MS_MAX, "a leader and a moving high watermark after healing")
+    c.stop_client()
+    leader = c.leader()
+    assert leader is not None and leader.raft is not None
+    target = leader.raft.high_watermark
+
+    def caught_up() -> bool:
+        return all(n.raft is not None and n.raft.high_watermark >= target for n in c.nodes.values())
+
+    c.run_until(caught_up, RECOVERY_MS_MAX, "every node catching up to the high watermark")
+    check_acked_present(c)
+
+
+def check_acked_present(c: SimCluster) -> None:
+    """I6: every acknowledged proposal is in the current leader's log, same epoch, same offset."""
+    leader = c.leader()
+    if leader is None or leader.raft is None:
+        return
+    log = leader.raft.log
+    for proposal in c.client.acked:
+        if proposal.last_offset >= log.log_end_offset:
+            raise SimulationError(
+                f"seed {c.seed}: I6 (acknowledged not lost): offset {proposal.last_offset} "
+                f"missing from leader {leader.node_id}"
+            )
+        if log.epoch_of(proposal.last_offset) != proposal.epoch:
+            raise SimulationError(
+                f"seed {c.seed}: I6 (acknowledged not lost): offset {proposal.last_offset} "
+                f"was acknowledged in epoch {proposal.epoch}, leader has epoch "
+                f"{log.epoch_of(proposal.last_offset)}"
+            )
+
+
+def everyone(c: SimCluster) -> set[int]:
+    return set(c.nodes)
+
+
+# ----- families ------------------------------------------------------------------------------
+
+
+def random_drops(c: SimCluster) -> None:
+    """F1: random message loss of 5-50 % while clients propose."""
+    warm_up(c)
+    for _ in range(3):
+        c.network.faults.drop_probability = c.rng.uniform(0.05, 0.5)
+        c.run_for(c.rng.randint(1000, 3000))
+    heal_and_check_liveness(c)
+
+
+def duplicate_reorder(c: SimCluster) -> None:
+    """F2: duplicated messages and wide random delays (reordering) on every link."""
+    warm_up(c)
+    faults = c.network.faults
+    faults.duplicate_probability = c.rng.uniform(0.05, 0.3)
+    faults.delay_ms_min, faults.delay_ms_max = 1, c.rng.randint(20, 150)
+    faults.drop_probability = c.rng.uniform(0.0, 0.1)
+    c.run_for(c.rng.randint(3000, 6000))
+    heal_and_check_liveness(c)
+
+
+def isolate_leader(c: SimCluster) -> None:
+    """F3: cut the leader off; the rest elect a new one; heal."""
+    warm_up(c)
+    for _ in range(2):
+        leader = c.leader()
+        if leader is not None:
+            c.network.faults.isolate(leader.node_id, everyone(c))
+        c.run_for(c.rng.randint(2500, 6000))
+        c.network.faults.heal()
+        c.run_for(c.rng.randint(500, 2000))
+    heal_and_check_liveness(c)
+
+
+def isolate_follower_prevote(c: SimCluster) -> None:
+    """F4 + I14: a follower cut off for a long time rejoins without raising the epoch of a
+    healthy leader (pre-vote, KIP-996)."""
+    warm_up(c)
+    leader = c.leader()
+    assert leader is not None and leader.raft is not None
+    epoch = leader.raft.epoch
+    follower = c.rng.choice([v for v in c.voter_ids if v != leader.node_id])
+    c.network.faults.isolate(follower, everyone(c))
+    c.run_for(10 * c.config.election_timeout_ms + c.rng.randint(0, 3000))
+    c.network.faults.heal()
+    node = c.nodes[follower]
+    c.run_until(
+        lambda: (
+            node.raft is not None
+            and node.raft.leader_id == leader.node_id
+            and node.raft.high_watermark > 0
+        ),
+        RECOVERY_MS_MAX,
+        "the isolated follower rejoining",
+    )
+    c.run_for(2000)
+    if leader.raft is None or not leader.raft.is_leader() or leader.raft.epoch != epoch:
+        raise SimulationError(
+            f"seed {c.seed}: I14 (no disruption): leader {leader.node_id} of epoch {epoch} "
+            f"was disturbed by rejoining follower {follower}: now {leader.raft!r}"
+        )
+    heal_and_check_liveness(c)
+
+
+def split_majority_minority(c: SimCluster) -> None:
+    """F6: a 2|1 (or 2|3, 3|2) split; the minority makes no progress, the majority does."""
+    warm_up(c)
+    ids = list(c.voter_ids)
+    c.rng.shuffle(ids)
+    minority = set(ids[: len(ids) // 2])
+    majority = set(ids) - minority
+    c.network.faults.partition(minority, majority | set(c.observer_ids))
+    committed = c.invariants.committed_end
+    c.run_until(
+        lambda: (
+            (lead := c.leader()) is not None
+            and lead.node_id in majority
+            and lead.raft is not None
+            and lead.raft.high_watermark > committed
+        ),
+        RECOVERY_MS_MAX,
+        "the majority side committing",
+    )
+    c.run_for(c.rng.randint(1000, 3000))
+    heal_and_check_liveness(c)
+
+
+def bridge(c: SimCluster) -> None:
+    """F5: partial connectivity A-B, B-C, but not A-C."""
+    warm_up(c)
+    ids = list(c.voter_ids)
+    c.rng.shuffle(ids)
+    a, _, rest_c = ids[0], ids[1], ids[2]
+    c.network.faults.cut(a, rest_c)
+    c.run_for(c.rng.randint(4000, 8000))
+    heal_and_check_liveness(c)
+
+
+def back_to_back_leader_failures(c: SimCluster) -> None:
+    """F7: partition the leader; when a new one appears, heal the old and partition the new."""
+    warm_up(c)
+    for _ in range(3):
+        leader = c.leader()
+        if leader is None:
+            c.run_until(c.has_leader, RECOVERY_MS_MAX, "a leader between failures")
+            leader = c.leader()
+        assert leader is not None
+        c.network.faults.heal()
+        c.network.faults.isolate(leader.node_id, everyone(c))
+        old = leader.node_id
+        c.run_until(
+            lambda old=old: (lead := c.leader()) is not None and lead.node_id != old,  # type: ignore[misc]
+            RECOVERY_MS_MAX,
+            "a new leader after isolating the old one",
+        )
+    heal_and_check_liveness(c)
+
+
+def crash_restart(c: SimCluster) -> None:
+    """F8/F10/F12: kill -9 nodes at random moments (losing what was not fsynced), restart
+    them, sometimes kill every node and bring back only a majority first."""
+    warm_up(c)
+    for _ in range(4):
+        if c.rng.random() < 0.25:
+            for nid in c.nodes:
+                c.crash(nid)
+            c.run_for(c.rng.randint(10, 300))
+            back = c.rng.sample(c.voter_ids, c.majority)
+            for nid in back:
+                c.restart(nid)
+        else:
+            victim = c.rng.choice(c.voter_ids + c.observer_ids)
+            if c.rng.random() < 0.6 and (leader := c.leader()) is not None:
+                victim = leader.node_id
+            c.crash(victim)
+            c.run_for(c.rng.randint(50, 3000))
+            c.restart(victim)
+        c.run_for(c.rng.randint(200, 2500))
+    heal_and_check_liveness(c)
+
+
+def vote_amnesia(c: SimCluster) -> None:
+    """Election storms: every voter restarts at once, links are slow so candidacies overlap,
+    and when two candidates run in one epoch the voter that already voted crashes and comes
+    back at once. A voter that forgot its vote would elect two leaders in one epoch (I1)."""
+    c.start()
+    c.network.faults.delay_ms_min, c.network.faults.delay_ms_max = 100, 400
+
+    def candidates() -> list[tuple[int, int]]:
+        return [
+            (n.raft.epoch, n.node_id)
+            for n in c.voters()
+            if n.raft is not None and isinstance(n.raft.state, CandidateState)
+        ]
+
+    def voted_in(epoch: int, running: set[int]) -> list[int]:
+        return [
+            n.node_id
+            for n in c.voters()
+            if n.raft is not None
+            and n.node_id not in running
+            and n.raft.epoch == epoch
+            and getattr(n.raft.state, "voted_id", None) is not None
+        ]
+
+    def contested() -> bool:
+        """Two candidates in one epoch and a voter that already voted in it (or a leader)."""
+        running = candidates()
+        epochs = [epoch for epoch, _ in running]
+        for epoch in set(epochs):
+            if epochs.count(epoch) >= 2 and voted_in(epoch, {nid for _, nid in running}):
+                return True
+        return c.has_leader()
+
+    for _ in range(8):
+        c.run_until(contested, RECOVERY_MS_MAX, "a contested election or a leader")
+        running = candidates()
+        epochs = [epoch for epoch, _ in running]
+        contested_epochs = [e for e in set(epochs) if epochs.count(e) >= 2]
+        voters_who_voted = (
+            voted_in(contested_epochs[0], {nid for _, nid in running}) if contested_epochs else []
+        )
+        if voters_who_voted:
+            victim = c.rng.choice(voters_who_voted)
+            c.crash(victim)
+            c.run_for(c.rng.randint(5, 60))
+            c.restart(victim)
+        c.run_for(c.rng.randint(1000, 3000))
+        for nid in c.voter_ids:
+            c.crash(nid)
+        for nid in c.voter_ids:
+            c.restart(nid)
+    heal_and_check_liveness(c)
+
+
+def figure8(c: SimCluster) -> None:
+    """The Raft paper's figure 8, choreographed (3 voters, one batch per Fetch response): an
+    entry X of an old epoch reaches a majority through a later leader, which must not count it
+    committed before an entry of its own epoch is on a majority; otherwise a third leader
+    overwrites a committed entry (I5)."""
+    warm_up(c)
+    c.stop_client()
+    everybody = everyone(c)
+    leader = c.leader()
+    assert leader is not None and leader.raft is not None
+
+    def caught_up() -> bool:
+        lead = c.leader()
+        if lead is None or lead.raft is None:
+            return False
+        end = lead.raft.log_end_offset
+        return lead.raft.high_watermark == end and all(
+            n.raft is not None and n.raft.log_end_offset == end for n in c.voters()
+        )
+
+    c.run_until(caught_up, RECOVERY_MS_MAX, "voters caught up before the choreography")
+    a = c.leader()
+    assert a is not None and a.raft is not None
+    c.network.faults.isolate(a.node_id, everybody)
+    k = a.raft.log_end_offset
+    a.proposals.append([ConfigRecord(ConfigResourceType.TOPIC, "figure8-X", "k", "x")])
+    a.schedule_wake(c.scheduler.now_ms)
+    c.run_until(lambda: a.disk_end_offset() > k, RECOVERY_MS_MAX, "X durable on the old leader")
+    c.crash(a.node_id)
+    c.network.faults.heal()
+    c.run_until(
+        lambda: (lead := c.leader()) is not None and lead.node_id != a.node_id,
+        RECOVERY_MS_MAX,
+        "a second leader without X",
+    )
+    w = c.leader()
+    assert w is not None
+    c.network.faults.isolate(w.node_id, everybody)
+    c.run_until(
+        lambda: w.disk_end_offset() > k, RECOVERY_MS_MAX, "the second leader's entry durable"
+    )
+    c.crash(w.node_id)
+    c.restart(a.node_id)
+    c.run_until(
+        lambda: a.raft is not None and a.raft.is_leader() and a.raft.high_watermark > k,
+        RECOVERY_MS_MAX,
+        "the old leader back and committing past X",
+    )
+    other = next(v for v in c.voter_ids if v not in (a.node_id, w.node_id))
+    c.network.faults.heal()
+    c.network.faults.cut(a.node_id, other)
+    c.crash(a.node_id)
+    c.restart(w.node_id)
+    c.run_for(c.rng.randint(6000, 9000))
+    heal_and_check_liveness(c)
+
+
+FAMILIES: dict[str, Callable[[SimCluster], None]] = {
+    "random_drops": random_drops,
+    "duplicate_reorder": duplicate_reorder,
+    "isolate_leader": isolate_leader,
+    "isolate_follower_prevote": isolate_follower_prevote,
+    "split_majority_minority": split_majority_minority,
+    "bridge": bridge,
+    "back_to_back_leader_failures": back_to_back_leader_failures,
+    "crash_restart": crash_restart,
+    "vote_amnesia": vote_amnesia,
+    "figure8": figure8,
+}
