@@ -16,7 +16,9 @@ prints them to stderr and returns 1. Usage errors exit 2, as argparse does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -243,10 +245,230 @@ def storage_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----- log ---------------------------------------------------------------------------------------
+
+
+def add_log_commands(subparsers: Subparsers) -> None:
+    log = subparsers.add_parser(
+        "log",
+        help="inspect metadata log segments (kafka-dump-log)",
+        description="Inspect metadata log segments, like kafka-dump-log.sh "
+        "--cluster-metadata-decoder.",
+    )
+    commands = log.add_subparsers(dest="log_command", metavar="COMMAND", required=True)
+    dump = commands.add_parser(
+        "dump",
+        help="print every record as one JSON line",
+        description="Print every record of the given segments as one JSON line: "
+        '{"offset", "epoch", "type", "version", "data"} ("control": true for control '
+        "records). Read-only: safe on the log of a running controller, where it stops at the "
+        "last whole batch. Exits 1 at a corrupt batch, after printing the records before it.",
+    )
+    dump.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a segment file (NNNNNNNNNNNNNNNNNNNN.log) or a metadata log directory "
+        "(__cluster_metadata-0/, or the metadata.log.dir holding it): all its segments in order",
+    )
+    dump.add_argument(
+        "--max-records",
+        type=_non_negative_int,
+        metavar="N",
+        help="stop after N records",
+    )
+    dump.add_argument(
+        "--summary",
+        action="store_true",
+        help="print one JSON object of counts (batches, records, offsets, records per type) "
+        "instead of the records",
+    )
+    dump.set_defaults(handler=log_dump)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def log_dump(args: argparse.Namespace) -> int:
+    # Imported here so that other commands do not pay for it (nor quorum describe's gRPC).
+    from quorum.tools.log_dump import dump_log
+
+    paths: list[Path] = args.paths
+    max_records: int | None = args.max_records
+    summary: bool = args.summary
+    try:
+        return dump_log(paths, sys.stdout, sys.stderr, max_records=max_records, summary=summary)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, as cat does.
+        _silence_stdout()
+        return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+# ----- quorum ------------------------------------------------------------------------------------
+
+
+def add_quorum_commands(subparsers: Subparsers) -> None:
+    quorum = subparsers.add_parser(
+        "quorum",
+        help="describe the metadata quorum (kafka-metadata-quorum)",
+        description="Describe the metadata quorum, like kafka-metadata-quorum.sh.",
+    )
+    # Accepted before the subcommand (Kafka's order) and after it; the subcommand's copy sets
+    # the value only when given, so it never hides one given before.
+    bootstrap_help = "a controller to ask (its listener); a comma-separated list is tried in order"
+    quorum.add_argument(
+        "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
+    describe = commands.add_parser(
+        "describe",
+        help="show the quorum's leader, epoch, high watermark and replicas",
+        description="Show the state of the metadata quorum as its leader sees it. Says 'no "
+        "leader' (exit 0) when there is none; exits 1 when no controller answers.",
+    )
+    mode = describe.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--status",
+        action="store_true",
+        help="a short summary: ClusterId, LeaderId, LeaderEpoch, HighWatermark, MaxFollowerLag, "
+        "MaxFollowerLagTimeMs, CurrentVoters, CurrentObservers",
+    )
+    mode.add_argument(
+        "--replication",
+        action="store_true",
+        help="a table of every replica: log end offset, lag, last fetch and last caught-up time",
+    )
+    describe.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="with --replication: print times as 'N ms ago'",
+    )
+    describe.set_defaults(handler=quorum_describe)
+
+
+def quorum_describe(args: argparse.Namespace) -> int:
+    # Imported here: loading gRPC costs every other command about a tenth of a second.
+    from quorum.tools.quorum_describe import QuorumDescribeError, run_describe
+
+    replication: bool = args.replication
+    human_readable: bool = args.human_readable
+    bootstrap: str | None = args.bootstrap_controller
+    if bootstrap is None:
+        raise CommandError("--bootstrap-controller HOST:PORT is required")
+    if human_readable and not replication:
+        raise CommandError("The option --human-readable is only supported along with --replication")
+    try:
+        return run_describe(
+            bootstrap,
+            replication=replication,
+            human_readable=human_readable,
+            out=sys.stdout,
+            err=sys.stderr,
+            now_ms=lambda: time.time_ns() // 1_000_000,
+        )
+    except QuorumDescribeError as exc:
+        raise CommandError(str(exc)) from exc
+
+
 # ----- entry point -------------------------------------------------------------------------------
 
 # One function per command group; later groups append themselves here.
-COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [add_storage_commands]
+# ----- controller ----------------------------------------------------------------------------
+
+
+def add_controller_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("controller", help="run a controller (a Raft voter)")
+    commands = parser.add_subparsers(dest="controller_command", required=True)
+    start = commands.add_parser(
+        "start",
+        help="start a controller process on its config",
+        description=(
+            "Start a controller: a voter of the __cluster_metadata quorum. The metadata "
+            "directory must be formatted first (metaquorum storage format). SIGTERM stops it; "
+            "a leader hands over to a successor first."
+        ),
+    )
+    add_config_arguments(start)
+    start.set_defaults(handler=controller_start)
+
+
+def controller_start(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from quorum.logs import configure_logging
+    from quorum.server.controller import StartupError, run_controller
+
+    config = config_from_args(args)
+    if not config.is_controller:
+        raise CommandError(
+            f"{config.describe_source()} has process.roles {sorted(config.process_roles)}; "
+            "'controller start' needs the controller role"
+        )
+    configure_logging("controller")
+    try:
+        return asyncio.run(run_controller(config))
+    except StartupError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+# ----- dev -------------------------------------------------------------------------------------
+
+
+def add_dev_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("dev", help="run the local cluster of deploy/local/")
+    commands = parser.add_subparsers(dest="dev_command", required=True)
+    up = commands.add_parser(
+        "up",
+        help="format and start the local cluster, show its status, stop it",
+        description=(
+            "Format every node of deploy/local/ (data under .data/), start them as processes, "
+            "wait for a leader and print the quorum's status. Stops everything on exit or "
+            "Ctrl-C."
+        ),
+    )
+    up.add_argument("--deploy-dir", type=Path, default=Path("deploy/local"))
+    up.add_argument("--data-dir", type=Path, default=Path(".data"))
+    up.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
+    up.add_argument("--keep-data", action="store_true", help="reuse the data of a previous run")
+    up.set_defaults(handler=dev_up)
+
+
+def dev_up(args: argparse.Namespace) -> int:
+    from quorum.devcluster import dev_up as run
+
+    return run(
+        args.deploy_dir, args.data_dir, keep_running=args.keep_running, wipe=not args.keep_data
+    )
+
+
+COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
+    add_storage_commands,
+    add_controller_commands,
+    add_dev_commands,
+    add_log_commands,
+    add_quorum_commands,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -566,6 +566,22 @@ class RaftNode:
 
     def _handle_request(self, envelope: Envelope) -> None:
         message = envelope.message
+        assert isinstance(
+            message,
+            VoteRequest
+            | BeginQuorumEpochRequest
+            | EndQuorumEpochRequest
+            | FetchRequest
+            | DescribeQuorumRequest,
+        )
+        error = self._validate_header(message.header)
+        if error is not ErrorCode.NONE:
+            self._emit(
+                "request_rejected",
+                error=error.name,
+                source=envelope.source,
+                request=type(message).__name__,
+            )
         match message:
             case VoteRequest():
                 self.handle_vote_request(envelope, message)
@@ -852,6 +868,13 @@ class RaftNode:
         if isinstance(message, RequestFailed):
             self._handle_request_failed(inflight)
             return
+        error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
+        if error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET):
+            # The peer belongs to another cluster or another voter set: an operator must act.
+            self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind)
+            if inflight.kind == "fetch":
+                self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            return
         if inflight.epoch != self.epoch and inflight.kind != "fetch":
             # An answer to a request sent in an older epoch: only its epoch news matters.
             epoch = getattr(message, "leader_epoch", -1)
@@ -888,8 +911,6 @@ class RaftNode:
     def handle_vote_response(
         self, envelope: Envelope, response: VoteResponse, inflight: _Inflight
     ) -> None:
-        if response.error_code is ErrorCode.INCONSISTENT_VOTER_SET:
-            self._emit("inconsistent_voter_set", voter_id=envelope.source)
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
         if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
@@ -966,8 +987,6 @@ class RaftNode:
         self, envelope: Envelope, response: FetchResponse, inflight: _Inflight
     ) -> None:
         error = response.error_code
-        if error is ErrorCode.INCONSISTENT_CLUSTER_ID:
-            self._emit("inconsistent_cluster_id", leader_id=envelope.source)
         if error not in (
             ErrorCode.NONE,
             ErrorCode.NOT_LEADER_OR_FOLLOWER,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18quorum/rpc/v1/raft.proto\x12\rquorum.rpc.v1\"\xcf\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x04 \x01(\x05\x12\x14\n\x0c\x63\x61ndidate_id\x18\x05 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x06 \x01(\x05\x12\x13\n\x0blast_offset\x18\x07 \x01(\x03\x12\x10\n\x08pre_vote\x18\x08 \x01(\x08\x12\x10\n\x08voter_id\x18\t \x01(\x05\"x\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x05 \x01(\x08\"\x93\x01\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x10\n\x08voter_id\x18\x06 \x01(\x05\"n\n\x18\x42\x65ginQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\x9d\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x06 \x03(\x05\"l\n\x16\x45ndQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\xd9\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x12\n\nreplica_id\x18\x04 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x06 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x08 \x01(\x05\x12\x11\n\tmax_bytes\x18\t \x01(\x05\"O\n\x05\x42\x61tch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x14\n\x0crecord_count\x18\x03 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xb4\x02\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x37\n\x0e\x63urrent_leader\x18\x05 \x01(\x0b\x32\x1f.quorum.rpc.v1.LeaderIdAndEpoch\x12\x36\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x1d.quorum.rpc.v1.EpochEndOffset\x12.\n\x0bsnapshot_id\x18\x07 \x01(\x0b\x32\x19.quorum.rpc.v1.SnapshotId\x12%\n\x07\x62\x61tches\x18\x08 \x03(\x0b\x32\x14.quorum.rpc.v1.Batch\"V\n\x15\x44\x65scribeQuorumRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\"\x80\x01\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x1f\n\x17last_fetch_timestamp_ms\x18\x03 \x01(\x03\x12#\n\x1blast_caught_up_timestamp_ms\x18\x04 \x01(\x03\"\xa8\x02\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x10\n\x08topic_id\x18\x04 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x05 \x01(\x05\x12\x11\n\tleader_id\x18\x06 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x07 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x08 \x01(\x03\x12\x33\n\x0e\x63urrent_voters\x18\t \x03(\x0b\x32\x1b.quorum.rpc.v1.ReplicaState\x12.\n\tobservers\x18\n \x03(\x0b\x32\x1b.quorum.rpc.v1.ReplicaState2\xb7\x03\n\rQuorumService\x12?\n\x04Vote\x12\x1a.quorum.rpc.v1.VoteRequest\x1a\x1b.quorum.rpc.v1.VoteResponse\x12\x63\n\x10\x42\x65ginQuorumEpoch\x12&.quorum.rpc.v1.BeginQuorumEpochRequest\x1a\'.quorum.rpc.v1.BeginQuorumEpochResponse\x12]\n\x0e\x45ndQuorumEpoch\x12$.quorum.rpc.v1.EndQuorumEpochRequest\x1a%.quorum.rpc.v1.EndQuorumEpochResponse\x12\x42\n\x05\x46\x65tch\x12\x1b.quorum.rpc.v1.FetchRequest\x1a\x1c.quorum.rpc.v1.FetchResponse\x12]\n\x0e\x44\x65scribeQuorum\x12$.quorum.rpc.v1.DescribeQuorumRequest\x1a%.quorum.rpc.v1.DescribeQuorumResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18quorum/rpc/v1/raft.proto\x12\rquorum.rpc.v1\"\xcf\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x04 \x01(\x05\x12\x14\n\x0c\x63\x61ndidate_id\x18\x05 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x06 \x01(\x05\x12\x13\n\x0blast_offset\x18\x07 \x01(\x03\x12\x10\n\x08pre_vote\x18\x08 \x01(\x08\x12\x10\n\x08voter_id\x18\t \x01(\x05\"\x8a\x01\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x05 \x01(\x08\x12\x10\n\x08pre_vote\x18\x06 \x01(\x08\"\x93\x01\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x10\n\x08voter_id\x18\x06 \x01(\x05\"n\n\x18\x42\x65ginQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\x9d\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x11\n\tleader_id\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x06 \x03(\x05\"l\n\x16\x45ndQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\"\xd9\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\x12\x12\n\nreplica_id\x18\x04 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x06 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x08 \x01(\x05\x12\x11\n\tmax_bytes\x18\t \x01(\x05\"O\n\x05\x42\x61tch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x14\n\x0crecord_count\x18\x03 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xb4\x02\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x37\n\x0e\x63urrent_leader\x18\x05 \x01(\x0b\x32\x1f.quorum.rpc.v1.LeaderIdAndEpoch\x12\x36\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x1d.quorum.rpc.v1.EpochEndOffset\x12.\n\x0bsnapshot_id\x18\x07 \x01(\x0b\x32\x19.quorum.rpc.v1.SnapshotId\x12%\n\x07\x62\x61tches\x18\x08 \x03(\x0b\x32\x14.quorum.rpc.v1.Batch\"V\n\x15\x44\x65scribeQuorumRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x03 \x01(\x05\"\xa9\x01\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x1f\n\x17last_fetch_timestamp_ms\x18\x03 \x01(\x03\x12#\n\x1blast_caught_up_timestamp_ms\x18\x04 \x01(\x03\x12\x11\n\tendpoints\x18\x05 \x03(\t\x12\x14\n\x0c\x64irectory_id\x18\x06 \x01(\x0c\"\xa8\x02\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x10\n\x08topic_id\x18\x04 \x01(\x0c\x12\x17\n\x0fpartition_index\x18\x05 \x01(\x05\x12\x11\n\tleader_id\x18\x06 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x07 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x08 \x01(\x03\x12\x33\n\x0e\x63urrent_voters\x18\t \x03(\x0b\x32\x1b.quorum.rpc.v1.ReplicaState\x12.\n\tobservers\x18\n \x03(\x0b\x32\x1b.quorum.rpc.v1.ReplicaState2\xb7\x03\n\rQuorumService\x12?\n\x04Vote\x12\x1a.quorum.rpc.v1.VoteRequest\x1a\x1b.quorum.rpc.v1.VoteResponse\x12\x63\n\x10\x42\x65ginQuorumEpoch\x12&.quorum.rpc.v1.BeginQuorumEpochRequest\x1a\'.quorum.rpc.v1.BeginQuorumEpochResponse\x12]\n\x0e\x45ndQuorumEpoch\x12$.quorum.rpc.v1.EndQuorumEpochRequest\x1a%.quorum.rpc.v1.EndQuorumEpochResponse\x12\x42\n\x05\x46\x65tch\x12\x1b.quorum.rpc.v1.FetchRequest\x1a\x1c.quorum.rpc.v1.FetchResponse\x12]\n\x0e\x44\x65scribeQuorum\x12$.quorum.rpc.v1.DescribeQuorumRequest\x1a%.quorum.rpc.v1.DescribeQuorumResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,34 +33,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_VOTEREQUEST']._serialized_start=44
   _globals['_VOTEREQUEST']._serialized_end=251
-  _globals['_VOTERESPONSE']._serialized_start=253
-  _globals['_VOTERESPONSE']._serialized_end=373
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=376
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=523
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=525
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=635
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=638
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=795
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=797
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=905
-  _globals['_FETCHREQUEST']._serialized_start=908
-  _globals['_FETCHREQUEST']._serialized_end=1125
-  _globals['_BATCH']._serialized_start=1127
-  _globals['_BATCH']._serialized_end=1206
-  _globals['_LEADERIDANDEPOCH']._serialized_start=1208
-  _globals['_LEADERIDANDEPOCH']._serialized_end=1267
-  _globals['_EPOCHENDOFFSET']._serialized_start=1269
-  _globals['_EPOCHENDOFFSET']._serialized_end=1320
-  _globals['_SNAPSHOTID']._serialized_start=1322
-  _globals['_SNAPSHOTID']._serialized_end=1369
-  _globals['_FETCHRESPONSE']._serialized_start=1372
-  _globals['_FETCHRESPONSE']._serialized_end=1680
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=1682
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=1768
-  _globals['_REPLICASTATE']._serialized_start=1771
-  _globals['_REPLICASTATE']._serialized_end=1899
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=1902
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=2198
-  _globals['_QUORUMSERVICE']._serialized_start=2201
-  _globals['_QUORUMSERVICE']._serialized_end=2640
+  _globals['_VOTERESPONSE']._serialized_start=254
+  _globals['_VOTERESPONSE']._serialized_end=392
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=395
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=542
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=544
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=654
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=657
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=814
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=816
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=924
+  _globals['_FETCHREQUEST']._serialized_start=927
+  _globals['_FETCHREQUEST']._serialized_end=1144
+  _globals['_BATCH']._serialized_start=1146
+  _globals['_BATCH']._serialized_end=1225
+  _globals['_LEADERIDANDEPOCH']._serialized_start=1227
+  _globals['_LEADERIDANDEPOCH']._serialized_end=1286
+  _globals['_EPOCHENDOFFSET']._serialized_start=1288
+  _globals['_EPOCHENDOFFSET']._serialized_end=1339
+  _globals['_SNAPSHOTID']._serialized_start=1341
+  _globals['_SNAPSHOTID']._serialized_end=1388
+  _globals['_FETCHRESPONSE']._serialized_start=1391
+  _globals['_FETCHRESPONSE']._serialized_end=1699
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=1701
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=1787
+  _globals['_REPLICASTATE']._serialized_start=1790
+  _globals['_REPLICASTATE']._serialized_end=1959
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=1962
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=2258
+  _globals['_QUORUMSERVICE']._serialized_start=2261
+  _globals['_QUORUMSERVICE']._serialized_end=2700
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,207 @@
+"""gRPC glue: the ``QuorumService`` servicer (inbound) and the peer clients (outbound).
+
+Handlers translate protobuf to the core's messages (``transport.py``), hand them to the driver
+and translate the answer back. Transport-level failures become gRPC status codes here and only
+here: a shutting-down node answers UNAVAILABLE, a full inbox RESOURCE_EXHAUSTED, a request that
+cannot be parsed INVALID_ARGUMENT. Protocol errors travel as Kafka error codes in the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import grpc
+
+from quorum.config import HostPort
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.rpc.v1 import raft_pb2_grpc
+from quorum.server import transport
+from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
+
+# The slack a handler allows beyond the long-poll wait before giving up on the core.
+HANDLER_TIMEOUT_S = 5.0
+MESSAGE_BYTES_MAX = 16 * 1024 * 1024  # a full 8 MiB fetch plus framing, with room
+
+GRPC_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
+    ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+]
+
+
+def _source_of(message: Message) -> int:
+    match message:
+        case VoteRequest():
+            return message.candidate_id
+        case BeginQuorumEpochRequest() | EndQuorumEpochRequest():
+            return message.leader_id
+        case FetchRequest():
+            return message.replica_id
+    return -1
+
+
+class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
+    def __init__(
+        self,
+        driver: RaftDriver,
+        *,
+        cluster_id: str,
+        endpoints: Mapping[int, list[str]],
+        leader_stub: Callable[[int], Any],
+    ) -> None:
+        self._driver = driver
+        self._cluster_id = cluster_id
+        self._endpoints = endpoints
+        self._leader_stub = leader_stub
+
+    async def _handle(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            message = transport.request_from_proto(request)
+        except transport.MalformedMessageError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        timeout_s = HANDLER_TIMEOUT_S
+        if isinstance(message, FetchRequest):
+            timeout_s += message.max_wait_ms / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout_s = min(timeout_s, max(0.0, remaining))
+        try:
+            answer = await self._driver.request(_source_of(message), message, timeout_s)
+        except ShuttingDownError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except InboxFullError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except TimeoutError:
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum did not answer in time"
+            )
+        return transport.response_to_proto(_response(answer))
+
+    async def Vote(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._handle(request, context)
+
+    async def BeginQuorumEpoch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._handle(request, context)
+
+    async def EndQuorumEpoch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._handle(request, context)
+
+    async def Fetch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._handle(request, context)
+
+    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Answered by the leader. Tools do not know the cluster id: an empty one means this
+        node's. A follower forwards the request to the leader it knows (one hop)."""
+        if not request.cluster_id:
+            request.cluster_id = self._cluster_id
+        if not request.topic_id:
+            request.topic_id = METADATA_TOPIC_ID.bytes
+        try:
+            message = transport.request_from_proto(request)
+        except transport.MalformedMessageError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        answer = await self._ask_core(message, context)
+        if (
+            isinstance(answer, DescribeQuorumResponse)
+            and answer.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+            and answer.leader_id is not None
+            and answer.leader_id != self._driver.node.node_id
+        ):
+            stub = self._leader_stub(answer.leader_id)
+            if stub is not None:
+                try:
+                    return await stub.DescribeQuorum(request, timeout=HANDLER_TIMEOUT_S)
+                except grpc.aio.AioRpcError:
+                    pass  # answer with what this node knows
+        node = self._driver.node
+        return transport.response_to_proto(
+            _response(answer),
+            cluster_id=self._cluster_id,
+            topic_id=node.metadata_topic_id or METADATA_TOPIC_ID,
+            to_wall_ms=self._driver.clock.to_wall_ms,
+            endpoints=self._endpoints,
+        )
+
+    async def _ask_core(self, message: Message, context: grpc.aio.ServicerContext) -> Message:
+        try:
+            return await self._driver.request(-1, message, HANDLER_TIMEOUT_S)
+        except (ShuttingDownError, InboxFullError, TimeoutError) as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or type(exc).__name__)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _response(answer: Message) -> transport.CoreResponse:
+    assert isinstance(
+        answer,
+        VoteResponse
+        | BeginQuorumEpochResponse
+        | EndQuorumEpochResponse
+        | FetchResponse
+        | DescribeQuorumResponse,
+    ), answer
+    return answer
+
+
+class PeerClients:
+    """One channel per voter; sends the core's outbound requests with deadlines."""
+
+    def __init__(self, voters: Mapping[int, HostPort], request_timeout_ms: int) -> None:
+        self._addresses = dict(voters)
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._stubs: dict[int, Any] = {}
+
+    def stub(self, node_id: int) -> Any:
+        if node_id not in self._addresses:
+            return None
+        if node_id not in self._stubs:
+            address = self._addresses[node_id]
+            channel = grpc.aio.insecure_channel(f"{address.host}:{address.port}", GRPC_OPTIONS)
+            self._channels[node_id] = channel
+            self._stubs[node_id] = raft_pb2_grpc.QuorumServiceStub(channel)
+        return self._stubs[node_id]
+
+    async def send(self, envelope: Envelope) -> Message:
+        stub = self.stub(envelope.destination)
+        if stub is None:
+            raise OSError(f"no address for node {envelope.destination}")
+        message = envelope.message
+        timeout_s = self._request_timeout_s
+        match message:
+            case VoteRequest():
+                call = stub.Vote
+            case BeginQuorumEpochRequest():
+                call = stub.BeginQuorumEpoch
+            case EndQuorumEpochRequest():
+                call = stub.EndQuorumEpoch
+            case FetchRequest():
+                call = stub.Fetch
+                timeout_s += message.max_wait_ms / 1000
+            case DescribeQuorumRequest():
+                call = stub.DescribeQuorum
+            case _:
+                raise AssertionError(f"not a request: {message!r}")
+        response = await call(transport.request_to_proto(message), timeout=timeout_s)
+        return transport.response_from_proto(response)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close(grace=None) for c in self._channels.values()))

@@ -1,0 +1,263 @@
+"""``metaquorum log dump``: the records of metadata log segments as JSON lines.
+
+The equivalent of ``kafka-dump-log.sh --cluster-metadata-decoder --files ...``. Each record is
+one line::
+
+    {"offset": 3, "epoch": 1, "type": "TopicRecord", "version": 0, "data": {"name": "orders", ...}}
+
+Records of control batches (``LeaderChangeMessage``, ...) carry ``"control": true`` as well.
+``data`` is ``record_to_json_dict``: field names as in the record classes, a ``Uuid`` as its
+base64 text.
+
+A dump never changes what it reads. It does not open the log with ``SegmentedLog`` (whose
+recovery cuts a torn tail and rewrites indexes); it reads the segment bytes and walks the frames
+with the storage layer's own frame check, so it agrees with recovery on where a log ends:
+
+- Damage after which no CRC-valid frame follows (in the segment or in a later segment of the
+  same directory) is the tail: a write in progress on a log a controller is appending to, or a
+  torn write that recovery will cut. The dump stops there, says so on stderr, and succeeds.
+- Damage followed by a valid frame is corruption: the records before it are printed, then an
+  error naming the file and byte offset, and the exit code is 1. So is a batch whose body does
+  not decode (an unknown record type or version is reported, never skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Final, TextIO
+
+from quorum.metadata.batch import LogBatch, decode_log_batch
+from quorum.metadata.records import (
+    Record,
+    RecordDecodeError,
+    record_to_json_dict,
+    record_type_name,
+)
+
+# The storage layer owns the frame format; these are its definitions of "a whole frame with a
+# matching CRC" and "the next such frame". Reusing them keeps a dump and recovery in agreement.
+from quorum.storage.log import FRAME_HEADER_BYTES, _check_frame, _find_valid_frame
+
+# The log directory of __cluster_metadata partition 0 inside metadata.log.dir.
+METADATA_PARTITION_DIR: Final = "__cluster_metadata-0"
+_SEGMENT_NAME: Final = re.compile(r"^\d{20}\.log$")
+
+
+class LogDumpError(Exception):
+    """The log cannot be read further: corruption, an undecodable batch, a missing path."""
+
+    def __init__(self, path: Path, byte_offset: int | None, problem: str) -> None:
+        self.path = path
+        self.byte_offset = byte_offset
+        self.problem = problem
+        where = str(path) if byte_offset is None else f"{path} at byte {byte_offset}"
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One CRC-valid batch frame at byte ``position`` of segment ``path``."""
+
+    path: Path
+    position: int
+    batch: LogBatch
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Where a segment's whole frames end: ``bytes_left`` bytes that are not a whole valid frame
+    and are followed by none (a write in progress, or a torn tail)."""
+
+    path: Path
+    position: int
+    bytes_left: int
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class DumpedRecord:
+    offset: int
+    epoch: int
+    control: bool
+    record: Record
+    frame: Frame
+
+
+def segment_files(path: Path) -> list[Path]:
+    """The segments ``path`` names: itself if it is a file, else the ``NNNN.log`` files of the
+    directory in offset order. A ``metadata.log.dir`` is accepted for the log directory of
+    ``__cluster_metadata-0`` inside it."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise LogDumpError(path, None, "no such file or directory")
+    segments = sorted(p for p in path.iterdir() if _SEGMENT_NAME.match(p.name) and p.is_file())
+    if not segments and (path / METADATA_PARTITION_DIR).is_dir():
+        return segment_files(path / METADATA_PARTITION_DIR)
+    if not segments:
+        raise LogDumpError(
+            path,
+            None,
+            "no segment files (20-digit base offset + .log) in this directory; give a segment "
+            f"file, a metadata log directory ({METADATA_PARTITION_DIR}/) or metadata.log.dir",
+        )
+    return segments
+
+
+def iter_frames(segments: Sequence[Path]) -> Iterator[Frame | Tail]:
+    """Every whole frame of ``segments`` (one log, in order), then a ``Tail`` if the last
+    segment read ends in damage that no valid frame follows. Raises ``LogDumpError`` for damage
+    that a valid frame follows. Each segment is read once, as it is at that moment."""
+    for index, path in enumerate(segments):
+        contents = path.read_bytes()
+        position = 0
+        # Each pass consumes one frame (at least FRAME_HEADER_BYTES) or ends the segment.
+        while position < len(contents):
+            header = _check_frame(contents, position)
+            if isinstance(header, str):
+                _raise_unless_tail(path, position, contents, segments[index + 1 :], header)
+                yield Tail(path, position, len(contents) - position, header)
+                return
+            if header.record_count < 1 or header.base_offset < 0 or header.epoch < 0:
+                raise LogDumpError(
+                    path,
+                    position,
+                    f"a batch frame with base offset {header.base_offset}, epoch {header.epoch} "
+                    f"and record count {header.record_count} (corrupt)",
+                )
+            data = contents[position + FRAME_HEADER_BYTES : position + header.frame_bytes]
+            batch = LogBatch(header.base_offset, header.epoch, header.record_count, data)
+            yield Frame(path, position, batch)
+            position += header.frame_bytes
+
+
+def _raise_unless_tail(
+    path: Path, position: int, contents: bytes, later_segments: Sequence[Path], problem: str
+) -> None:
+    later_position = _find_valid_frame(contents, position + 1)
+    if later_position is not None:
+        raise LogDumpError(
+            path,
+            position,
+            f"{problem}, yet a valid batch follows at byte {later_position}: the segment is "
+            "corrupt (not a torn write)",
+        )
+    for later_path in later_segments:
+        later_position = _find_valid_frame(later_path.read_bytes(), 0)
+        if later_position is not None:
+            raise LogDumpError(
+                path,
+                position,
+                f"{problem}, yet the later segment {later_path} holds a valid batch at byte "
+                f"{later_position}: the segment is corrupt (not a torn write)",
+            )
+
+
+def iter_records(paths: Sequence[Path], warn: Callable[[str], None]) -> Iterator[DumpedRecord]:
+    """Every record of every path, in order. ``warn`` hears where a segment's tail stopped."""
+    for path in paths:
+        for item in iter_frames(segment_files(path)):
+            if isinstance(item, Tail):
+                warn(
+                    f"Note: {item.path}: stopped at byte {item.position}; the last "
+                    f"{item.bytes_left} bytes are not a whole batch ({item.problem}): a write "
+                    "in progress, or a torn tail that recovery will cut"
+                )
+                continue
+            try:
+                decoded = decode_log_batch(item.batch)
+            except RecordDecodeError as exc:
+                raise LogDumpError(
+                    item.path,
+                    item.position,
+                    f"cannot decode the batch at base offset {item.batch.base_offset}: {exc}",
+                ) from exc
+            for offset, record in enumerate(decoded.records, start=decoded.base_offset):
+                yield DumpedRecord(offset, decoded.epoch, decoded.control, record, item)
+
+
+def record_json(dumped: DumpedRecord) -> dict[str, object]:
+    """The JSON object of one output line."""
+    line: dict[str, object] = {
+        "offset": dumped.offset,
+        "epoch": dumped.epoch,
+        "type": record_type_name(dumped.record),
+        "version": dumped.record.VERSION,
+    }
+    if dumped.control:
+        line["control"] = True
+    line["data"] = record_to_json_dict(dumped.record)
+    return line
+
+
+@dataclass(slots=True)
+class Summary:
+    """What ``--summary`` prints: counts instead of records."""
+
+    batches: int = 0
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    last_epoch: int | None = None
+    record_types: Counter[str] = field(default_factory=Counter)
+    _last_frame: Frame | None = None
+
+    def add(self, dumped: DumpedRecord) -> None:
+        if dumped.frame is not self._last_frame:
+            self.batches += 1
+            self._last_frame = dumped.frame
+        self.records += 1
+        if self.first_offset is None:
+            self.first_offset = dumped.offset
+        self.last_offset = dumped.offset
+        self.last_epoch = dumped.epoch
+        self.record_types[record_type_name(dumped.record)] += 1
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "batches": self.batches,
+            "records": self.records,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "last_epoch": self.last_epoch,
+            "record_types": dict(sorted(self.record_types.items())),
+        }
+
+
+def dump_log(
+    paths: Sequence[Path],
+    out: TextIO,
+    err: TextIO,
+    *,
+    max_records: int | None = None,
+    summary: bool = False,
+) -> int:
+    """Write one JSON line per record of ``paths`` to ``out`` (or, with ``summary``, one JSON
+    object of counts); problems go to ``err``. Returns the exit code: 0, or 1 after an error."""
+    assert max_records is None or max_records >= 0, max_records
+    totals = Summary()
+
+    def warn(message: str) -> None:
+        print(message, file=err)
+
+    try:
+        for dumped in islice(iter_records(paths, warn), max_records):
+            if summary:
+                totals.add(dumped)
+            else:
+                print(json.dumps(record_json(dumped)), file=out)
+    except LogDumpError as exc:
+        if summary:
+            print(json.dumps(totals.to_json()), file=out)
+        out.flush()
+        print(f"Error: {exc}", file=err)
+        return 1
+    if summary:
+        print(json.dumps(totals.to_json()), file=out)
+    return 0

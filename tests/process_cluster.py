@@ -1,0 +1,212 @@
+"""Real processes for end-to-end tests: configs in ``tmp_path``, free ports on 127.0.0.1, every
+process started through the ``metaquorum`` CLI and killed by PID at the end.
+
+Every wait is a condition polled against a deadline (``wait_until``); nothing sleeps blindly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+
+REPO = Path(__file__).resolve().parent.parent
+METAQUORUM = [sys.executable, "-m", "quorum.cli"]
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(
+    condition: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.02
+) -> T:
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` on timeout."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except Exception as exc:  # the condition may hit a node that is down
+            last_error = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(
+        f"timed out after {timeout_s} s waiting for {what} (last error: {last_error})"
+    )
+
+
+def run_cli(
+    *args: str, check: bool = True, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*METAQUORUM, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"metaquorum {' '.join(args)} exited {result.returncode}\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
+    return result
+
+
+@dataclass
+class ControllerProcess:
+    node_id: int
+    port: int
+    config: Path
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class ProcessCluster:
+    root: Path
+    voters: int = 3
+    settings: dict[str, Any] = field(default_factory=dict)
+    cluster_id: str = CLUSTER_ID
+    nodes: dict[int, ControllerProcess] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ports = {n: free_port() for n in range(1, self.voters + 1)}
+        voters = [f"{n}@127.0.0.1:{p}" for n, p in ports.items()]
+        for node_id, port in ports.items():
+            data_dir = self.root / f"controller-{node_id}"
+            config = self.root / f"controller-{node_id}.toml"
+            lines = [
+                f'"node.id" = {node_id}',
+                '"process.roles" = ["controller"]',
+                f'"controller.quorum.voters" = {json.dumps(voters)}',
+                f'"listeners" = ["CONTROLLER://127.0.0.1:{port}"]',
+                f'"metadata.log.dir" = "{data_dir}"',
+            ]
+            lines += [f'"{k}" = {json.dumps(v)}' for k, v in self.settings.items()]
+            config.write_text("\n".join(lines) + "\n")
+            self.nodes[node_id] = ControllerProcess(
+                node_id, port, config, data_dir, self.root / f"controller-{node_id}.log"
+            )
+
+    # ----- lifecycle ------------------------------------------------------------------------
+
+    def format(self, node_id: int | None = None, cluster_id: str | None = None) -> None:
+        for nid in [node_id] if node_id else list(self.nodes):
+            node = self.nodes[nid]
+            run_cli(
+                "storage", "format", "--config", str(node.config),
+                "--cluster-id", cluster_id or self.cluster_id,
+            )  # fmt: skip
+
+    def start(self, node_id: int, *extra: str) -> ControllerProcess:
+        node = self.nodes[node_id]
+        assert not node.alive, f"controller {node_id} is already running"
+        node.starts += 1
+        log = node.log_path.open("ab")
+        env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
+        node.process = subprocess.Popen(
+            [*METAQUORUM, "controller", "start", "--config", str(node.config), *extra],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        log.close()
+        return node
+
+    def start_all(self) -> None:
+        for node_id in self.nodes:
+            self.start(node_id)
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL, timeout_s: float = 10) -> int:
+        node = self.nodes[node_id]
+        assert node.process is not None
+        if node.process.poll() is None:
+            node.process.send_signal(sig)
+        return node.process.wait(timeout=timeout_s)
+
+    def stop_all(self) -> None:
+        for node in self.nodes.values():
+            if node.process is not None and node.process.poll() is None:
+                node.process.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.process.wait(timeout=10)
+
+    def logs(self, node_id: int) -> str:
+        path = self.nodes[node_id].log_path
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # ----- queries --------------------------------------------------------------------------
+
+    def describe(self, node_id: int, timeout_s: float = 2.0) -> Any:
+        with grpc.insecure_channel(self.nodes[node_id].address) as channel:
+            stub = raft_pb2_grpc.QuorumServiceStub(channel)
+            return stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=timeout_s)
+
+    def leader(self, among: list[int] | None = None) -> tuple[int, int, int] | None:
+        """(leader id, epoch, high watermark) as a live node reports it, if it knows one."""
+        for node_id in among or [n for n, p in self.nodes.items() if p.alive]:
+            try:
+                answer = self.describe(node_id)
+            except grpc.RpcError:
+                continue
+            if answer.error_code == 0 and answer.leader_id >= 0:
+                return answer.leader_id, answer.leader_epoch, answer.high_watermark
+        return None
+
+    def wait_for_leader(
+        self, timeout_s: float = 20, among: list[int] | None = None
+    ) -> tuple[int, int, int]:
+        return wait_until(lambda: self.leader(among), timeout_s, "a leader")
+
+    def log_dump(self, node_id: int) -> list[dict[str, Any]]:
+        directory = self.nodes[node_id].data_dir / "__cluster_metadata-0"
+        result = run_cli("log", "dump", str(directory))
+        return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def process_cluster(root: Path, **kwargs: Any) -> Iterator[ProcessCluster]:
+    cluster = ProcessCluster(root, **kwargs)
+    try:
+        yield cluster
+    except BaseException:
+        for node_id in cluster.nodes:
+            sys.stderr.write(f"---- controller {node_id} log (tail) ----\n")
+            sys.stderr.write(cluster.logs(node_id)[-4000:] + "\n")
+        raise
+    finally:
+        cluster.stop_all()
