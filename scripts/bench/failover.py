@@ -52,6 +52,13 @@ def settle(cluster: ProcessCluster) -> tuple[int, int, int]:
     return wait_until(settled, 60, "a settled quorum")
 
 
+def new_leader_committing(
+    cluster: ProcessCluster, others: list[int], old: int, epoch: int, hw: int
+) -> bool:
+    found = cluster.leader(others)
+    return found is not None and found[0] != old and found[1] > epoch and found[2] > hw
+
+
 def measure_failovers(cluster: ProcessCluster, runs: int, sig: int) -> list[float]:
     results: list[float] = []
     for _ in range(runs):
@@ -60,12 +67,7 @@ def measure_failovers(cluster: ProcessCluster, runs: int, sig: int) -> list[floa
         started = time.monotonic()
         cluster.nodes[leader].process.send_signal(sig)  # type: ignore[union-attr]
         wait_until(
-            lambda: (
-                (found := cluster.leader(others)) is not None
-                and found[0] != leader
-                and found[1] > epoch
-                and found[2] > hw
-            ),
+            lambda: new_leader_committing(cluster, others, leader, epoch, hw),  # noqa: B023
             30,
             "a new leader committing",
             interval_s=0.005,
