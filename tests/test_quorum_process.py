@@ -199,3 +199,18 @@ def test_unformatted_directory_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert "storage format" in result.stderr
+
+
+def test_describe_says_no_leader_when_there_is_none(tmp_path: Path) -> None:
+    """One voter of three cannot elect anyone: describe answers, it does not fail."""
+    with process_cluster(tmp_path) as cluster:
+        cluster.format(1)
+        cluster.start(1)
+        node = cluster.nodes[1]
+        wait_until(lambda: node.alive and "listening" in cluster.logs(1), 20, "the node listening")
+        result = run_cli(
+            "quorum", "describe", "--status", "--bootstrap-controller", node.address, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        assert "LeaderId:" in result.stdout
+        assert "no leader" in result.stdout
