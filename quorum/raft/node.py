@@ -293,6 +293,11 @@ class RaftNode:
         pending.bytes += size
         return Proposal(state.epoch, base, base + len(records) - 1)
 
+    def next_offset(self) -> int:
+        """The offset the next proposed record will get (the leader's log end offset plus what
+        waits in the open batch)."""
+        return self.log.log_end_offset + len(self._pending.records)
+
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown of a leader: hand leadership over through EndQuorumEpoch."""
         assert not self._awaiting_advance

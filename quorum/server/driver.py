@@ -18,7 +18,7 @@ import itertools
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -31,7 +31,7 @@ from quorum.raft.messages import (
     Message,
     RequestFailed,
 )
-from quorum.raft.node import NotLeaderError, Proposal, RaftNode, Ready
+from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
 from quorum.storage import ElectionStore, SegmentedLog
 
 # Inbound requests get correlation ids from their own range, far from the core's outbound ids.
@@ -56,6 +56,20 @@ class InboxFullError(Exception):
     retriable = True
 
 
+T = TypeVar("T")
+
+# An operation of the active controller: given the offset its first record will get, it
+# returns the records to append (possibly none) and the answer for its caller. It runs inside
+# the driver loop, so operations are serialized against each other and against replay.
+Operation = Callable[[int], tuple[Sequence[Record], T]]
+
+
+@dataclass
+class _Submitted:
+    operation: Operation[Any]
+    future: asyncio.Future[tuple[Proposal | None, Any]]
+
+
 @dataclass
 class _Commit:
     proposal: Proposal
@@ -78,6 +92,7 @@ class RaftDriver:
         clock: Clock,
         on_committed: Callable[[Sequence[LogBatch]], None] | None = None,
         on_ready: Callable[[Ready], None] | None = None,
+        on_proposed: Callable[[Sequence[Record], Proposal], None] | None = None,
     ) -> None:
         self.node = node
         self.log = log
@@ -86,8 +101,9 @@ class RaftDriver:
         self.clock = clock
         self._on_committed = on_committed
         self._on_ready = on_ready
+        self._on_proposed = on_proposed
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=limits.INBOX_ENVELOPES_MAX)
-        self._proposals: list[tuple[list[Record], asyncio.Future[Proposal]]] = []
+        self._operations: list[_Submitted] = []
         self._replies: dict[int, asyncio.Future[Message]] = {}
         self._commits: list[_Commit] = []
         self._inbound_ids = itertools.count(INBOUND_CORRELATION_BASE)
@@ -121,14 +137,25 @@ class RaftDriver:
         finally:
             self._replies.pop(correlation_id, None)
 
-    async def propose(self, records: list[Record]) -> Proposal:
-        """Queue records for one atomic batch; returns where they will land."""
+    async def submit(self, operation: Operation[T]) -> tuple[Proposal | None, T]:
+        """Run ``operation`` in the loop while this node leads; append its records as one
+        atomic batch. Returns where they will land (None when there were none) and the
+        operation's answer. Raises ``NotLeaderError`` when this node does not lead."""
         if self._stopping:
             raise ShuttingDownError("the node is shutting down")
-        future: asyncio.Future[Proposal] = asyncio.get_running_loop().create_future()
-        self._proposals.append((records, future))
+        future: asyncio.Future[tuple[Proposal | None, Any]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._operations.append(_Submitted(operation, future))
         self._wakeup.set()
-        return await future
+        proposal, answer = await future
+        return proposal, answer
+
+    async def propose(self, records: Sequence[Record]) -> Proposal:
+        """Append ``records`` as one atomic batch; returns where they will land."""
+        proposal, _ = await self.submit(lambda _offset: (records, None))
+        assert proposal is not None
+        return proposal
 
     async def wait_committed(self, proposal: Proposal) -> int:
         """Wait until the proposal is committed in its epoch. Returns the high watermark then.
@@ -158,7 +185,7 @@ class RaftDriver:
             if self._resign_requested:
                 self._resign_requested = False
                 node.resign(now)
-            self._take_proposals(now)
+            self._run_operations(now)
             ready = node.poll(now)
             await self._persist(ready)
             self._dispatch(ready.messages_to_send)
@@ -173,24 +200,36 @@ class RaftDriver:
                 self._state_changed.notify_all()
             if self._stopping:
                 return
-            if not self._inbox.empty() or self._proposals:
+            if not self._inbox.empty() or self._operations:
                 continue
             delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
             self._wakeup.clear()
-            if not self._inbox.empty() or self._proposals:
+            if not self._inbox.empty() or self._operations:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), delay_s)
 
-    def _take_proposals(self, now: int) -> None:
-        proposals, self._proposals = self._proposals, []
-        for records, future in proposals:
+    def _run_operations(self, now: int) -> None:
+        operations, self._operations = self._operations, []
+        node = self.node
+        for submitted in operations:
+            future = submitted.future
             if future.done():
                 continue
-            try:
-                future.set_result(self.node.propose(records, now))
-            except Exception as exc:  # NotLeaderError, BatchTooLargeError: the caller's answer
-                future.set_exception(exc)
+            if not node.is_leader():
+                future.set_exception(NotLeaderError(node.leader_id, node.epoch))
+                continue
+            records, answer = submitted.operation(node.next_offset())
+            proposal = None
+            if records:
+                try:
+                    proposal = node.propose(list(records), now)
+                except BatchTooLargeError as exc:
+                    future.set_exception(exc)
+                    continue
+                if self._on_proposed is not None:
+                    self._on_proposed(records, proposal)
+            future.set_result((proposal, answer))
 
     async def _persist(self, ready: Ready) -> None:
         """Make the Ready's election state and entries durable before anything is sent."""
@@ -286,9 +325,9 @@ class RaftDriver:
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(ShuttingDownError("the node is shutting down"))
-        for _, proposal_future in self._proposals:
-            if not proposal_future.done():
-                proposal_future.set_exception(ShuttingDownError("the node is shutting down"))
+        for submitted in self._operations:
+            if not submitted.future.done():
+                submitted.future.set_exception(ShuttingDownError("the node is shutting down"))
         for commit in self._commits:
             if not commit.future.done():
                 commit.future.set_exception(ShuttingDownError("the node is shutting down"))
