@@ -18,7 +18,6 @@ names the directory itself; each formatted directory gets its own random one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Final
 
 from quorum.config import NodeConfig
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
+from quorum.storage.fsutil import ensure_directory, write_file_atomically
 
 META_PROPERTIES_FILE: Final = "meta.properties"
 META_PROPERTIES_VERSION: Final = 1
@@ -183,32 +183,8 @@ def write(directory: Path, properties: MetaProperties) -> None:
     fsynced (and its parent, when the directory was just created), so a crash leaves either the
     old file or the new one, never a torn one.
     """
-    created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
-    if created:
-        _fsync_directory(directory.parent)
-    target = meta_properties_path(directory)
-    temporary = directory / f"{META_PROPERTIES_FILE}.tmp"
-    data = properties.render().encode("utf-8")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, target)
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    ensure_directory(directory)
+    write_file_atomically(meta_properties_path(directory), properties.render().encode("utf-8"))
 
 
 def _format_command(config: NodeConfig, cluster_id: str) -> str:
