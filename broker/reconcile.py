@@ -1,0 +1,654 @@
+"""Partition-directory reconciliation as a pure plan (DESIGN.md section 6, RELIABILITY.md I11).
+
+``plan_reconciliation`` compares what the committed metadata image assigns to this broker with
+what a scan of ``log.dirs`` found, and returns a ``ReconcilePlan``; ``broker/logdirs.py`` scans
+and executes it. Nothing here touches the disk or reads a clock: time comes in as ``now_ms``
+(wall-clock milliseconds, because due times must survive a restart), so every rule below is
+tested as a table without files (``tests/test_reconcile.py``).
+
+Directory layout of one log dir::
+
+    {topic}-{partition}/partition.metadata      a live partition (Kafka's name)
+    {topic}-{partition}.tmp-{token}/            a partition being built (crash leftover)
+    deleting/{topic_id}_{partition}[.n]/        moved aside, deleted at its due time
+    deleting/unknown-{hash}_{partition}[.n]     moved aside, topic id unknown
+    deleting/pending.json                       due times of everything in deleting/
+
+The rules, every decision keyed by (topic_id, partition), never by name alone:
+
+* **Never move aside a live copy of an assigned partition** (I11a): a directory whose name is
+  ``{topic}-{p}`` and whose ``partition.metadata`` holds an id X with (X, p) assigned here.
+  ``check_plan_safety`` asserts it on every plan.
+* **Create** every assigned partition that has no live copy, in the log dir holding the fewest
+  partitions (Kafka's ``LogManager.nextLogDirs``), ties broken by the order of ``log.dirs``.
+* **Topic id mismatch** (both modes): an entry named like an assigned partition that is not its
+  live copy is stale: the topic was deleted and recreated while the broker was away (KIP-516
+  "Stale state"), or the entry has no readable id (a missing id never matches). It must go,
+  or the assigned partition could not be created under its name.
+* **INCREMENTAL** (a delta): also move aside the live copies of partitions in ``removed``.
+* **FULL** (the first image after catch-up): also move aside every other stray: partitions not
+  assigned here, directories with a missing or unreadable ``partition.metadata`` (KAFKA-16814:
+  stale, never fatal), unparseable directory names (including Kafka's ``-delete``/``-stray``/
+  ``-future`` dirs), leftover ``.tmp-`` build directories, and non-directories (regular files,
+  symlinks) named like a partition. Non-directories with other names (``meta.properties``,
+  checkpoint files) are not partitions and are ignored.
+* Entries that could not be read (permission denied) are left alone and reported as
+  conflicts; so is an assigned partition whose directory name is held by such an entry.
+* Pending deletions whose due time has passed are deleted; entries found in ``deleting/``
+  without a due time (a crash between the rename and the journal write) are scheduled
+  ``delete_delay_ms`` from now, never deleted on sight (I11d).
+* ``RESERVED_ENTRY_NAMES`` (``deleting``, ``lost+found``, and ``__cluster_metadata-0``, the
+  metadata log when ``metadata.log.dir`` is also a log dir) are never touched.
+
+The seed's "Migration" step (adopt a partition without ``partition.metadata`` by writing one
+with the image's id) does not apply: this project creates every partition
+directory with its file already inside, so a directory without one is damaged or foreign and
+is treated as stale, as DESIGN.md says.
+
+Stale names in ``deleting/``: ``{topic_id}_{partition}`` when both are known (KIP-516
+"Deletion"); an unknown id becomes ``unknown-{h}`` and an unknown partition ``unknown``, where
+``h`` is the first 16 hex digits of the SHA-256 of the original directory name (stable, so a
+person can match it; the original name is kept in ``pending.json``). If the name is taken (the
+same partition moved aside twice) ``.1``, ``.2``, ... is appended. Every such name is at most 60
+bytes, far below the 255-byte limit, which is asserted.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from quorum.ids import Uuid
+
+# ----- names ---------------------------------------------------------------------------------
+
+# Kafka's Topic.java: MAX_NAME_LENGTH and the legal characters.
+TOPIC_NAME_CHARS_MAX: Final = 249
+PARTITION_MAX: Final = 2**31 - 1
+# Linux NAME_MAX; Kafka caps its suffixed names to it (logDirNameWithSuffixCappedLength).
+DIR_NAME_BYTES_MAX: Final = 255
+DELETING_DIR: Final = "deleting"
+METADATA_PARTITION_DIR: Final = "__cluster_metadata-0"
+RESERVED_ENTRY_NAMES: Final = frozenset({DELETING_DIR, "lost+found", METADATA_PARTITION_DIR})
+BUILD_TOKEN_CHARS: Final = 10
+# Pending deletions with the same base name at most; beyond it the log dir is in a state no
+# broker produces (ten thousand moves of one partition) and the plan reports a bug.
+DELETING_SUFFIX_MAX: Final = 10_000
+
+_TOPIC_NAME_RE: Final = re.compile(rf"[a-zA-Z0-9._-]{{1,{TOPIC_NAME_CHARS_MAX}}}")
+_PARTITION_RE: Final = re.compile(r"0|[1-9][0-9]{0,9}")
+_BUILD_RE: Final = re.compile(r"(?P<base>.+)\.tmp-(?P<token>[a-z]+)")
+_BUILD_TOKEN_RE: Final = re.compile(rf"[a-z]{{{BUILD_TOKEN_CHARS}}}")
+
+# Negative control (RELIABILITY.md): when True, the "is (topic_id, partition) assigned here"
+# predicate is inverted, as in KAFKA-13127, and ``check_plan_safety`` is skipped, so only the I11
+# checker of the tests stands between the bug and the disk. Never set outside tests.
+UNSAFE_STRAY_INVERT = False
+
+
+def is_legal_topic_name(name: str) -> bool:
+    """Kafka's rule: 1..249 characters of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
+    return _TOPIC_NAME_RE.fullmatch(name) is not None and name not in (".", "..")
+
+
+def format_partition_dir(name: str, partition: int) -> str:
+    """``{topic}-{partition}``. Raises ``ValueError`` for an illegal name or partition."""
+    if not is_legal_topic_name(name):
+        raise ValueError(f"{name!r} is not a legal topic name")
+    if not 0 <= partition <= PARTITION_MAX:
+        raise ValueError(f"partition {partition} is outside 0..{PARTITION_MAX}")
+    return f"{name}-{partition}"
+
+
+def parse_partition_dir(dir_name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a directory name, or None if it is not ``{topic}-{partition}``.
+
+    Splits at the last ``-``: ``foo-1-0`` is ``foo-1`` partition 0, ``foo-10`` is ``foo``
+    partition 10. The partition must be canonical (no sign, no leading zero, at most
+    2^31 - 1) so that ``format_partition_dir`` gives the same name back.
+    """
+    name, sep, partition_text = dir_name.rpartition("-")
+    if not sep or _PARTITION_RE.fullmatch(partition_text) is None:
+        return None
+    partition = int(partition_text)
+    if partition > PARTITION_MAX or not is_legal_topic_name(name):
+        return None
+    return name, partition
+
+
+def name_bytes(name: str) -> int:
+    """The length of a directory entry name on disk (``os.fsencode`` on Linux)."""
+    return len(name.encode("utf-8", "surrogateescape"))
+
+
+def build_dir_name(final_name: str, token: str) -> str:
+    """The name a partition directory is built under before it is renamed to ``final_name``.
+
+    ``token`` is ``BUILD_TOKEN_CHARS`` lowercase letters: never digits, so a build name never
+    parses as a partition directory. A long ``final_name`` is cut so the result fits in 255
+    bytes (partition names are ASCII).
+    """
+    assert _BUILD_TOKEN_RE.fullmatch(token), token
+    suffix = f".tmp-{token}"
+    name = final_name[: DIR_NAME_BYTES_MAX - len(suffix)] + suffix
+    assert name_bytes(name) <= DIR_NAME_BYTES_MAX, name
+    return name
+
+
+def parse_build_dir(dir_name: str) -> str | None:
+    """The (possibly cut) final name inside a build directory's name, or None."""
+    if parse_partition_dir(dir_name) is not None:
+        return None
+    match = _BUILD_RE.fullmatch(dir_name)
+    return match.group("base") if match else None
+
+
+def deleting_base_name(topic_id: Uuid | None, partition: int | None, source: str) -> str:
+    """``{topic_id}_{partition}``, with ``unknown-{hash}`` / ``unknown`` for missing parts."""
+    if topic_id is None:
+        digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()
+        id_part = f"unknown-{digest[:16]}"
+    else:
+        id_part = str(topic_id)
+    partition_part = "unknown" if partition is None else str(partition)
+    return f"{id_part}_{partition_part}"
+
+
+def unique_deleting_name(base: str, taken: Collection[str]) -> str:
+    """``base``, or ``base.{n}`` with the smallest n >= 1 that is not in ``taken``."""
+    name = base
+    for n in range(1, DELETING_SUFFIX_MAX + 1):
+        if name not in taken:
+            break
+        name = f"{base}.{n}"
+    else:  # pragma: no cover - needs ten thousand entries with one base name
+        raise AssertionError(f"deleting/ holds {DELETING_SUFFIX_MAX} entries named {base}.*")
+    assert name_bytes(name) <= DIR_NAME_BYTES_MAX, name
+    return name
+
+
+# ----- inputs ---------------------------------------------------------------------------------
+
+
+class ReconcileMode(enum.Enum):
+    """The LeaderAndIsr ``type`` of KIP-516, carried by the metadata log instead of a request."""
+
+    INCREMENTAL = 1  # a delta: may omit partitions assigned here
+    FULL = 2  # the whole image after catch-up: everything else on disk is stale
+
+
+class EntryState(enum.Enum):
+    """What a scan found at one entry of a log dir."""
+
+    OK = "ok"  # a directory with a valid partition.metadata
+    METADATA_MISSING = "metadata_missing"  # a directory without partition.metadata
+    METADATA_UNREADABLE = "metadata_unreadable"  # garbage, oversized, I/O error, a symlink...
+    NOT_A_DIRECTORY = "not_a_directory"  # a regular file, symlink, fifo...
+    INACCESSIBLE = "inaccessible"  # permission denied: left alone
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    """One entry of a log dir (not its ``deleting/``), as a scan saw it.
+
+    ``log_dir`` is the log dir's path as text (this module does not use pathlib), ``dir_name``
+    the entry's name, ``topic_id`` the id in its ``partition.metadata`` (state OK only), and
+    ``detail`` why the id is missing, for logs and the dry run.
+    """
+
+    log_dir: str
+    dir_name: str
+    state: EntryState = EntryState.OK
+    topic_id: Uuid | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        assert (self.topic_id is not None) == (self.state is EntryState.OK), self
+
+    @property
+    def parsed(self) -> tuple[str, int] | None:
+        return parse_partition_dir(self.dir_name)
+
+    @property
+    def key(self) -> tuple[Uuid, int] | None:
+        """(topic_id, partition) when both are known."""
+        parsed = self.parsed
+        if self.topic_id is None or parsed is None:
+            return None
+        return self.topic_id, parsed[1]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeletion:
+    """One entry of a log dir's ``deleting/``. ``delete_at_ms`` is None when ``pending.json``
+    does not know it (a crash between the move and the journal write, or a damaged journal)."""
+
+    log_dir: str
+    name: str
+    delete_at_ms: int | None
+    topic_id: Uuid | None = None
+    partition: int | None = None
+    reason: str = ""
+    source: str = ""
+    size_bytes: int = field(default=0, compare=False)
+
+
+# ----- outputs --------------------------------------------------------------------------------
+
+
+class MoveReason(enum.Enum):
+    TOPIC_ID_MISMATCH = "topic_id_mismatch"
+    REMOVED = "removed"
+    NOT_ASSIGNED = "not_assigned"
+    METADATA_MISSING = "metadata_missing"
+    METADATA_UNREADABLE = "metadata_unreadable"
+    NOT_A_DIRECTORY = "not_a_directory"
+    UNPARSEABLE_NAME = "unparseable_name"
+    LEFTOVER_BUILD_DIR = "leftover_build_dir"
+
+
+_REASON_BY_STATE: Final = {
+    EntryState.METADATA_MISSING: MoveReason.METADATA_MISSING,
+    EntryState.METADATA_UNREADABLE: MoveReason.METADATA_UNREADABLE,
+    EntryState.NOT_A_DIRECTORY: MoveReason.NOT_A_DIRECTORY,
+    EntryState.OK: MoveReason.TOPIC_ID_MISMATCH,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    log_dir: str
+    topic_name: str
+    partition: int
+    topic_id: Uuid
+
+    @property
+    def dir_name(self) -> str:
+        return format_partition_dir(self.topic_name, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class MoveAside:
+    """Rename ``log_dir/dir_name`` to ``log_dir/deleting/destination``."""
+
+    log_dir: str
+    dir_name: str
+    destination: str
+    topic_id: Uuid | None
+    partition: int | None
+    reason: MoveReason
+    delete_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Remove ``log_dir/deleting/name``, due since ``delete_at_ms``."""
+
+    log_dir: str
+    name: str
+    delete_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDeletion:
+    """Record a due time for ``log_dir/deleting/name``, found there without one."""
+
+    log_dir: str
+    name: str
+    delete_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Something the plan cannot resolve; the broker logs it at ERROR and carries on."""
+
+    log_dir: str
+    dir_name: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilePlan:
+    """What to do, in this order: ``move_aside`` and ``schedules`` (freeing names an assigned
+    partition may need), then ``creates``, then ``deletes``."""
+
+    mode: ReconcileMode
+    now_ms: int
+    creates: tuple[Create, ...] = ()
+    move_aside: tuple[MoveAside, ...] = ()
+    deletes: tuple[Delete, ...] = ()
+    schedules: tuple[ScheduleDeletion, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """No action (conflicts are reports, not actions)."""
+        return not (self.creates or self.move_aside or self.deletes or self.schedules)
+
+
+# ----- the plan -------------------------------------------------------------------------------
+
+
+def _is_assigned_here(key: tuple[Uuid, int], assigned: Mapping[tuple[Uuid, int], str]) -> bool:
+    # The one predicate the negative control breaks.
+    return (key in assigned) != UNSAFE_STRAY_INVERT
+
+
+def _is_live_copy(entry: LocalPartition, assigned: Mapping[tuple[Uuid, int], str]) -> bool:
+    key = entry.key
+    return key is not None and _is_assigned_here(key, assigned)
+
+
+def _stale_reason(
+    entry: LocalPartition,
+    *,
+    assigned: Mapping[tuple[Uuid, int], str],
+    assigned_dir_names: Collection[tuple[str, int]],
+    mode: ReconcileMode,
+    removed: Collection[tuple[Uuid, int]],
+) -> MoveReason | None:
+    """Why ``entry`` must be moved aside, or None to keep it."""
+    if entry.state is EntryState.INACCESSIBLE:
+        return None
+    if _is_live_copy(entry, assigned):
+        return None  # I11a
+    parsed = entry.parsed
+    if parsed is not None and parsed in assigned_dir_names:
+        return _REASON_BY_STATE[entry.state]
+    if mode is ReconcileMode.INCREMENTAL:
+        key = entry.key
+        return MoveReason.REMOVED if key is not None and key in removed else None
+    if entry.state is EntryState.NOT_A_DIRECTORY:
+        return MoveReason.NOT_A_DIRECTORY if parsed is not None else None
+    if parsed is None:
+        if parse_build_dir(entry.dir_name) is not None:
+            return MoveReason.LEFTOVER_BUILD_DIR
+        return MoveReason.UNPARSEABLE_NAME
+    if entry.state is not EntryState.OK:
+        return _REASON_BY_STATE[entry.state]
+    return MoveReason.REMOVED if entry.key in removed else MoveReason.NOT_ASSIGNED
+
+
+def _partition_of(entry: LocalPartition) -> int | None:
+    parsed = entry.parsed
+    if parsed is None:
+        base = parse_build_dir(entry.dir_name)
+        parsed = parse_partition_dir(base) if base is not None else None
+    return parsed[1] if parsed is not None else None
+
+
+def plan_reconciliation(
+    *,
+    assigned: Mapping[tuple[Uuid, int], str],
+    on_disk: Sequence[LocalPartition],
+    pending_deletions: Sequence[PendingDeletion],
+    mode: ReconcileMode,
+    log_dirs: Sequence[str],
+    now_ms: int,
+    delete_delay_ms: int,
+    removed: Collection[tuple[Uuid, int]] = frozenset(),
+) -> ReconcilePlan:
+    """The plan that brings ``log_dirs`` in line with ``assigned`` (see the module docstring).
+
+    ``assigned``: (topic_id, partition) -> topic name, every partition the committed image
+    assigns to this broker. ``on_disk`` and ``pending_deletions``: what ``LogDirs.scan`` found.
+    ``removed``: (INCREMENTAL) partitions the delta took away from this broker. ``log_dirs``:
+    the online log dirs, in configuration order, where new partitions may be placed.
+    """
+    assert log_dirs, "a broker needs at least one log dir"
+    assert len(set(log_dirs)) == len(log_dirs), log_dirs
+    assert delete_delay_ms >= 0, delete_delay_ms
+    order = {log_dir: index for index, log_dir in enumerate(log_dirs)}
+    seen: set[tuple[str, str]] = set()
+    for entry in on_disk:
+        assert entry.log_dir in order, f"{entry} is not in an online log dir {list(log_dirs)}"
+        assert (entry.log_dir, entry.dir_name) not in seen, f"scanned twice: {entry}"
+        seen.add((entry.log_dir, entry.dir_name))
+    for pending in pending_deletions:
+        assert pending.log_dir in order, f"{pending} is not in an online log dir"
+
+    assigned_dir_names: dict[tuple[str, int], Uuid] = {}
+    for (topic_id, partition), name in assigned.items():
+        assert (name, partition) not in assigned_dir_names, f"{name}-{partition} assigned twice"
+        assigned_dir_names[(name, partition)] = topic_id
+    delete_at_ms = now_ms + delete_delay_ms
+
+    kept: list[LocalPartition] = []
+    moves: list[MoveAside] = []
+    conflicts: list[Conflict] = []
+    taken: dict[str, set[str]] = {log_dir: set() for log_dir in log_dirs}
+    for pending in pending_deletions:
+        taken[pending.log_dir].add(pending.name)
+    for entry in sorted(on_disk, key=lambda e: (order[e.log_dir], e.dir_name)):
+        if entry.dir_name in RESERVED_ENTRY_NAMES:
+            continue
+        reason = _stale_reason(
+            entry,
+            assigned=assigned,
+            assigned_dir_names=assigned_dir_names,
+            mode=mode,
+            removed=removed,
+        )
+        if reason is None:
+            kept.append(entry)
+            if entry.state is EntryState.INACCESSIBLE:
+                conflicts.append(
+                    Conflict(entry.log_dir, entry.dir_name, f"left alone: {entry.detail}")
+                )
+            continue
+        moved_partition = _partition_of(entry)
+        destination = unique_deleting_name(
+            deleting_base_name(entry.topic_id, moved_partition, entry.dir_name),
+            taken[entry.log_dir],
+        )
+        taken[entry.log_dir].add(destination)
+        moves.append(
+            MoveAside(
+                log_dir=entry.log_dir,
+                dir_name=entry.dir_name,
+                destination=destination,
+                topic_id=entry.topic_id,
+                partition=moved_partition,
+                reason=reason,
+                delete_at_ms=delete_at_ms,
+            )
+        )
+
+    copies: dict[tuple[Uuid, int], list[LocalPartition]] = {}
+    for entry in kept:
+        key = entry.key
+        if key is not None and entry.state is EntryState.OK:
+            copies.setdefault(key, []).append(entry)
+    for key, found in copies.items():
+        if key in assigned and len(found) > 1:
+            places = ", ".join(f"{e.log_dir}/{e.dir_name}" for e in found)
+            conflicts.append(
+                Conflict(
+                    found[0].log_dir,
+                    found[0].dir_name,
+                    f"partition {key[0]}_{key[1]} has {len(found)} live copies: {places}; "
+                    "all are kept (never move aside an assigned partition)",
+                )
+            )
+
+    held_names = {entry.dir_name: entry for entry in kept}
+    partition_counts = dict.fromkeys(log_dirs, 0)
+    for entry in kept:
+        if entry.parsed is not None and entry.state is not EntryState.NOT_A_DIRECTORY:
+            partition_counts[entry.log_dir] += 1
+    creates: list[Create] = []
+    for (topic_id, partition), name in sorted(assigned.items(), key=lambda kv: (kv[1], kv[0][1])):
+        if (topic_id, partition) in copies:
+            continue
+        if not is_legal_topic_name(name) or not 0 <= partition <= PARTITION_MAX:
+            conflicts.append(
+                Conflict(log_dirs[0], repr(name), f"cannot create {name!r} partition {partition}")
+            )
+            continue
+        dir_name = format_partition_dir(name, partition)
+        if dir_name in RESERVED_ENTRY_NAMES or name_bytes(dir_name) > DIR_NAME_BYTES_MAX:
+            conflicts.append(
+                Conflict(
+                    log_dirs[0],
+                    dir_name,
+                    f"cannot create {dir_name}: reserved, or longer than "
+                    f"{DIR_NAME_BYTES_MAX} bytes",
+                )
+            )
+            continue
+        holder = held_names.get(dir_name)
+        if holder is not None:
+            conflicts.append(
+                Conflict(
+                    holder.log_dir,
+                    dir_name,
+                    f"cannot create {dir_name} for topic id {topic_id}: the name is held by an "
+                    f"entry that is kept ({holder.state.value} {holder.detail})".rstrip(),
+                )
+            )
+            continue
+        log_dir = min(log_dirs, key=lambda d: (partition_counts[d], order[d]))
+        partition_counts[log_dir] += 1
+        creates.append(Create(log_dir, name, partition, topic_id))
+
+    schedules = tuple(
+        ScheduleDeletion(p.log_dir, p.name, delete_at_ms)
+        for p in pending_deletions
+        if p.delete_at_ms is None
+    )
+    deletes = tuple(
+        Delete(p.log_dir, p.name, p.delete_at_ms)
+        for p in pending_deletions
+        if p.delete_at_ms is not None and p.delete_at_ms <= now_ms
+    )
+    plan = ReconcilePlan(
+        mode=mode,
+        now_ms=now_ms,
+        creates=tuple(creates),
+        move_aside=tuple(moves),
+        deletes=deletes,
+        schedules=schedules,
+        conflicts=tuple(conflicts),
+    )
+    if not UNSAFE_STRAY_INVERT:
+        check_plan_safety(plan, assigned=assigned, on_disk=on_disk)
+    return plan
+
+
+def check_plan_safety(
+    plan: ReconcilePlan,
+    *,
+    assigned: Mapping[tuple[Uuid, int], str],
+    on_disk: Sequence[LocalPartition],
+) -> None:
+    """Assert I11a on a plan, independently of how it was made: no entry moved aside is a live
+    copy of an assigned partition, nothing is created that already has a live copy, and every
+    move goes to a distinct, short enough name in ``deleting/``."""
+    by_place = {(e.log_dir, e.dir_name): e for e in on_disk}
+    for move in plan.move_aside:
+        entry = by_place.get((move.log_dir, move.dir_name))
+        assert entry is not None, f"plan moves an entry the scan did not see: {move}"
+        key = entry.key
+        assert key is None or entry.state is not EntryState.OK or key not in assigned, (
+            f"I11a: plan moves aside {move.log_dir}/{move.dir_name}, a live copy of assigned "
+            f"partition {key}"
+        )
+        assert entry.dir_name not in RESERVED_ENTRY_NAMES, move
+        assert name_bytes(move.destination) <= DIR_NAME_BYTES_MAX, move
+    destinations = [(m.log_dir, m.destination) for m in plan.move_aside]
+    assert len(set(destinations)) == len(destinations), destinations
+    live = {e.key for e in on_disk if e.state is EntryState.OK and e.key is not None}
+    for create in plan.creates:
+        key = (create.topic_id, create.partition)
+        assert key in assigned, f"plan creates an unassigned partition: {create}"
+        assert key not in live, f"plan creates a partition that has a live copy: {create}"
+
+
+def apply_plan(
+    on_disk: Sequence[LocalPartition],
+    pending_deletions: Sequence[PendingDeletion],
+    plan: ReconcilePlan,
+) -> tuple[tuple[LocalPartition, ...], tuple[PendingDeletion, ...]]:
+    """The model of ``LogDirs.execute``: what a scan sees after the plan ran without errors."""
+    moved = {(m.log_dir, m.dir_name) for m in plan.move_aside}
+    entries = [e for e in on_disk if (e.log_dir, e.dir_name) not in moved]
+    entries += [
+        LocalPartition(c.log_dir, c.dir_name, EntryState.OK, c.topic_id) for c in plan.creates
+    ]
+    deleted = {(d.log_dir, d.name) for d in plan.deletes}
+    scheduled = {(s.log_dir, s.name): s.delete_at_ms for s in plan.schedules}
+    pending = [
+        replace(p, delete_at_ms=scheduled.get((p.log_dir, p.name), p.delete_at_ms))
+        for p in pending_deletions
+        if (p.log_dir, p.name) not in deleted
+    ]
+    pending += [
+        PendingDeletion(
+            log_dir=m.log_dir,
+            name=m.destination,
+            delete_at_ms=m.delete_at_ms,
+            topic_id=m.topic_id,
+            partition=m.partition,
+            reason=m.reason.value,
+            source=m.dir_name,
+        )
+        for m in plan.move_aside
+    ]
+    return tuple(entries), tuple(pending)
+
+
+# ----- the I11 checker ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCopy:
+    """A live partition directory and its identity on disk (st_dev, st_ino)."""
+
+    path: str
+    identity: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSnapshot:
+    """What the I11 checker sees in a broker's log dirs (``logdirs.snapshot_log_dirs``):
+    ``live`` partition directories by (topic_id, partition), and ``strays``, every other entry
+    a converged broker must not have (paths)."""
+
+    live: Mapping[tuple[Uuid, int], tuple[LiveCopy, ...]]
+    strays: tuple[str, ...]
+
+
+def i11_violations(
+    *,
+    assigned: Collection[tuple[Uuid, int]],
+    before: DiskSnapshot,
+    after: DiskSnapshot,
+) -> list[str]:
+    """RELIABILITY.md I11 after a FULL reconciliation converged; empty when it holds.
+
+    (a) every live copy of an assigned partition before is still the same directory after (same
+    inode: not moved aside and recreated); the live set equals the assigned set, one copy each;
+    (b) no stray is left in the log dirs.
+    """
+    violations: list[str] = []
+    for key in sorted(assigned):
+        still = {copy.identity for copy in after.live.get(key, ())}
+        for copy in before.live.get(key, ()):
+            if copy.identity not in still:
+                violations.append(
+                    f"I11a: {copy.path} held assigned partition {key[0]}_{key[1]} and is gone"
+                )
+    for key in sorted(set(assigned) - set(after.live)):
+        violations.append(f"I11: assigned partition {key[0]}_{key[1]} has no directory")
+    for key in sorted(set(after.live) - set(assigned)):
+        paths = [copy.path for copy in after.live[key]]
+        violations.append(f"I11b: {paths} hold {key[0]}_{key[1]}, not assigned here")
+    for key, copies in sorted(after.live.items()):
+        if len(copies) > 1:
+            violations.append(f"I11: {key[0]}_{key[1]} has {len(copies)} live copies")
+    violations.extend(f"I11b: stray {path} was not moved aside" for path in after.strays)
+    return violations
