@@ -391,6 +391,118 @@ def quorum_describe(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
 
 
+# ----- topics ------------------------------------------------------------------------------------
+
+TOPIC_ACTIONS: Final = ("create", "describe", "delete", "list")
+
+
+def add_topics_commands(subparsers: Subparsers) -> None:
+    topics = subparsers.add_parser(
+        "topics",
+        help="create, describe, delete and list topics (kafka-topics)",
+        description="Create, describe, delete and list topics, like kafka-topics.sh, through "
+        "the admin API of the controllers. The action is a flag (--create, ...) as in Kafka, "
+        "or the same word as a subcommand (topics create ...). Errors print 'Error while "
+        "executing topic command : <ERROR_NAME>: <message>' and exit 1.",
+    )
+    topics.add_argument(
+        "action",
+        nargs="?",
+        choices=TOPIC_ACTIONS,
+        metavar="ACTION",
+        help="create, describe, delete or list (instead of the flag of the same name)",
+    )
+    bootstrap = topics.add_mutually_exclusive_group()
+    bootstrap_help = (
+        "a controller's listener; a comma-separated list is tried in turn "
+        "(--bootstrap-server and --bootstrap-controller are the same here)"
+    )
+    bootstrap.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    bootstrap.add_argument(
+        "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    actions = topics.add_mutually_exclusive_group()
+    actions.add_argument("--create", dest="do_create", action="store_true", help="create a topic")
+    actions.add_argument(
+        "--describe",
+        dest="do_describe",
+        action="store_true",
+        help="describe the given topics, or every topic",
+    )
+    actions.add_argument(
+        "--delete", dest="do_delete", action="store_true", help="delete topics by name or by id"
+    )
+    actions.add_argument("--list", dest="do_list", action="store_true", help="list topic names")
+    topics.add_argument(
+        "--topic",
+        metavar="TOPIC[,TOPIC...]",
+        help="the topic (with --create: exactly one); exact names, not a regular expression",
+    )
+    topics.add_argument(
+        "--topic-id",
+        metavar="ID",
+        help="the topic id to describe or delete (22-character base64); wins over --topic",
+    )
+    topics.add_argument(
+        "--partitions", type=int, metavar="N", help="the number of partitions (default: cluster's)"
+    )
+    topics.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="R",
+        help="the replication factor (default: the cluster's)",
+    )
+    topics.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config for --create (repeatable), e.g. cleanup.policy=compact",
+    )
+    topics.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B...",
+        help="explicit replicas for --create: per partition (comma-separated) its broker ids "
+        "(colon-separated), the preferred leader first",
+    )
+    topics.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="with --describe or --delete: an unknown topic is not an error",
+    )
+    topics.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="with --create: an existing topic is not an error",
+    )
+    topics.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="with --list or --describe: leave internal topics out",
+    )
+    topics.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="the deadline of each admin call, retries included (default 30000)",
+    )
+    topics.set_defaults(handler=topics_command)
+
+
+def topics_command(args: argparse.Namespace) -> int:
+    # Imported here: the admin client loads gRPC.
+    from quorum.tools.topics import TopicCommandError, command_from_args, run_topic_command
+
+    try:
+        command = command_from_args(args)
+    except TopicCommandError as exc:
+        raise CommandError(str(exc)) from exc
+    return run_topic_command(command, sys.stdout, sys.stderr)
+
+
 # ----- entry point -------------------------------------------------------------------------------
 
 # One function per command group; later groups append themselves here.
@@ -468,6 +580,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_dev_commands,
     add_log_commands,
     add_quorum_commands,
+    add_topics_commands,
 ]
 
 

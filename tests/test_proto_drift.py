@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,10 @@ def regenerate(out_dir: Path) -> None:
 
 def test_there_is_a_raft_proto() -> None:
     assert PROTO_ROOT / "quorum" / "rpc" / "v1" / "raft.proto" in PROTOS
+
+
+def test_there_is_an_admin_proto() -> None:
+    assert PROTO_ROOT / "quorum" / "rpc" / "v1" / "admin.proto" in PROTOS
 
 
 def test_generated_code_matches_the_proto_sources(tmp_path: Path) -> None:
@@ -90,8 +95,24 @@ def test_no_generated_file_is_left_without_a_proto() -> None:
     assert not orphans, f"generated files with no .proto under proto/ (delete them): {orphans}"
 
 
-def test_generated_module_imports_by_package_path() -> None:
+@pytest.mark.parametrize("proto", PROTOS, ids=lambda p: p.name)
+def test_generated_module_imports_by_package_path(proto: Path) -> None:
     """-Iproto with mirrored paths gives package imports, never a bare sibling import."""
-    grpc_module = (REPO_ROOT / "quorum/rpc/v1/raft_pb2_grpc.py").read_text()
-    assert "from quorum.rpc.v1 import raft_pb2" in grpc_module
-    assert "\nimport raft_pb2" not in grpc_module
+    relative = proto.relative_to(PROTO_ROOT).with_suffix("")
+    package = ".".join(relative.parent.parts)
+    grpc_module = (REPO_ROOT / relative.parent / f"{relative.name}_pb2_grpc.py").read_text()
+    assert f"from {package} import {relative.name}_pb2" in grpc_module
+    assert f"\nimport {relative.name}_pb2" not in grpc_module
+
+
+def test_every_proto_field_is_commented() -> None:
+    """Every field says what it is, as Kafka's JSON schemas' "about" strings do (STYLE.md L9):
+    the line before each field declaration is a comment."""
+    field = re.compile(r"^\s*(?:repeated |optional )?[\w.]+ \w+ = \d+;")
+    missing: list[str] = []
+    for proto in PROTOS:
+        lines = proto.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if field.match(line) and not lines[number - 1].strip().startswith("//"):
+                missing.append(f"{proto.name}:{number + 1}: {line.strip()}")
+    assert not missing, "fields without a comment:\n" + "\n".join(missing)

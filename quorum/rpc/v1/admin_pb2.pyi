@@ -1,0 +1,357 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TopicRef(_message.Message):
+    __slots__ = ("name", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
+
+class TopicConfig(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatableTopic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreatableTopic(_message.Message):
+    __slots__ = ("name", "num_partitions", "replication_factor", "assignments", "configs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: _containers.RepeatedCompositeFieldContainer[CreatableReplicaAssignment]
+    configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[CreatableReplicaAssignment, _Mapping]]] = ..., configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
+
+class CreatableReplicaAssignment(_message.Message):
+    __slots__ = ("partition_index", "broker_ids")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_index: _Optional[int] = ..., broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    topics: _containers.RepeatedCompositeFieldContainer[CreatableTopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[CreatableTopicResult, _Mapping]]] = ...) -> None: ...
+
+class CreatableTopicResult(_message.Message):
+    __slots__ = ("name", "topic_id", "creation_offset", "error_code", "error_message", "num_partitions", "replication_factor", "configs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATION_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    creation_offset: int
+    error_code: int
+    error_message: str
+    num_partitions: int
+    replication_factor: int
+    configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., creation_offset: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DeletableTopic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeletableTopic, _Mapping]]] = ...) -> None: ...
+
+class DeletableTopic(_message.Message):
+    __slots__ = ("name", "topic_id", "expected_topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    expected_topic_id: bytes
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., expected_topic_id: _Optional[bytes] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    topics: _containers.RepeatedCompositeFieldContainer[DeletableTopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DeletableTopicResult, _Mapping]]] = ...) -> None: ...
+
+class DeletableTopicResult(_message.Message):
+    __slots__ = ("name", "topic_id", "error_code", "error_message")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    error_code: int
+    error_message: str
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("topics", "min_metadata_offset")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    MIN_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicRef]
+    min_metadata_offset: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicRef, _Mapping]]] = ..., min_metadata_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DescribeTopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicResult(_message.Message):
+    __slots__ = ("name", "topic_id", "error_code", "error_message", "is_internal", "creation_offset", "partitions", "configs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    IS_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    CREATION_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    error_code: int
+    error_message: str
+    is_internal: bool
+    creation_offset: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., is_internal: _Optional[bool] = ..., creation_offset: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes", "offline_replicas")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_NODES_FIELD_NUMBER: _ClassVar[int]
+    ISR_NODES_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: _containers.RepeatedScalarFieldContainer[int]
+    isr_nodes: _containers.RepeatedScalarFieldContainer[int]
+    offline_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replica_nodes: _Optional[_Iterable[int]] = ..., isr_nodes: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("exclude_internal", "min_metadata_offset")
+    EXCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    MIN_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    exclude_internal: bool
+    min_metadata_offset: int
+    def __init__(self, exclude_internal: _Optional[bool] = ..., min_metadata_offset: _Optional[int] = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicListing]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicListing, _Mapping]]] = ...) -> None: ...
+
+class TopicListing(_message.Message):
+    __slots__ = ("name", "topic_id", "is_internal", "creation_offset")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    CREATION_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    is_internal: bool
+    creation_offset: int
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., is_internal: _Optional[bool] = ..., creation_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ("min_metadata_offset",)
+    MIN_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    min_metadata_offset: int
+    def __init__(self, min_metadata_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "cluster_id", "brokers", "controllers", "metadata_topic_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    cluster_id: str
+    brokers: _containers.RepeatedCompositeFieldContainer[DescribeClusterBroker]
+    controllers: _containers.RepeatedCompositeFieldContainer[DescribeClusterController]
+    metadata_topic_id: bytes
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[DescribeClusterBroker, _Mapping]]] = ..., controllers: _Optional[_Iterable[_Union[DescribeClusterController, _Mapping]]] = ..., metadata_topic_id: _Optional[bytes] = ...) -> None: ...
+
+class DescribeClusterBroker(_message.Message):
+    __slots__ = ("broker_id", "host", "port", "rack", "is_fenced", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    IS_FENCED_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    host: str
+    port: int
+    rack: str
+    is_fenced: bool
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., is_fenced: _Optional[bool] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterController(_message.Message):
+    __slots__ = ("node_id", "host", "port")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    host: str
+    port: int
+    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("cluster_id", "broker_id", "incarnation_id", "listeners", "rack")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    broker_id: int
+    incarnation_id: bytes
+    listeners: _containers.RepeatedCompositeFieldContainer[BrokerListener]
+    rack: str
+    def __init__(self, cluster_id: _Optional[str] = ..., broker_id: _Optional[int] = ..., incarnation_id: _Optional[bytes] = ..., listeners: _Optional[_Iterable[_Union[BrokerListener, _Mapping]]] = ..., rack: _Optional[str] = ...) -> None: ...
+
+class BrokerListener(_message.Message):
+    __slots__ = ("name", "host", "port")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "broker_epoch")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    broker_epoch: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
+    WANT_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shut_down: _Optional[bool] = ...) -> None: ...
+
+class BrokerHeartbeatResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "is_caught_up", "is_fenced", "should_shut_down")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    IS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    IS_FENCED_FIELD_NUMBER: _ClassVar[int]
+    SHOULD_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ...) -> None: ...
