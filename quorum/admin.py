@@ -84,6 +84,8 @@ __all__ = [
     "DuplicateBrokerRegistrationError",
     "FencedLeaderEpochError",
     "InconsistentClusterIdError",
+    "ServerFailedError",
+    "UnsupportedVersionError",
     "InconsistentTopicIdError",
     "InconsistentVoterSetError",
     "InvalidConfigError",
@@ -346,9 +348,23 @@ class InconsistentClusterIdError(KafkaError):
     default_error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
 
 
+class ServerFailedError(KafkaError):
+    """UNKNOWN_SERVER_ERROR (-1): the server failed in a way it could not classify."""
+
+    default_error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class UnsupportedVersionError(KafkaError):
+    """UNSUPPORTED_VERSION (35)."""
+
+    default_error_code = ErrorCode.UNSUPPORTED_VERSION
+
+
 _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
     cls.default_error_code: cls
     for cls in (
+        ServerFailedError,
+        UnsupportedVersionError,
         UnknownTopicOrPartitionError,
         NotLeaderOrFollowerError,
         RequestTimedOutError,
