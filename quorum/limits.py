@@ -15,3 +15,41 @@ VOTERS_MAX: Final = 7
 # Observers the leader remembers in DescribeQuorum; older ones are dropped first.
 OBSERVERS_TRACKED_MAX: Final = 1_000
 INBOX_ENVELOPES_MAX: Final = 10_000
+
+# ----- the controller's admin operations (quorum/controller) ----------------------------------
+# Kafka's Topic.MAX_NAME_LENGTH: 249, so "{name}-{partition}" and the ".deleted"/"-stray"
+# suffixes fit a 255-byte directory name.
+TOPIC_NAME_CHARS_MAX: Final = 249
+# RELIABILITY.md "Figures": an admin request holds at most 1,000 topics (Kafka has no such cap,
+# only MAX_RECORDS_PER_USER_OP = 10,000 records, our RECORDS_PER_BATCH_MAX).
+CREATE_TOPICS_TOPICS_MAX: Final = 1_000
+DELETE_TOPICS_TOPICS_MAX: Final = 1_000
+DESCRIBE_TOPICS_TOPICS_MAX: Final = 1_000
+# A topic's TopicRecord, ConfigRecords and PartitionRecords share one atomic batch, so one topic
+# must fit with room to spare; Kafka has no per-topic cap below that.
+TOPIC_PARTITIONS_MAX: Final = 5_000
+# Replication factor is an int16 in Kafka's CreateTopics request.
+REPLICATION_FACTOR_MAX: Final = 32_767
+# Config entries per created topic (only a small documented set of keys is accepted anyway).
+TOPIC_CONFIGS_MAX: Final = 64
+# A config name or value longer than these is refused before it is parsed or echoed
+# (INVALID_CONFIG); the known names are all shorter than 32 characters.
+TOPIC_CONFIG_NAME_CHARS_MAX: Final = 64
+TOPIC_CONFIG_VALUE_CHARS_MAX: Final = 256
+# Replica slots (partitions x replication factor) one CreateTopics request may place: bounds the
+# bytes of its batch (each slot is written twice, in replicas and in the ISR).
+CREATE_TOPICS_REPLICAS_MAX: Final = 100_000
+# Draws of a fresh topic id before giving up: a collision is astronomically unlikely, so
+# needing more than a few draws means the id generator is broken.
+TOPIC_ID_DRAWS_MAX: Final = 100
+
+assert TOPIC_PARTITIONS_MAX + TOPIC_CONFIGS_MAX + 1 <= RECORDS_PER_BATCH_MAX
+# Worst-case bytes of one CreateTopics batch: every record at most a topic name, a config name
+# and a value (all ASCII once validated) plus 64 bytes of framing, plus 2 x 5 bytes per replica
+# slot (msgpack int32).
+assert (
+    RECORDS_PER_BATCH_MAX
+    * (TOPIC_NAME_CHARS_MAX + TOPIC_CONFIG_NAME_CHARS_MAX + TOPIC_CONFIG_VALUE_CHARS_MAX + 64)
+    + CREATE_TOPICS_REPLICAS_MAX * 2 * 5
+    <= BATCH_BYTES_MAX
+)

@@ -290,7 +290,7 @@ def fetch_response_pb(**fields: Any) -> raft_pb2.FetchResponse:
     ("pb", "field"),
     [
         (raft_pb2.VoteResponse(error_code=12345), "error_code"),
-        (raft_pb2.BeginQuorumEpochResponse(error_code=-1), "error_code"),
+        (raft_pb2.BeginQuorumEpochResponse(error_code=9999), "error_code"),
         (raft_pb2.EndQuorumEpochResponse(leader_id=-2), "leader_id"),
         (raft_pb2.FetchResponse(), "current_leader"),
         (

@@ -1,0 +1,162 @@
+"""The topic configs CreateTopics accepts, and their validation (INVALID_CONFIG).
+
+A small, documented set of Kafka's topic configs, validated as Kafka's ``LogConfig`` does:
+
+=======================  ==========================================================  ==========
+name                     accepted values                                              default
+=======================  ==========================================================  ==========
+``internal``             ``true`` / ``false`` (any case): a user-defined internal     false
+                         topic (KIP-619). Stored in the ``TopicRecord``, not as a
+                         ``ConfigRecord``.
+``cleanup.policy``       comma-separated list of ``delete`` and ``compact``          delete
+``compression.type``     ``uncompressed``, ``zstd``, ``lz4``, ``snappy``, ``gzip``,   producer
+                         ``producer``
+``max.message.bytes``    int >= 0                                                     1048588
+``min.insync.replicas``  int >= 1, at most the replication factor                     1
+``retention.bytes``      long >= -1 (-1: unlimited)                                   -1
+``retention.ms``         long >= -1 (-1: unlimited)                                   604800000
+``segment.bytes``        int >= 14 (Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``)      1073741824
+=======================  ==========================================================  ==========
+
+Refused with INVALID_CONFIG: an unknown or empty name, a name given twice, a null value (Kafka:
+"Null value not supported for topic configs"), a value longer than
+``TOPIC_CONFIG_VALUE_CHARS_MAX``, a value the config does not accept, and
+``min.insync.replicas`` above the replication factor (writes with acks=all could never succeed;
+Kafka accepts this, we refuse it as certainly a mistake). Values are stored normalised
+(booleans and enums lower case, numbers without sign or leading zeros).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from quorum.controller.names import quote
+from quorum.limits import (
+    TOPIC_CONFIG_NAME_CHARS_MAX,
+    TOPIC_CONFIG_VALUE_CHARS_MAX,
+    TOPIC_CONFIGS_MAX,
+)
+
+__all__ = [
+    "CONFIG_INTERNAL",
+    "CONFIG_MIN_INSYNC_REPLICAS",
+    "SUPPORTED_TOPIC_CONFIGS",
+    "ValidatedConfigs",
+    "validate_topic_configs",
+]
+
+CONFIG_INTERNAL: Final = "internal"
+CONFIG_MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+
+INT32_MAX: Final = (1 << 31) - 1
+INT64_MAX: Final = (1 << 63) - 1
+
+
+class _BadValue(ValueError):
+    """The value is not one the config accepts; the text says what is."""
+
+
+def _integer(text: str, minimum: int, maximum: int, kind: str) -> str:
+    # Kafka parses with Long.parseLong / Integer.parseInt after trimming: optional sign,
+    # decimal digits only. Python's int() would also take "1_000" and Unicode digits.
+    body = text.strip()
+    digits = body[1:] if body[:1] in ("+", "-") else body
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise _BadValue(f"must be {kind} in [{minimum}, {maximum}]")
+    value = int(body)
+    if not minimum <= value <= maximum:
+        raise _BadValue(f"must be {kind} in [{minimum}, {maximum}]")
+    return str(value)
+
+
+def _boolean(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise _BadValue("must be true or false")
+    return lowered
+
+
+def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        lowered = text.strip().lower()
+        if lowered not in choices:
+            raise _BadValue(f"must be one of {', '.join(choices)}")
+        return lowered
+
+    return parse
+
+
+def _cleanup_policy(text: str) -> str:
+    parts = [part.strip().lower() for part in text.split(",")]
+    if not parts or any(part not in ("delete", "compact") for part in parts):
+        raise _BadValue("must be a comma-separated list of delete and compact")
+    if len(set(parts)) != len(parts):
+        raise _BadValue("must not repeat a policy")
+    return ",".join(parts)
+
+
+SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
+    CONFIG_INTERNAL: _boolean,
+    "cleanup.policy": _cleanup_policy,
+    "compression.type": _one_of(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    "max.message.bytes": lambda v: _integer(v, 0, INT32_MAX, "an int"),
+    CONFIG_MIN_INSYNC_REPLICAS: lambda v: _integer(v, 1, INT32_MAX, "an int"),
+    "retention.bytes": lambda v: _integer(v, -1, INT64_MAX, "a long"),
+    "retention.ms": lambda v: _integer(v, -1, INT64_MAX, "a long"),
+    "segment.bytes": lambda v: _integer(v, 14, INT32_MAX, "an int"),
+}
+"""Config name -> parser returning the normalised value or raising ``_BadValue``."""
+
+assert all(len(name) <= TOPIC_CONFIG_NAME_CHARS_MAX for name in SUPPORTED_TOPIC_CONFIGS)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedConfigs:
+    """Configs that passed validation: ``internal`` apart, the rest sorted by name."""
+
+    internal: bool | None
+    """The ``internal`` config if given (KIP-619), else None."""
+    configs: tuple[tuple[str, str], ...]
+
+
+def _supported_names() -> str:
+    return ", ".join(sorted(SUPPORTED_TOPIC_CONFIGS))
+
+
+def validate_topic_configs(
+    configs: Sequence[tuple[str, str | None]],
+) -> ValidatedConfigs | str:
+    """The validated configs, or the INVALID_CONFIG message for the first problem."""
+    if len(configs) > TOPIC_CONFIGS_MAX:
+        return (
+            f"{len(configs)} configs were given; at most {TOPIC_CONFIGS_MAX} are allowed "
+            f"(supported: {_supported_names()})"
+        )
+    seen: dict[str, str] = {}
+    internal: bool | None = None
+    for name, value in configs:
+        if not name:
+            return f"A topic config name may not be empty (supported: {_supported_names()})"
+        parse = SUPPORTED_TOPIC_CONFIGS.get(name)
+        if parse is None:
+            return f"Unknown topic config name: {quote(name)} (supported: {_supported_names()})"
+        if name in seen or (name == CONFIG_INTERNAL and internal is not None):
+            return f"Config {name!r} is given more than once; give each config at most once"
+        if value is None:
+            return f"Null value not supported for topic configs: {name}"
+        if len(value) > TOPIC_CONFIG_VALUE_CHARS_MAX:
+            return (
+                f"Value of config {name!r} has {len(value)} characters; at most "
+                f"{TOPIC_CONFIG_VALUE_CHARS_MAX} are allowed"
+            )
+        try:
+            normalised = parse(value)
+        except _BadValue as exc:
+            return f"Invalid value {quote(value)} for configuration {name}: {exc}"
+        if name == CONFIG_INTERNAL:
+            internal = normalised == "true"
+        else:
+            seen[name] = normalised
+    return ValidatedConfigs(internal=internal, configs=tuple(sorted(seen.items())))

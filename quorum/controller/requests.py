@@ -1,0 +1,225 @@
+"""Requests and responses of the controller state machine (frozen dataclasses, no wire types).
+
+The gRPC layer turns protobuf messages into these and back; the state machine never sees a
+protobuf. Shapes follow Kafka's CreateTopics / DeleteTopics (v6, KIP-516) / Metadata /
+BrokerRegistration / BrokerHeartbeat messages. Every error result carries a Kafka error code and
+a message that says what was wrong and what is allowed.
+
+Request fields are whatever the caller sent, unvalidated: "-1" means "the default" where Kafka
+says so, and bad values (empty names, duplicate entries, out-of-range numbers) are represented
+faithfully so the state machine can answer them with the right code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quorum.errors import ErrorCode
+from quorum.ids import ZERO_UUID, Uuid
+from quorum.metadata.records import BrokerEndpoint
+
+__all__ = [
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "CreatableReplicaAssignment",
+    "CreatableTopic",
+    "CreateTopicResult",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteTopic",
+    "DeleteTopicResult",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DescribeTopic",
+    "PartitionDescription",
+    "RegisterBrokerRequest",
+    "RegisterBrokerResponse",
+    "TopicDescription",
+    "TopicListing",
+]
+
+# ----- CreateTopics -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableReplicaAssignment:
+    """Kafka's ``CreatableReplicaAssignment``: the replicas of one partition, leader first."""
+
+    partition_index: int
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    """One topic of a CreateTopics request.
+
+    ``num_partitions`` / ``replication_factor`` of -1 mean the controller's defaults (Kafka's
+    ``num.partitions`` = 1, ``default.replication.factor`` = 1); both must be -1 when
+    ``assignments`` are given. ``configs`` are ``(name, value)`` pairs in request order (a
+    list, not a dict, so duplicates can be refused rather than silently merged).
+    """
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: tuple[CreatableReplicaAssignment, ...] = ()
+    configs: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    """The outcome for one requested topic (one per request entry, in request order).
+
+    On success: ``topic_id`` and ``creation_offset`` (the offset of its ``TopicRecord``) are
+    the topic's identity; with ``validate_only`` they are ``ZERO_UUID`` / -1 (no id is drawn).
+    ``configs`` are the configs the topic was created with, sorted by name. On error:
+    ``ZERO_UUID``, -1, -1, -1 and no configs.
+    """
+
+    name: str
+    topic_id: Uuid = ZERO_UUID
+    creation_offset: int = -1
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    topics: tuple[CreateTopicResult, ...]
+
+    def result(self, name: str) -> CreateTopicResult:
+        """The first result for ``name`` (KeyError if the request did not name it)."""
+        for result in self.topics:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+
+# ----- DeleteTopics -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    """One entry of DeleteTopics v6 (KIP-516): by id, or by name when ``topic_id`` is zero.
+
+    ``expected_topic_id`` (by name only) is a precondition: delete ``name`` only if its
+    current id is this one, so a topic recreated under the same name is not deleted by mistake
+    (RELIABILITY.md security item 16). Not part of Kafka.
+    """
+
+    name: str | None = None
+    topic_id: Uuid = ZERO_UUID
+    expected_topic_id: Uuid | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    topics: tuple[DeleteTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicResult:
+    """Carries both the name and the id when the topic was found (KIP-516 DeleteTopics v6)."""
+
+    name: str | None
+    topic_id: Uuid
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    topics: tuple[DeleteTopicResult, ...]
+
+
+# ----- DescribeTopics / ListTopics ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopic:
+    """A topic to describe: by id, or by name when ``topic_id`` is zero (id first, KIP-516)."""
+
+    name: str | None = None
+    topic_id: Uuid = ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    """Replicas on brokers that are fenced or not registered."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str | None
+    topic_id: Uuid
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    is_internal: bool = False
+    creation_offset: int = -1
+    partitions: tuple[PartitionDescription, ...] = ()
+    configs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else -1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    name: str
+    topic_id: Uuid
+    is_internal: bool
+    creation_offset: int
+
+
+# ----- brokers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRequest:
+    broker_id: int
+    incarnation_id: Uuid
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResponse:
+    """``broker_epoch`` is the offset of the broker's ``RegisterBrokerRecord`` (-1 on error)."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    """The offset of the last metadata record the broker has applied (-1: none yet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    """``is_fenced`` is the state once this response's records (if any) are committed."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True

@@ -1,0 +1,235 @@
+"""The controller's pure propose/replay state machine (DESIGN.md section 5, STYLE.md L10).
+
+Kafka's ``QuorumController`` structure without its threads: an operation validates a request
+against state and returns a ``ControllerResult`` (records + response); it never changes the
+metadata. Only replay does. Because a proposal commits later, the active controller keeps two
+images:
+
+- ``committed_image``: every committed batch replayed (``replay_committed``); what reads are
+  served from and what followers and restarted controllers have.
+- ``latest_image``: the committed image plus the records this controller has proposed but not
+  yet seen committed, replayed speculatively at proposal time (``replay_pending``). Operations
+  validate against it, so two creates of one name in a row are told apart before either
+  commits, and heartbeats do not propose the same unfencing twice.
+
+The driver's contract (the asyncio shell in ``quorum/server``):
+
+1. On every committed batch (leader or follower): ``replay_committed(batch)``.
+2. As the active controller, only once ``committed_image.offset`` has reached the offset of
+   its own epoch's ``LeaderChangeMessage`` (everything earlier epochs wrote is replayed, as
+   Kafka's ``handleLeaderChange`` waits for): call an operation with ``next_offset`` = the
+   offset its first record will get; append ``result.records`` back to back from there (one
+   batch if ``is_atomic``); call ``replay_pending(result.records, next_offset)``; answer with
+   ``result.response`` once the high watermark passes the last record.
+3. On losing leadership (or a failed append): ``reset_to_committed()``, which drops the
+   speculative image and the broker sessions.
+
+Broker sessions (when each broker last heartbeated) are volatile state of the active controller,
+not in the log: ``register_broker`` and ``broker_heartbeat`` update them, ``fence_stale_brokers``
+reads them, and a newly active controller starts every unfenced broker with a fresh session.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from quorum.controller import brokers as broker_ops
+from quorum.controller import topics as topic_ops
+from quorum.controller.describe import describe_topics, list_topics
+from quorum.controller.requests import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeTopic,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+    TopicDescription,
+    TopicListing,
+)
+from quorum.controller.result import ControllerResult
+from quorum.ids import Uuid
+from quorum.metadata.batch import DecodedBatch
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import CLUSTER_METADATA_TOPIC_NAME, MetadataImage
+from quorum.metadata.records import MetadataRecord, NoOpRecord, TopicRecord
+
+__all__ = ["ControllerConfig", "ControllerResult", "ControllerStateMachine"]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """Kafka's defaults: ``broker.session.timeout.ms`` 9000, ``num.partitions`` 1,
+    ``default.replication.factor`` 1."""
+
+    broker_session_timeout_ms: int = 9_000
+    default_num_partitions: int = 1
+    default_replication_factor: int = 1
+
+
+class ControllerStateMachine:
+    def __init__(
+        self,
+        image: MetadataImage = MetadataImage.EMPTY,
+        config: ControllerConfig = ControllerConfig(),
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        """``rng`` picks where replica placement starts (the simulator passes a seeded one;
+        None: a ``random.Random()`` seeded by the operating system)."""
+        self._config = config
+        self._rng = random.Random() if rng is None else rng
+        self._defaults = topic_ops.TopicDefaults(
+            num_partitions=config.default_num_partitions,
+            replication_factor=config.default_replication_factor,
+        )
+        self._committed = image
+        self._latest = image
+        self._pending: deque[tuple[int, int]] = deque()  # (base, last offset) of proposals
+        self._sessions = broker_ops.BrokerSessions(config.broker_session_timeout_ms)
+
+    # ----- images -----------------------------------------------------------------------------
+
+    @property
+    def committed_image(self) -> MetadataImage:
+        return self._committed
+
+    @property
+    def latest_image(self) -> MetadataImage:
+        return self._latest
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def replay_committed(self, batch: DecodedBatch) -> None:
+        """Replay a committed batch (raises ``MetadataReplayError`` on an impossible record)."""
+        delta = MetadataDelta(self._committed)
+        delta.replay_batch(batch)
+        self._committed = delta.apply()
+        pending = self._pending
+        if pending and _changes_metadata(batch):
+            # While proposals are pending, a committed batch that changes metadata must start
+            # inside the oldest of them (one batch may carry several proposals, and a
+            # non-atomic proposal may span several batches): this leader appended it.
+            assert pending[0][0] <= batch.base_offset <= pending[0][1], (
+                f"committed batch [{batch.base_offset}, {batch.last_offset}] does not start in "
+                f"the oldest pending proposal {pending[0]}: the driver proposed before "
+                "replaying everything committed, or appended records it did not replay_pending"
+            )
+        while pending and pending[0][1] <= batch.last_offset:
+            pending.popleft()
+        if not pending:
+            self._latest = self._committed
+
+    def replay_pending(self, records: Sequence[MetadataRecord], base_offset: int) -> None:
+        """Replay records this controller just proposed at ``base_offset`` onto the latest image."""
+        if not records:
+            return
+        assert base_offset > self._latest.offset, (base_offset, self._latest.offset)
+        assert base_offset > self._committed.offset, (base_offset, self._committed.offset)
+        delta = MetadataDelta(self._latest)
+        for index, record in enumerate(records):
+            delta.replay(record, base_offset + index)
+        self._latest = delta.apply()
+        self._pending.append((base_offset, base_offset + len(records) - 1))
+
+    def reset_to_committed(self) -> None:
+        """Forget uncommitted proposals and broker sessions (leadership lost or resigned)."""
+        self._latest = self._committed
+        self._pending.clear()
+        self._sessions.clear()
+
+    # ----- topics -----------------------------------------------------------------------------
+
+    def _check_next_offset(self, next_offset: int) -> None:
+        assert next_offset > self._latest.offset, (next_offset, self._latest.offset)
+        assert next_offset > self._committed.offset, (next_offset, self._committed.offset)
+
+    def create_topics(
+        self,
+        request: CreateTopicsRequest,
+        *,
+        next_offset: int,
+        new_topic_id: Callable[[], Uuid],
+    ) -> ControllerResult[CreateTopicsResponse]:
+        """See ``quorum.controller.topics.create_topics``; validates against the latest image.
+        ``new_topic_id`` is called once per created topic (again on the astronomically unlikely
+        collision with an id ever used); production passes ``Uuid.random``."""
+        self._check_next_offset(next_offset)
+        return topic_ops.create_topics(
+            self._latest,
+            request,
+            next_offset=next_offset,
+            new_topic_id=new_topic_id,
+            rng=self._rng,
+            defaults=self._defaults,
+        )
+
+    def delete_topics(
+        self, request: DeleteTopicsRequest, *, next_offset: int
+    ) -> ControllerResult[DeleteTopicsResponse]:
+        """See ``quorum.controller.topics.delete_topics``; validates against the latest image."""
+        self._check_next_offset(next_offset)
+        return topic_ops.delete_topics(self._latest, request)
+
+    def describe_topics(self, topics: Sequence[DescribeTopic]) -> tuple[TopicDescription, ...]:
+        """Read-only, from the committed image (never shows an uncommitted proposal)."""
+        return describe_topics(self._committed, topics)
+
+    def list_topics(self, *, include_internal: bool = True) -> tuple[TopicListing, ...]:
+        return list_topics(self._committed, include_internal=include_internal)
+
+    def metadata_topic_record(
+        self, new_topic_id: Callable[[], Uuid], *, next_offset: int
+    ) -> ControllerResult[Uuid] | None:
+        """The ``TopicRecord`` giving ``__cluster_metadata`` its own id (KIP-516), or None if
+        the latest image has it already. Proposed by a leader after its election."""
+        self._check_next_offset(next_offset)
+        image = self._latest
+        if image.metadata_topic_id is not None:
+            return None
+        assert CLUSTER_METADATA_TOPIC_NAME not in image.topics_by_name, image.topics_by_name
+        topic_id = topic_ops.draw_topic_id(new_topic_id, image, set())
+        record = TopicRecord(name=CLUSTER_METADATA_TOPIC_NAME, topic_id=topic_id, internal=True)
+        return ControllerResult((record,), topic_id)
+
+    # ----- brokers ----------------------------------------------------------------------------
+
+    def register_broker(
+        self, request: RegisterBrokerRequest, *, next_offset: int, now_ms: int
+    ) -> ControllerResult[RegisterBrokerResponse]:
+        """See ``quorum.controller.brokers``. Codes: NONE, INVALID_REQUEST,
+        DUPLICATE_BROKER_REGISTRATION."""
+        self._check_next_offset(next_offset)
+        return broker_ops.register_broker(
+            self._latest, self._sessions, request, next_offset=next_offset, now_ms=now_ms
+        )
+
+    def broker_heartbeat(
+        self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
+    ) -> ControllerResult[BrokerHeartbeatResponse]:
+        """See ``quorum.controller.brokers``. Codes: NONE, STALE_BROKER_EPOCH."""
+        self._check_next_offset(next_offset)
+        return broker_ops.broker_heartbeat(self._latest, self._sessions, request, now_ms=now_ms)
+
+    def fence_stale_brokers(
+        self, *, now_ms: int, next_offset: int
+    ) -> ControllerResult[tuple[int, ...]]:
+        """Fence unfenced brokers silent for longer than the session timeout (response: their
+        ids); their partitions lose them from ISRs and move leadership."""
+        self._check_next_offset(next_offset)
+        return broker_ops.fence_stale_brokers(self._latest, self._sessions, now_ms=now_ms)
+
+    def next_session_expiry_ms(self) -> int | None:
+        """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""
+        return self._sessions.next_expiry_ms(self._latest)
+
+
+def _changes_metadata(batch: DecodedBatch) -> bool:
+    return not batch.control and any(type(r) is not NoOpRecord for r in batch.records)

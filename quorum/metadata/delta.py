@@ -1,0 +1,638 @@
+"""Replaying records onto an image: ``MetadataDelta(image).replay(record, offset)``, ``apply()``.
+
+Kafka's ``MetadataDelta`` / ``TopicsDelta``: a delta collects the changes of any number of
+records on top of one immutable image, and ``apply()`` builds the next image sharing everything
+that did not change (see ``quorum.metadata.image``). The controller, the brokers and the Spark
+replay all go through this one code path.
+
+Replay is strict. A record that cannot follow the image it is replayed on (a ``TopicRecord``
+whose name is live or whose id was ever used, a record for an unknown topic, partition or
+broker, a stale broker epoch, an offset that does not grow) means the log is corrupt or the
+controller has a bug; ``replay`` raises ``MetadataReplayError`` (an ``AssertionError``, STYLE.md
+L5) naming the offset and the record, and the process should crash rather than serve an image
+that differs from everyone else's.
+
+Offsets: ``replay`` needs strictly increasing offsets. Control records (``LeaderChangeMessage``,
+snapshot header/footer) and ``NoOpRecord`` only advance the offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from quorum.ids import RESERVED_UUIDS, Uuid
+from quorum.metadata.batch import DecodedBatch
+from quorum.metadata.image import (
+    CLUSTER_METADATA_TOPIC_NAME,
+    NO_LEADER,
+    BrokerImage,
+    DeletedTopic,
+    MetadataImage,
+    PartitionImage,
+    PersistentMap,
+    TopicImage,
+    empty_map,
+    has_collision_chars,
+    topic_collision_key,
+)
+from quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    FenceBrokerRecord,
+    LeaderChangeMessage,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    SnapshotFooter,
+    SnapshotHeader,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+__all__ = [
+    "LocalReplicaChanges",
+    "LocalTopicPartitions",
+    "MetadataDelta",
+    "MetadataReplayError",
+    "replay_batches",
+    "replay_records",
+]
+
+
+class MetadataReplayError(AssertionError):
+    """A record that cannot follow the image: a corrupt log or a controller bug. Crash."""
+
+    def __init__(self, offset: int, record: Record, reason: str) -> None:
+        super().__init__(f"cannot replay {record!r} at offset {offset}: {reason}")
+        self.offset = offset
+        self.record = record
+        self.reason = reason
+
+
+# ----- local changes (what one broker must create and delete) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LocalTopicPartitions:
+    """Partitions of one topic (by id) that a broker gains or loses."""
+
+    topic_id: Uuid
+    name: str
+    partitions: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalReplicaChanges:
+    """Kafka's ``LocalReplicaChanges``, reduced to what reconciliation needs.
+
+    ``creates``: partitions newly assigned to the broker (topic created, or a replica moved
+    here). ``deletes``: partitions it no longer hosts (topic removed, or replica moved away),
+    named by the topic id and the name they had. Both are keyed by topic id; a topic created
+    and removed within one delta appears in neither. A deleted name recreated in the same delta
+    is two entries: the old id in ``deletes``, the new id in ``creates``.
+    """
+
+    creates: Mapping[Uuid, LocalTopicPartitions]
+    deletes: Mapping[Uuid, LocalTopicPartitions]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.creates and not self.deletes
+
+
+# ----- the delta ----------------------------------------------------------------------------
+
+
+class _TopicChange:
+    """A live topic touched by the delta: created here (``base is None``) or changed."""
+
+    __slots__ = ("base", "configs", "creation_offset", "internal", "name", "partitions", "topic_id")
+
+    def __init__(
+        self,
+        *,
+        base: TopicImage | None,
+        name: str,
+        topic_id: Uuid,
+        internal: bool,
+        creation_offset: int,
+    ) -> None:
+        self.base = base
+        self.name = name
+        self.topic_id = topic_id
+        self.internal = internal
+        self.creation_offset = creation_offset
+        self.partitions: dict[int, PartitionImage] = {}
+        self.configs: dict[str, str | None] = {}  # None: the config was deleted
+
+    def partition(self, partition: int) -> PartitionImage | None:
+        found = self.partitions.get(partition)
+        if found is None and self.base is not None:
+            found = self.base.partitions.get(partition)
+        return found
+
+    def build(self) -> TopicImage:
+        base = self.base
+        config_puts = {k: v for k, v in self.configs.items() if v is not None}
+        config_removes = [k for k, v in self.configs.items() if v is None]
+        if base is None:
+            return TopicImage(
+                name=self.name,
+                topic_id=self.topic_id,
+                internal=self.internal,
+                creation_offset=self.creation_offset,
+                partitions=PersistentMap(self.partitions),
+                configs=PersistentMap(config_puts),
+            )
+        partitions = base.partitions
+        if self.partitions:
+            assert isinstance(partitions, PersistentMap), partitions
+            partitions = partitions.updated(self.partitions)
+        configs = base.configs
+        if self.configs:
+            assert isinstance(configs, PersistentMap), configs
+            configs = configs.updated(config_puts, config_removes)
+        return TopicImage(
+            name=base.name,
+            topic_id=base.topic_id,
+            internal=base.internal,
+            creation_offset=base.creation_offset,
+            partitions=partitions,
+            configs=configs,
+        )
+
+
+def _check_partition_state(state: PartitionImage) -> str | None:
+    """Why a partition state is impossible, or None if it is fine."""
+    replicas, isr, leader = state.replicas, state.isr, state.leader
+    replica_set = set(replicas)
+    if not replicas:
+        return "a partition has at least one replica"
+    if len(replica_set) != len(replicas):
+        return f"replicas {list(replicas)} repeat a broker"
+    if not isr:
+        return "the ISR is never empty (its last member stays when it is fenced)"
+    if isr != replicas and (len(set(isr)) != len(isr) or not replica_set.issuperset(isr)):
+        return f"ISR {list(isr)} is not a set of distinct replicas of {list(replicas)}"
+    if leader != NO_LEADER and leader not in isr:
+        return f"leader {leader} is not in the ISR {list(isr)}"
+    return None
+
+
+_Handler = Callable[[Any, int], None]
+KT = TypeVar("KT")
+VT = TypeVar("VT")
+
+
+class MetadataDelta:
+    """Changes replayed on top of ``image``; ``apply()`` returns the next image.
+
+    A delta may be applied any number of times (each ``apply`` reflects the records so far),
+    and replay may continue after ``apply``: the driver of a broker can publish an image per
+    batch from one long-lived delta or start a fresh delta per batch.
+    """
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+        self._offset = image.offset
+        self._topics: dict[Uuid, _TopicChange] = {}
+        self._removed: dict[Uuid, DeletedTopic] = {}
+        self._names: dict[str, Uuid | None] = {}  # None: the name was freed in this delta
+        self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
+        self._broker_configs: dict[str, dict[str, str | None]] = {}
+        self._metadata_topic_id = image.metadata_topic_id
+        self._handlers: Final[Mapping[type, _Handler]] = {
+            TopicRecord: self._replay_topic,
+            PartitionRecord: self._replay_partition,
+            PartitionChangeRecord: self._replay_partition_change,
+            ConfigRecord: self._replay_config,
+            RemoveTopicRecord: self._replay_remove_topic,
+            RegisterBrokerRecord: self._replay_register_broker,
+            UnregisterBrokerRecord: self._replay_unregister_broker,
+            FenceBrokerRecord: self._replay_fence_broker,
+            UnfenceBrokerRecord: self._replay_unfence_broker,
+            NoOpRecord: _ignore,
+            LeaderChangeMessage: _ignore,
+            SnapshotHeader: _ignore,
+            SnapshotFooter: _ignore,
+        }
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image this delta started from."""
+        return self._image
+
+    @property
+    def offset(self) -> int:
+        """The offset of the last record replayed (the image's offset before any)."""
+        return self._offset
+
+    # ----- replay -----------------------------------------------------------------------------
+
+    def replay(self, record: Record, offset: int) -> None:
+        """Apply one record at ``offset``; raises ``MetadataReplayError`` if it is impossible."""
+        if offset <= self._offset:
+            raise MetadataReplayError(
+                offset, record, f"offsets must grow: the last record replayed is at {self._offset}"
+            )
+        handler = self._handlers.get(type(record))
+        if handler is None:
+            raise MetadataReplayError(offset, record, "not a record type replay knows")
+        handler(record, offset)
+        self._offset = offset
+
+    def replay_batch(self, batch: DecodedBatch) -> None:
+        """``replay`` every record of ``batch`` at its offset (one offset check per batch)."""
+        if batch.base_offset <= self._offset:
+            raise MetadataReplayError(
+                batch.base_offset,
+                batch.records[0],
+                f"offsets must grow: the last record replayed is at {self._offset}",
+            )
+        handlers = self._handlers
+        offset = batch.base_offset
+        for record in batch.records:
+            handler = handlers.get(type(record))
+            if handler is None:
+                raise MetadataReplayError(offset, record, "not a record type replay knows")
+            handler(record, offset)
+            self._offset = offset
+            offset += 1
+
+    # ----- lookups across the delta and its image --------------------------------------------
+
+    def _live_topic_for_update(self, topic_id: Uuid) -> _TopicChange | None:
+        change = self._topics.get(topic_id)
+        if change is not None:
+            return change
+        if topic_id in self._removed:
+            return None
+        base = self._image.topics_by_id.get(topic_id)
+        if base is None:
+            return None
+        change = _TopicChange(
+            base=base,
+            name=base.name,
+            topic_id=topic_id,
+            internal=base.internal,
+            creation_offset=base.creation_offset,
+        )
+        self._topics[topic_id] = change
+        return change
+
+    def _topic_id_by_name(self, name: str) -> Uuid | None:
+        if name in self._names:
+            return self._names[name]
+        return self._image.topics_by_name.get(name)
+
+    def _is_topic_id_used(self, topic_id: Uuid) -> bool:
+        return (
+            topic_id in self._topics
+            or topic_id in self._removed
+            or self._image.is_topic_id_used(topic_id)
+        )
+
+    def _broker(self, broker_id: int) -> BrokerImage | None:
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self._image.brokers.get(broker_id)
+
+    # ----- topics -----------------------------------------------------------------------------
+
+    def _replay_topic(self, record: TopicRecord, offset: int) -> None:
+        name, topic_id = record.name, record.topic_id
+        if topic_id in RESERVED_UUIDS:
+            raise MetadataReplayError(offset, record, f"{topic_id} is a reserved id")
+        live_id = self._topic_id_by_name(name)
+        if live_id is not None:
+            raise MetadataReplayError(offset, record, f"topic {name!r} exists with id {live_id}")
+        if self._is_topic_id_used(topic_id):
+            raise MetadataReplayError(
+                offset, record, f"topic id {topic_id} was used before; ids are never reused"
+            )
+        if name == CLUSTER_METADATA_TOPIC_NAME:
+            if not record.internal:
+                raise MetadataReplayError(offset, record, "the metadata topic is internal")
+            self._metadata_topic_id = topic_id
+        self._topics[topic_id] = _TopicChange(
+            base=None,
+            name=name,
+            topic_id=topic_id,
+            internal=record.internal,
+            creation_offset=offset,
+        )
+        self._names[name] = topic_id
+
+    def _replay_partition(self, record: PartitionRecord, offset: int) -> None:
+        topic = self._topics.get(record.topic_id) or self._live_topic_for_update(record.topic_id)
+        if topic is None:
+            raise MetadataReplayError(offset, record, f"no live topic has id {record.topic_id}")
+        if topic.partition(record.partition) is not None:
+            raise MetadataReplayError(
+                offset, record, f"partition {record.partition} of {topic.name!r} exists"
+            )
+        state = PartitionImage(
+            record.partition,
+            record.replicas,
+            record.isr,
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+        )
+        problem = _check_partition_state(state)
+        if problem is not None:
+            raise MetadataReplayError(offset, record, problem)
+        topic.partitions[record.partition] = state
+
+    def _replay_partition_change(self, record: PartitionChangeRecord, offset: int) -> None:
+        topic = self._live_topic_for_update(record.topic_id)
+        if topic is None:
+            raise MetadataReplayError(offset, record, f"no live topic has id {record.topic_id}")
+        old = topic.partition(record.partition)
+        if old is None:
+            raise MetadataReplayError(
+                offset, record, f"topic {topic.name!r} has no partition {record.partition}"
+            )
+        leader = old.leader if record.leader is None else record.leader
+        # Kafka's defaults when a change does not say: a new leader starts a new leader epoch,
+        # and every change starts a new partition epoch.
+        if record.leader_epoch is not None:
+            leader_epoch = record.leader_epoch
+        else:
+            leader_epoch = old.leader_epoch + (1 if leader != old.leader else 0)
+        if record.partition_epoch is not None:
+            partition_epoch = record.partition_epoch
+        else:
+            partition_epoch = old.partition_epoch + 1
+        if leader_epoch < old.leader_epoch:
+            raise MetadataReplayError(
+                offset, record, f"leader epoch {leader_epoch} < current {old.leader_epoch}"
+            )
+        if partition_epoch <= old.partition_epoch:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"partition epoch {partition_epoch} <= current {old.partition_epoch}",
+            )
+        state = PartitionImage(
+            old.partition,
+            old.replicas if record.replicas is None else record.replicas,
+            old.isr if record.isr is None else record.isr,
+            leader,
+            leader_epoch,
+            partition_epoch,
+        )
+        problem = _check_partition_state(state)
+        if problem is not None:
+            raise MetadataReplayError(offset, record, problem)
+        topic.partitions[record.partition] = state
+
+    def _replay_config(self, record: ConfigRecord, offset: int) -> None:
+        if record.resource_type == ConfigResourceType.TOPIC:
+            topic_id = self._topic_id_by_name(record.resource_name)
+            topic = None if topic_id is None else self._live_topic_for_update(topic_id)
+            if topic is None:
+                raise MetadataReplayError(
+                    offset, record, f"no live topic is named {record.resource_name!r}"
+                )
+            topic.configs[record.name] = record.value
+        elif record.resource_type == ConfigResourceType.BROKER:
+            changes = self._broker_configs.setdefault(record.resource_name, {})
+            changes[record.name] = record.value
+        else:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"resource type {record.resource_type} is neither TOPIC "
+                f"({ConfigResourceType.TOPIC}) nor BROKER ({ConfigResourceType.BROKER})",
+            )
+
+    def _replay_remove_topic(self, record: RemoveTopicRecord, offset: int) -> None:
+        topic_id = record.topic_id
+        topic = self._live_topic_for_update(topic_id)
+        if topic is None:
+            raise MetadataReplayError(offset, record, f"no live topic has id {topic_id}")
+        if topic.name == CLUSTER_METADATA_TOPIC_NAME:
+            raise MetadataReplayError(offset, record, "the metadata topic is never removed")
+        del self._topics[topic_id]
+        self._removed[topic_id] = DeletedTopic(
+            name=topic.name,
+            topic_id=topic_id,
+            creation_offset=topic.creation_offset,
+            deletion_offset=offset,
+        )
+        self._names[topic.name] = None
+
+    # ----- brokers ----------------------------------------------------------------------------
+
+    def _replay_register_broker(self, record: RegisterBrokerRecord, offset: int) -> None:
+        existing = self._broker(record.broker_id)
+        if existing is not None and record.broker_epoch <= existing.broker_epoch:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"broker {record.broker_id} is registered with epoch {existing.broker_epoch}; "
+                "a new registration must have a greater epoch",
+            )
+        if record.broker_epoch > offset:
+            raise MetadataReplayError(
+                offset, record, "a broker epoch is the offset of a RegisterBrokerRecord"
+            )
+        self._brokers[record.broker_id] = BrokerImage(
+            broker_id=record.broker_id,
+            incarnation_id=record.incarnation_id,
+            broker_epoch=record.broker_epoch,
+            endpoints=record.endpoints,
+            rack=record.rack,
+            fenced=record.fenced,
+        )
+
+    def _registered_broker(
+        self,
+        record: UnregisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord,
+        offset: int,
+    ) -> BrokerImage:
+        existing = self._broker(record.broker_id)
+        if existing is None:
+            raise MetadataReplayError(
+                offset, record, f"broker {record.broker_id} is not registered"
+            )
+        if existing.broker_epoch != record.broker_epoch:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"stale broker epoch: broker {record.broker_id} is registered with epoch "
+                f"{existing.broker_epoch}",
+            )
+        return existing
+
+    def _replay_unregister_broker(self, record: UnregisterBrokerRecord, offset: int) -> None:
+        self._registered_broker(record, offset)
+        self._brokers[record.broker_id] = None
+
+    def _replay_fence_broker(self, record: FenceBrokerRecord, offset: int) -> None:
+        existing = self._registered_broker(record, offset)
+        self._brokers[record.broker_id] = _with_fenced(existing, fenced=True)
+
+    def _replay_unfence_broker(self, record: UnfenceBrokerRecord, offset: int) -> None:
+        existing = self._registered_broker(record, offset)
+        self._brokers[record.broker_id] = _with_fenced(existing, fenced=False)
+
+    # ----- apply ------------------------------------------------------------------------------
+
+    def apply(self) -> MetadataImage:
+        """The image with every record replayed so far; shares all it did not change."""
+        image = self._image
+        if self._offset == image.offset:
+            return image
+        topics_by_id = _updated(
+            image.topics_by_id,
+            {topic_id: change.build() for topic_id, change in self._topics.items()},
+            [topic_id for topic_id in self._removed if topic_id in image.topics_by_id],
+        )
+        name_puts = {name: tid for name, tid in self._names.items() if tid is not None}
+        name_removes = [name for name, tid in self._names.items() if tid is None]
+        topics_by_name = _updated(image.topics_by_name, name_puts, name_removes)
+        brokers = _updated(
+            image.brokers,
+            {bid: b for bid, b in self._brokers.items() if b is not None},
+            [bid for bid, b in self._brokers.items() if b is None],
+        )
+        deleted_topics = _updated(image.deleted_topics, self._removed, ())
+        return MetadataImage(
+            offset=self._offset,
+            topics_by_id=topics_by_id,
+            topics_by_name=topics_by_name,
+            brokers=brokers,
+            metadata_topic_id=self._metadata_topic_id,
+            deleted_topics=deleted_topics,
+            broker_configs=self._apply_broker_configs(),
+            topic_names_by_collision_key=self._apply_collision_index(topics_by_name),
+        )
+
+    def _apply_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
+        base = self._image.broker_configs
+        if not self._broker_configs:
+            return base
+        puts: dict[str, Mapping[str, str]] = {}
+        removes: list[str] = []
+        for resource, changes in self._broker_configs.items():
+            old = base.get(resource, empty_map())
+            assert isinstance(old, PersistentMap), old
+            new = old.updated(
+                {k: v for k, v in changes.items() if v is not None},
+                [k for k, v in changes.items() if v is None],
+            )
+            if new:
+                puts[resource] = new
+            else:
+                removes.append(resource)
+        return _updated(base, puts, removes)
+
+    def _apply_collision_index(
+        self, topics_by_name: Mapping[str, Uuid]
+    ) -> Mapping[str, frozenset[str]]:
+        base = self._image.topic_names_by_collision_key
+        touched: dict[str, list[str]] = {}
+        for name in self._names:
+            if has_collision_chars(name):
+                touched.setdefault(topic_collision_key(name), []).append(name)
+        if not touched:
+            return base
+        puts: dict[str, frozenset[str]] = {}
+        removes: list[str] = []
+        for key, names in touched.items():
+            live = set(base.get(key, frozenset()))
+            for name in names:
+                if name in topics_by_name:
+                    live.add(name)
+                else:
+                    live.discard(name)
+            if live:
+                puts[key] = frozenset(live)
+            else:
+                removes.append(key)
+        return _updated(base, puts, removes)
+
+    # ----- what one broker must do -------------------------------------------------------------
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """Partitions ``broker_id`` gains and loses between the image and this delta."""
+        creates: dict[Uuid, LocalTopicPartitions] = {}
+        deletes: dict[Uuid, LocalTopicPartitions] = {}
+        for topic_id, change in self._topics.items():
+            base = change.base
+            gained: set[int] = set()
+            lost: set[int] = set()
+            for partition, state in change.partitions.items():
+                had = base is not None and _hosts(base.partitions.get(partition), broker_id)
+                has = broker_id in state.replicas
+                if has and not had:
+                    gained.add(partition)
+                elif had and not has:
+                    lost.add(partition)
+            if gained:
+                creates[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(gained))
+            if lost:
+                deletes[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(lost))
+        for topic_id, deleted in self._removed.items():
+            base_topic = self._image.topics_by_id.get(topic_id)
+            if base_topic is None:
+                continue  # created and removed within this delta: nothing to do anywhere
+            lost_all = frozenset(
+                p for p, state in base_topic.partitions.items() if broker_id in state.replicas
+            )
+            if lost_all:
+                deletes[topic_id] = LocalTopicPartitions(topic_id, deleted.name, lost_all)
+        return LocalReplicaChanges(creates=creates, deletes=deletes)
+
+
+def _hosts(state: PartitionImage | None, broker_id: int) -> bool:
+    return state is not None and broker_id in state.replicas
+
+
+def _ignore(record: object, offset: int) -> None:
+    del record, offset
+
+
+def _with_fenced(broker: BrokerImage, *, fenced: bool) -> BrokerImage:
+    return BrokerImage(
+        broker_id=broker.broker_id,
+        incarnation_id=broker.incarnation_id,
+        broker_epoch=broker.broker_epoch,
+        endpoints=broker.endpoints,
+        rack=broker.rack,
+        fenced=fenced,
+    )
+
+
+def _updated(
+    base: Mapping[KT, VT], puts: Mapping[KT, VT], removes: Iterable[KT]
+) -> Mapping[KT, VT]:
+    assert isinstance(base, PersistentMap), f"image maps are PersistentMaps, got {type(base)}"
+    return base.updated(puts, removes)
+
+
+# ----- helpers ------------------------------------------------------------------------------
+
+
+def replay_records(image: MetadataImage, records: Iterable[tuple[int, Record]]) -> MetadataImage:
+    """``image`` with ``(offset, record)`` pairs replayed, through one delta."""
+    delta = MetadataDelta(image)
+    for offset, record in records:
+        delta.replay(record, offset)
+    return delta.apply()
+
+
+def replay_batches(image: MetadataImage, batches: Iterable[DecodedBatch]) -> MetadataImage:
+    """``image`` with every batch replayed in order, through one delta (one ``apply``)."""
+    delta = MetadataDelta(image)
+    for batch in batches:
+        delta.replay_batch(batch)
+    return delta.apply()

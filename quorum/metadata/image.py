@@ -1,0 +1,353 @@
+"""The metadata image: the state of the cluster after replaying the log up to one offset.
+
+Kafka's ``MetadataImage`` / ``TopicsImage`` / ``ClusterImage``, shared by the controller, the
+brokers and the Spark "state at offset N" job so they cannot drift apart (STYLE.md L11). An image
+is immutable; ``quorum.metadata.delta.MetadataDelta`` replays records on top of one and
+``apply()`` returns the next image.
+
+Copy-on-write: every map in an image is a ``PersistentMap``, whose ``updated`` copies only the
+shard(s) a change touches and shares the rest, so the next image shares every unchanged topic,
+partition and broker with the previous one. Applying a delta that touched one topic of 100,000
+costs microseconds, not a copy of the cluster.
+
+Identity: a topic is the pair (``topic_id``, ``creation_offset``) (DESIGN.md section 5). Ids are
+never reused: ``deleted_topics`` remembers every id that was removed, and replay refuses a
+``TopicRecord`` that would bring one back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
+from dataclasses import dataclass
+from typing import ClassVar, Final, NamedTuple, TypeVar, cast, overload
+
+from quorum.ids import Uuid
+from quorum.metadata.records import NO_LEADER, BrokerEndpoint
+
+__all__ = [
+    "CLUSTER_METADATA_TOPIC_NAME",
+    "NO_LEADER",
+    "BrokerImage",
+    "DeletedTopic",
+    "MetadataImage",
+    "PartitionImage",
+    "PersistentMap",
+    "TopicImage",
+    "empty_map",
+    "has_collision_chars",
+    "topic_collision_key",
+]
+
+CLUSTER_METADATA_TOPIC_NAME: Final = "__cluster_metadata"
+"""The metadata log's own topic (KIP-500); its ``TopicRecord`` sets ``metadata_topic_id``."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+D = TypeVar("D")
+
+
+# ----- the persistent map -----------------------------------------------------------------
+
+
+def _shard_bits_for(length: int) -> int:
+    """One shard up to 32 entries; beyond, about sqrt(n) shards of about sqrt(n) entries, so an
+    update copies O(sqrt n) pointers and entries (100,000 entries: 512 shards of ~200)."""
+    return 0 if length <= 32 else (length.bit_length() + 1) // 2
+
+
+class PersistentMap(Mapping[K, V]):
+    """An immutable hash map whose ``updated`` shares everything it did not change.
+
+    The keys are spread over ``2**bits`` plain dicts by ``hash(key)``; a shard dict is never
+    mutated once a map holds it. ``updated`` copies the tuple of shards (about sqrt(n)
+    pointers) and the shards it writes to (about sqrt(n) entries each), so one change to a map
+    of 100,000 entries copies a few hundred pointers instead of 100,000. When the size drifts
+    far from what the shard count suits, ``updated`` rebuilds with a fitting count (amortised
+    O(1) per entry). Lookups are one ``hash`` and two indexings, close to a dict's.
+
+    Iteration order is by shard, not by insertion: callers that show maps sort them.
+    """
+
+    __slots__ = ("_length", "_mask", "_shards")
+
+    _length: int
+    _mask: int
+    _shards: tuple[dict[K, V], ...]
+
+    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
+        source = dict(items)
+        bits = _shard_bits_for(len(source))
+        if bits == 0:
+            self._set((source,), len(source))
+            return
+        mask = (1 << bits) - 1
+        lists: list[dict[K, V]] = [{} for _ in range(1 << bits)]
+        for key, value in source.items():
+            lists[hash(key) & mask][key] = value
+        self._set(tuple(lists), len(source))
+
+    def _set(self, shards: tuple[dict[K, V], ...], length: int) -> None:
+        self._shards = shards
+        self._mask = len(shards) - 1
+        self._length = length
+
+    @classmethod
+    def _from_shards(cls, shards: tuple[dict[K, V], ...], length: int) -> PersistentMap[K, V]:
+        result = cls.__new__(cls)
+        result._set(shards, length)
+        return result
+
+    # ----- Mapping ----------------------------------------------------------------------------
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & self._mask][key]
+
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+    @overload
+    def get(self, key: K, default: V | D, /) -> V | D: ...
+
+    def get(self, key: K, default: object = None, /) -> object:
+        return self._shards[hash(key) & self._mask].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return key in self._shards[hash(key) & self._mask]
+        except TypeError:  # an unhashable probe is simply not a key
+            return False
+
+    def __iter__(self) -> Iterator[K]:
+        return itertools.chain.from_iterable(self._shards)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def values(self) -> ValuesView[V]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[K, V]:
+        return _Items(self)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if len(self) != len(other):
+            return False
+        return all(key in other and other[key] == value for key, value in self.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = dict(itertools.islice(self.items(), 20))
+        more = f", ... ({self._length} entries)" if self._length > len(shown) else ""
+        return f"PersistentMap({shown!r}{more})"
+
+    # ----- copy-on-write update ---------------------------------------------------------------
+
+    def updated(self, puts: Mapping[K, V], removes: Iterable[K] = ()) -> PersistentMap[K, V]:
+        """A map with ``puts`` set, then ``removes`` (absent keys are ignored) gone.
+
+        Shares every shard it does not write to with ``self``; returns ``self`` when there is
+        nothing to change.
+        """
+        removes = tuple(removes)
+        if not puts and not removes:
+            return self
+        mask = self._mask
+        shards = list(self._shards)
+        copied: dict[int, dict[K, V]] = {}
+        length = self._length
+        for key, value in puts.items():
+            index = hash(key) & mask
+            shard = copied.get(index)
+            if shard is None:
+                shard = copied[index] = shards[index] = dict(shards[index])
+            if key not in shard:
+                length += 1
+            shard[key] = value
+        for key in removes:
+            index = hash(key) & mask
+            if key not in shards[index]:
+                continue
+            shard = copied.get(index)
+            if shard is None:
+                shard = copied[index] = shards[index] = dict(shards[index])
+            del shard[key]
+            length -= 1
+        bits = mask.bit_length()
+        wanted = _shard_bits_for(length)
+        if abs(wanted - bits) >= 2 or (wanted == 0) != (bits == 0):
+            # The size drifted far from what this shard count suits: rebuild (amortised).
+            return PersistentMap(itertools.chain.from_iterable(s.items() for s in shards))
+        return PersistentMap._from_shards(tuple(shards), length)
+
+    def shares_shards_with(self, other: PersistentMap[K, V]) -> int:
+        """How many shard dicts the two maps share (for tests of copy-on-write)."""
+        theirs = {id(shard) for shard in other._shards}
+        return sum(1 for shard in self._shards if id(shard) in theirs)
+
+
+class _Values(ValuesView[V]):
+    """``values()`` iterating the shards directly (not a ``__getitem__`` per key)."""
+
+    __slots__ = ("_shards",)
+
+    def __init__(self, mapping: PersistentMap[K, V]) -> None:
+        super().__init__(mapping)
+        self._shards: tuple[dict[K, V], ...] = mapping._shards
+
+    def __iter__(self) -> Iterator[V]:
+        return itertools.chain.from_iterable(shard.values() for shard in self._shards)
+
+
+class _Items(ItemsView[K, V]):
+    """``items()`` iterating the shards directly (not a ``__getitem__`` per key)."""
+
+    __slots__ = ("_shards",)
+
+    def __init__(self, mapping: PersistentMap[K, V]) -> None:
+        super().__init__(mapping)
+        self._shards: tuple[dict[K, V], ...] = mapping._shards
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        return itertools.chain.from_iterable(shard.items() for shard in self._shards)
+
+
+_EMPTY_MAP: Final[PersistentMap[object, object]] = PersistentMap()
+
+
+def empty_map() -> PersistentMap[K, V]:
+    """The shared empty ``PersistentMap``."""
+    return cast("PersistentMap[K, V]", _EMPTY_MAP)
+
+
+# ----- the image ----------------------------------------------------------------------------
+
+
+class PartitionImage(NamedTuple):
+    """One partition of a topic. A NamedTuple: there are millions and they are built in replay."""
+
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: Uuid
+    internal: bool
+    creation_offset: int
+    """Offset of this topic's ``TopicRecord``: with ``topic_id``, the topic's identity."""
+    partitions: Mapping[int, PartitionImage]
+    configs: Mapping[str, str]
+
+    @property
+    def replication_factor(self) -> int:
+        """The replica count of partition 0 (all partitions have the same at creation)."""
+        first = self.partitions.get(0)
+        return -1 if first is None else len(first.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    incarnation_id: Uuid
+    broker_epoch: int
+    """The offset of the broker's ``RegisterBrokerRecord`` (KIP-631)."""
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedTopic:
+    """What the image remembers of a removed topic, so its id is never reused."""
+
+    name: str
+    topic_id: Uuid
+    creation_offset: int
+    deletion_offset: int
+
+
+def topic_collision_key(name: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: names that differ only by ``.``/``_`` collide."""
+    return name.replace(".", "_")
+
+
+def has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class MetadataImage:
+    """The cluster's metadata after the record at ``offset`` (-1: nothing replayed yet)."""
+
+    offset: int
+    topics_by_id: Mapping[Uuid, TopicImage]
+    topics_by_name: Mapping[str, Uuid]
+    brokers: Mapping[int, BrokerImage]
+    metadata_topic_id: Uuid | None
+    """The id ``__cluster_metadata`` got from its ``TopicRecord`` (KIP-516), once written."""
+    deleted_topics: Mapping[Uuid, DeletedTopic]
+    """Every topic ever removed, by id: ids are never reused."""
+    broker_configs: Mapping[str, Mapping[str, str]]
+    """``ConfigRecord``s of resource type BROKER by resource name; ``""`` is the cluster default."""
+    topic_names_by_collision_key: Mapping[str, frozenset[str]]
+    """Live names containing ``.`` or ``_``, by ``topic_collision_key`` (Kafka's
+    ``topicsWithCollisionChars``): the index that makes the collision check O(1)."""
+
+    EMPTY: ClassVar[MetadataImage]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ----- lookups ----------------------------------------------------------------------------
+
+    def topic(self, topic_id: Uuid) -> TopicImage | None:
+        return self.topics_by_id.get(topic_id)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        topic_id = self.topics_by_name.get(name)
+        return None if topic_id is None else self.topics_by_id[topic_id]
+
+    def is_topic_id_used(self, topic_id: Uuid) -> bool:
+        """True for any id a live or deleted topic has had (ids are never reused)."""
+        return topic_id in self.topics_by_id or topic_id in self.deleted_topics
+
+    def colliding_topic_name(self, name: str) -> str | None:
+        """A live topic name other than ``name`` that equals it once ``.`` and ``_`` are
+        equated (the smallest, for a stable message), or None."""
+        if not has_collision_chars(name):
+            return None
+        others = self.topic_names_by_collision_key.get(topic_collision_key(name), frozenset())
+        candidates = sorted(other for other in others if other != name)
+        return candidates[0] if candidates else None
+
+    def unfenced_broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(b.broker_id for b in self.brokers.values() if not b.fenced))
+
+    @property
+    def cluster_configs(self) -> Mapping[str, str]:
+        """Cluster-wide broker config defaults (resource BROKER, name ``""``)."""
+        return self.broker_configs.get("", empty_map())
+
+    def partition_count(self) -> int:
+        return sum(len(topic.partitions) for topic in self.topics_by_id.values())
+
+
+MetadataImage.EMPTY = MetadataImage(
+    offset=-1,
+    topics_by_id=empty_map(),
+    topics_by_name=empty_map(),
+    brokers=empty_map(),
+    metadata_topic_id=None,
+    deleted_topics=empty_map(),
+    broker_configs=empty_map(),
+    topic_names_by_collision_key=empty_map(),
+)
