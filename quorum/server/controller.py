@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import random
 import signal
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import grpc
 import structlog
@@ -22,12 +22,17 @@ from grpc_reflection.v1alpha import reflection
 
 from quorum import meta_properties
 from quorum.config import NodeConfig
-from quorum.metadata.batch import LogBatch
+from quorum.controller.state_machine import ControllerConfig, ControllerStateMachine
+from quorum.ids import Uuid
+from quorum.metadata.batch import LogBatch, decode_batch
+from quorum.metadata.records import MetadataRecord, Record
 from quorum.raft.config import RaftConfig
-from quorum.raft.node import RaftNode, Ready
-from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
-from quorum.server.driver import Clock, RaftDriver
-from quorum.server.service import GRPC_OPTIONS, PeerClients, QuorumServicer
+from quorum.raft.node import NotLeaderError, Proposal, RaftNode, Ready
+from quorum.raft.state import LeaderState
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
+from quorum.server.admin_service import AdminServicer
+from quorum.server.driver import Clock, RaftDriver, ShuttingDownError
+from quorum.server.service import SERVER_OPTIONS, PeerClients, QuorumServicer
 from quorum.storage import ElectionStore, SegmentedLog
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -36,6 +41,9 @@ QUORUM_STATE_FILE = "quorum-state"
 RESIGN_WAIT_S = 2.0
 SERVER_GRACE_S = 0.5
 QUORUM_SERVICE = "quorum.rpc.v1.QuorumService"
+ADMIN_SERVICE = "quorum.rpc.v1.AdminService"
+# How often the active controller looks for brokers whose session expired.
+FENCE_SWEEP_INTERVAL_S = 0.5
 
 
 class StartupError(Exception):
@@ -111,6 +119,12 @@ class ControllerNode:
         )
         self.health = health.aio.HealthServicer()
         self._serving: bool | None = None
+        self.state_machine = ControllerStateMachine(
+            config=ControllerConfig(broker_session_timeout_ms=config.broker_session_timeout_ms)
+        )
+        # The epoch in which this node made the proposals the state machine holds as pending.
+        self._proposing_epoch: int | None = None
+        self._metadata_topic_task: asyncio.Task[None] | None = None
         self.driver = RaftDriver(
             node=self.node,
             log=self.segments,
@@ -119,6 +133,7 @@ class ControllerNode:
             clock=self.clock,
             on_committed=self._on_committed,
             on_ready=self._on_ready,
+            on_proposed=self._on_proposed,
         )
         self.server: grpc.aio.Server | None = None
         self.log.info(
@@ -129,10 +144,45 @@ class ControllerNode:
             state=self.node.state.name,
         )
 
-    def _on_committed(self, batches: tuple[LogBatch, ...] | Any) -> None:
-        """Committed batches go to the controller state machine (added with the admin API)."""
+    # ----- the controller state machine ----------------------------------------------------
+
+    def _drop_stale_pending(self) -> None:
+        """Pending proposals belong to the epoch this node led when it made them; once it no
+        longer leads that epoch, their fate is decided by the new leader's log."""
+        if self._proposing_epoch is None:
+            return
+        node = self.node
+        if not node.is_leader() or node.epoch != self._proposing_epoch:
+            self.state_machine.reset_to_committed()
+            self._proposing_epoch = None
+
+    def _on_committed(self, batches: Sequence[LogBatch]) -> None:
+        self._drop_stale_pending()
+        sm = self.state_machine
+        for batch in batches:
+            sm.replay_committed(decode_batch(batch.data))
+        topic_id = sm.committed_image.metadata_topic_id
+        if topic_id is not None and self.node.metadata_topic_id != topic_id:
+            self.node.set_metadata_topic_id(topic_id)
+            self.log.info("metadata_topic_id_assigned", topic_id=str(topic_id))
+
+    def _on_proposed(self, records: object, proposal: Proposal) -> None:
+        assert isinstance(records, list | tuple)
+        metadata: list[MetadataRecord] = list(records)
+        self._proposing_epoch = proposal.epoch
+        self.state_machine.replay_pending(metadata, proposal.base_offset)
+
+    def controller_ready(self) -> bool:
+        """The active controller may propose once its committed image has replayed everything
+        earlier epochs wrote, up to its own LeaderChangeMessage (Kafka's handleLeaderChange)."""
+        state = self.node.state
+        return (
+            isinstance(state, LeaderState)
+            and self.state_machine.committed_image.offset >= state.epoch_start_offset
+        )
 
     def _on_ready(self, ready: Ready) -> None:
+        self._drop_stale_pending()
         serving = self.node.leader_id is not None
         if serving != self._serving:
             self._serving = serving
@@ -141,11 +191,54 @@ class ControllerNode:
                 if serving
                 else health_pb2.HealthCheckResponse.NOT_SERVING
             )
-            for service in ("", QUORUM_SERVICE):
+            for service in ("", QUORUM_SERVICE, ADMIN_SERVICE):
                 asyncio.get_running_loop().create_task(self.health.set(service, status))
+        if (
+            self.controller_ready()
+            and self.state_machine.latest_image.metadata_topic_id is None
+            and (self._metadata_topic_task is None or self._metadata_topic_task.done())
+        ):
+            self._metadata_topic_task = asyncio.get_running_loop().create_task(
+                self._assign_metadata_topic_id()
+            )
+
+    async def _assign_metadata_topic_id(self) -> None:
+        """KIP-516: after its election the leader gives __cluster_metadata its own id."""
+
+        def operation(next_offset: int) -> tuple[tuple[Record, ...], Uuid | None]:
+            result = self.state_machine.metadata_topic_record(Uuid.random, next_offset=next_offset)
+            return (result.records, result.response) if result else ((), None)
+
+        try:
+            proposal, topic_id = await self.driver.submit(operation)
+            if proposal is not None:
+                await self.driver.wait_committed(proposal)
+                self.log.info("metadata_topic_id_committed", topic_id=str(topic_id))
+        except (NotLeaderError, ShuttingDownError):
+            return
+
+    async def _fence_stale_brokers(self) -> None:
+        """The active controller fences brokers whose heartbeats stopped
+        (``broker.session.timeout.ms``); their partitions lose them from ISRs and leaders."""
+        while True:
+            await asyncio.sleep(FENCE_SWEEP_INTERVAL_S)
+            if not self.controller_ready():
+                continue
+            now = self.clock.now_ms()
+
+            def operation(next_offset: int, now: int = now) -> tuple[tuple[Record, ...], object]:
+                result = self.state_machine.fence_stale_brokers(now_ms=now, next_offset=next_offset)
+                return result.records, result.response
+
+            try:
+                proposal, fenced = await self.driver.submit(operation)
+            except (NotLeaderError, ShuttingDownError):
+                continue
+            if proposal is not None:
+                self.log.warning("brokers_fenced", broker_ids=list(fenced))  # type: ignore[call-overload]
 
     async def start_server(self) -> None:
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         raft_pb2_grpc.add_QuorumServiceServicer_to_server(
             QuorumServicer(
                 self.driver,
@@ -155,12 +248,23 @@ class ControllerNode:
             ),
             server,
         )
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(
+                self.driver,
+                self.state_machine,
+                cluster_id=self.cluster_id,
+                voters=self.config.controller_quorum_voters,
+                controller_ready=self.controller_ready,
+            ),
+            server,
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        for service in ("", QUORUM_SERVICE):
+        for service in ("", QUORUM_SERVICE, ADMIN_SERVICE):
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         reflection.enable_server_reflection(
             (
                 raft_pb2.DESCRIPTOR.services_by_name["QuorumService"].full_name,
+                admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME,
             ),
@@ -181,12 +285,19 @@ class ControllerNode:
     async def run(self, stop: asyncio.Event) -> None:
         await self.start_server()
         driver_task = asyncio.create_task(self.driver.run(), name="raft-driver")
+        fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
         stop_task = asyncio.create_task(stop.wait(), name="stop-signal")
-        done, _ = await asyncio.wait({driver_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-        if driver_task in done:
+        done, _ = await asyncio.wait(
+            {driver_task, stop_task, fence_task}, return_when=asyncio.FIRST_COMPLETED
+        )
+        fence_task.cancel()
+        if driver_task in done or fence_task in done:
             stop_task.cancel()
+            self.driver.stop()
             await self._close()
-            driver_task.result()  # a crash of the core is a crash of the process
+            for task in (driver_task, fence_task):
+                if task.done() and not task.cancelled():
+                    task.result()  # a crash of the core is a crash of the process
             return
         self.log.info("shutting_down", state=self.node.state.name, epoch=self.node.epoch)
         if self.node.is_leader():

@@ -223,13 +223,22 @@ class RaftDriver:
             proposal = None
             if records:
                 try:
-                    proposal = node.propose(list(records), now)
+                    proposal = self._propose_in_batches(list(records), now)
                 except BatchTooLargeError as exc:
                     future.set_exception(exc)
                     continue
                 if self._on_proposed is not None:
                     self._on_proposed(records, proposal)
             future.set_result((proposal, answer))
+
+    def _propose_in_batches(self, records: list[Record], now: int) -> Proposal:
+        """One batch when the records fit in one (atomic results always do); otherwise
+        back-to-back batches, which only non-atomic results may produce."""
+        chunk = self.node.config.records_per_batch_max
+        parts = [
+            self.node.propose(records[i : i + chunk], now) for i in range(0, len(records), chunk)
+        ]
+        return Proposal(parts[-1].epoch, parts[0].base_offset, parts[-1].last_offset)
 
     async def _persist(self, ready: Ready) -> None:
         """Make the Ready's election state and entries durable before anything is sent."""

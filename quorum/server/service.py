@@ -39,12 +39,22 @@ from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
 HANDLER_TIMEOUT_S = 5.0
 MESSAGE_BYTES_MAX = 16 * 1024 * 1024  # a full 8 MiB fetch plus framing, with room
 
+# Requests a node accepts are small (Fetch is pull: the large messages are responses); an admin
+# request above this is refused by gRPC with RESOURCE_EXHAUSTED before it is parsed.
+REQUEST_BYTES_MAX = 4 * 1024 * 1024
+
 GRPC_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
     ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+]
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", REQUEST_BYTES_MAX),
+    ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.max_concurrent_streams", 1_000),
 ]
 
 

@@ -1,0 +1,408 @@
+"""The ``AdminService`` of a controller: topics, cluster, and the broker lifecycle RPCs.
+
+Writes go to the active controller only: an operation of the pure ``ControllerStateMachine``
+runs inside the driver loop (serialized, with the offset its records will get), its records are
+appended as one batch, and the answer is sent once the high watermark passes them, carrying the
+committing ``metadata_offset``. Any other controller answers NOT_CONTROLLER naming the leader
+and its address. Reads are served by every controller from its committed image, after waiting
+(bounded by the deadline) until that image has applied ``min_metadata_offset``.
+
+Per-topic outcomes carry Kafka error codes; only transport failures use gRPC status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import grpc
+
+from quorum import limits
+from quorum.config import HostPort
+from quorum.controller.requests import (
+    BrokerHeartbeatRequest,
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopic,
+    DeleteTopicsRequest,
+    DescribeTopic,
+    RegisterBrokerRequest,
+)
+from quorum.controller.result import ControllerResult
+from quorum.controller.state_machine import ControllerStateMachine
+from quorum.errors import ErrorCode
+from quorum.ids import ZERO_UUID, InvalidUuidError, Uuid
+from quorum.metadata.records import BrokerEndpoint
+from quorum.raft.node import NotLeaderError
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.server.driver import RaftDriver, ShuttingDownError
+
+T = TypeVar("T")
+
+# Answer a little before the caller's deadline, so it gets our answer rather than its timeout.
+DEADLINE_MARGIN_S = 0.05
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def _uuid(data: bytes, what: str) -> Uuid:
+    if not data:
+        return ZERO_UUID
+    try:
+        return Uuid.from_bytes(data)
+    except InvalidUuidError as exc:
+        raise ValueError(f"{what} must be 16 bytes, got {len(data)}") from exc
+
+
+def _id_bytes(topic_id: Uuid) -> bytes:
+    return b"" if topic_id == ZERO_UUID else topic_id.bytes
+
+
+class RequestRejected(Exception):
+    """A request-level error: nothing happened; answer with this code and message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(
+        self,
+        driver: RaftDriver,
+        state_machine: ControllerStateMachine,
+        *,
+        cluster_id: str,
+        voters: Mapping[int, HostPort],
+        controller_ready: Callable[[], bool],
+    ) -> None:
+        self._driver = driver
+        self._sm = state_machine
+        self._cluster_id = cluster_id
+        self._voters = voters
+        self._controller_ready = controller_ready
+
+    # ----- shared plumbing ------------------------------------------------------------------
+
+    def _header(self, response: Any, code: ErrorCode = ErrorCode.NONE, message: str = "") -> Any:
+        node = self._driver.node
+        leader = node.leader_id
+        response.error_code = int(code)
+        response.error_message = message
+        response.controller_id = -1 if leader is None else leader
+        address = self._voters.get(leader) if leader is not None else None
+        response.controller_endpoint = f"{address.host}:{address.port}" if address else ""
+        if code is not ErrorCode.NONE:
+            response.metadata_offset = -1
+        return response
+
+    def _not_controller(self) -> RequestRejected:
+        node = self._driver.node
+        leader = node.leader_id
+        if leader is None:
+            text = "no controller is active right now (an election is running); retry shortly"
+        else:
+            address = self._voters.get(leader)
+            text = f"this node is not the active controller; send writes to node {leader}" + (
+                f" at {address.host}:{address.port}" if address else ""
+            )
+        return RequestRejected(ErrorCode.NOT_CONTROLLER, text)
+
+    @staticmethod
+    def _budget_s(context: grpc.aio.ServicerContext) -> float:
+        remaining: float | None = context.time_remaining()
+        if remaining is None:
+            return DEFAULT_TIMEOUT_S
+        return max(0.0, remaining - DEADLINE_MARGIN_S)
+
+    async def _write(
+        self,
+        context: grpc.aio.ServicerContext,
+        operation: Callable[[int], ControllerResult[T]],
+    ) -> tuple[T, int]:
+        """Run a controller operation as the active controller; wait until its records are
+        committed. Returns the answer and the committing metadata offset."""
+        driver = self._driver
+        node = driver.node
+        budget = self._budget_s(context)
+        if not node.is_leader():
+            raise self._not_controller()
+        if not self._controller_ready():
+            ready = await driver.wait_for(
+                lambda: self._controller_ready() or not node.is_leader(), budget
+            )
+            if not ready or not node.is_leader():
+                raise self._not_controller()
+
+        def run(next_offset: int) -> tuple[tuple[Any, ...], T]:
+            result = operation(next_offset)
+            return result.records, result.response
+
+        try:
+            proposal, answer = await asyncio.wait_for(driver.submit(run), budget)
+            if proposal is None:
+                return answer, self._sm.committed_image.offset
+            await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
+        except NotLeaderError:
+            raise self._not_controller() from None
+        except TimeoutError:
+            raise RequestRejected(
+                ErrorCode.REQUEST_TIMED_OUT,
+                "the change was not committed before the deadline; its outcome is unknown "
+                "(describe the topics to find out)",
+            ) from None
+        return answer, proposal.last_offset
+
+    async def _read_at(self, request: Any, context: grpc.aio.ServicerContext) -> None:
+        """Wait until the committed image has applied ``min_metadata_offset`` (if asked)."""
+        if not request.HasField("min_metadata_offset"):
+            return
+        wanted = request.min_metadata_offset
+        if self._sm.committed_image.offset >= wanted:
+            return
+        reached = await self._driver.wait_for(
+            lambda: self._sm.committed_image.offset >= wanted, self._budget_s(context)
+        )
+        if not reached:
+            raise RequestRejected(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"this node has applied the metadata log up to offset "
+                f"{self._sm.committed_image.offset}, not yet {wanted}; retry, or ask another "
+                "node",
+            )
+
+    async def _guard(self, response: Any, context: grpc.aio.ServicerContext, body: Any) -> Any:
+        try:
+            return await body
+        except RequestRejected as exc:
+            return self._header(response, exc.code, str(exc))
+        except ValueError as exc:
+            return self._header(response, ErrorCode.INVALID_REQUEST, str(exc))
+        except ShuttingDownError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+    # ----- topics ---------------------------------------------------------------------------
+
+    async def CreateTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.CreateTopicsResponse()
+        return await self._guard(response, context, self._create(request, context, response))
+
+    async def _create(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+        _check_count(len(request.topics), limits.CREATE_TOPICS_TOPICS_MAX, "create")
+        topics = tuple(
+            CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments=tuple(
+                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids))
+                    for a in t.assignments
+                ),
+                configs=tuple((c.name, c.value) for c in t.configs),
+            )
+            for t in request.topics
+        )
+        create = CreateTopicsRequest(topics, validate_only=request.validate_only)
+        answer, offset = await self._write(
+            context,
+            lambda next_offset: self._sm.create_topics(
+                create, next_offset=next_offset, new_topic_id=Uuid.random
+            ),
+        )
+        for result in answer.topics:
+            response.topics.add(
+                name=result.name,
+                topic_id=_id_bytes(result.topic_id),
+                creation_offset=result.creation_offset,
+                error_code=int(result.error_code),
+                error_message=result.error_message or "",
+                num_partitions=result.num_partitions,
+                replication_factor=result.replication_factor,
+                configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in result.configs],
+            )
+        self._header(response)
+        response.metadata_offset = offset
+        return response
+
+    async def DeleteTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.DeleteTopicsResponse()
+        return await self._guard(response, context, self._delete(request, context, response))
+
+    async def _delete(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+        _check_count(len(request.topics), limits.DELETE_TOPICS_TOPICS_MAX, "delete")
+        entries = tuple(
+            DeleteTopic(
+                name=t.name or None,
+                topic_id=_uuid(t.topic_id, "topic_id"),
+                expected_topic_id=_uuid(t.expected_topic_id, "expected_topic_id")
+                if t.expected_topic_id
+                else None,
+            )
+            for t in request.topics
+        )
+        delete = DeleteTopicsRequest(entries)
+        answer, offset = await self._write(
+            context, lambda next_offset: self._sm.delete_topics(delete, next_offset=next_offset)
+        )
+        for result in answer.topics:
+            response.topics.add(
+                name=result.name or "",
+                topic_id=_id_bytes(result.topic_id),
+                error_code=int(result.error_code),
+                error_message=result.error_message or "",
+            )
+        self._header(response)
+        response.metadata_offset = offset
+        return response
+
+    async def DescribeTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.DescribeTopicsResponse()
+        return await self._guard(response, context, self._describe(request, context, response))
+
+    async def _describe(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        _check_count(len(request.topics), limits.DESCRIBE_TOPICS_TOPICS_MAX, "describe")
+        await self._read_at(request, context)
+        image_offset = self._sm.committed_image.offset
+        wanted = tuple(
+            DescribeTopic(name=t.name or None, topic_id=_uuid(t.topic_id, "topic_id"))
+            for t in request.topics
+        )
+        for d in self._sm.describe_topics(wanted):
+            response.topics.add(
+                name=d.name or "",
+                topic_id=_id_bytes(d.topic_id),
+                error_code=int(d.error_code),
+                error_message=d.error_message or "",
+                is_internal=d.is_internal,
+                creation_offset=d.creation_offset,
+                partitions=[
+                    admin_pb2.PartitionDescription(
+                        partition_index=p.partition,
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=p.replicas,
+                        isr_nodes=p.isr,
+                        offline_replicas=p.offline_replicas,
+                    )
+                    for p in d.partitions
+                ],
+                configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in d.configs],
+            )
+        self._header(response)
+        response.metadata_offset = image_offset
+        return response
+
+    async def ListTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.ListTopicsResponse()
+        return await self._guard(response, context, self._list(request, context, response))
+
+    async def _list(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+        await self._read_at(request, context)
+        image_offset = self._sm.committed_image.offset
+        for t in self._sm.list_topics(include_internal=not request.exclude_internal):
+            response.topics.add(
+                name=t.name,
+                topic_id=t.topic_id.bytes,
+                is_internal=t.is_internal,
+                creation_offset=t.creation_offset,
+            )
+        self._header(response)
+        response.metadata_offset = image_offset
+        return response
+
+    async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.DescribeClusterResponse()
+        return await self._guard(response, context, self._cluster(request, context, response))
+
+    async def _cluster(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+        await self._read_at(request, context)
+        image = self._sm.committed_image
+        response.cluster_id = self._cluster_id
+        for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            endpoint = broker.endpoints[0] if broker.endpoints else None
+            response.brokers.add(
+                broker_id=broker.broker_id,
+                host=endpoint.host if endpoint else "",
+                port=endpoint.port if endpoint else 0,
+                rack=broker.rack or "",
+                is_fenced=broker.fenced,
+                broker_epoch=broker.broker_epoch,
+            )
+        for node_id, address in sorted(self._voters.items()):
+            response.controllers.add(node_id=node_id, host=address.host, port=address.port)
+        if image.metadata_topic_id is not None:
+            response.metadata_topic_id = image.metadata_topic_id.bytes
+        self._header(response)
+        response.metadata_offset = image.offset
+        return response
+
+    # ----- brokers --------------------------------------------------------------------------
+
+    async def RegisterBroker(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.RegisterBrokerResponse()
+        return await self._guard(response, context, self._register(request, context, response))
+
+    async def _register(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        if request.cluster_id != self._cluster_id:
+            raise RequestRejected(
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
+                f"broker {request.broker_id} belongs to cluster {request.cluster_id!r}, this "
+                f"quorum is cluster {self._cluster_id!r}: format the broker's log dirs with this "
+                "cluster's id",
+            )
+        register = RegisterBrokerRequest(
+            broker_id=request.broker_id,
+            incarnation_id=_uuid(request.incarnation_id, "incarnation_id"),
+            endpoints=tuple(BrokerEndpoint(e.name, e.host, e.port) for e in request.listeners),
+            rack=request.rack or None,
+        )
+        now = self._driver.clock.now_ms()
+        answer, offset = await self._write(
+            context,
+            lambda next_offset: self._sm.register_broker(
+                register, next_offset=next_offset, now_ms=now
+            ),
+        )
+        self._header(response, answer.error_code, answer.error_message or "")
+        response.broker_epoch = answer.broker_epoch
+        response.metadata_offset = offset
+        return response
+
+    async def BrokerHeartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.BrokerHeartbeatResponse()
+        return await self._guard(response, context, self._heartbeat(request, context, response))
+
+    async def _heartbeat(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        heartbeat = BrokerHeartbeatRequest(
+            broker_id=request.broker_id,
+            broker_epoch=request.broker_epoch,
+            current_metadata_offset=request.current_metadata_offset,
+        )
+        now = self._driver.clock.now_ms()
+        answer, offset = await self._write(
+            context,
+            lambda next_offset: self._sm.broker_heartbeat(
+                heartbeat, next_offset=next_offset, now_ms=now
+            ),
+        )
+        self._header(response, answer.error_code, answer.error_message or "")
+        response.is_caught_up = answer.is_caught_up
+        response.is_fenced = answer.is_fenced
+        response.should_shut_down = request.want_shut_down
+        response.metadata_offset = offset
+        return response
+
+
+def _check_count(count: int, maximum: int, what: str) -> None:
+    if count > maximum:
+        raise RequestRejected(
+            ErrorCode.INVALID_REQUEST,
+            f"{count} topics in one {what} request; at most {maximum} are allowed: split it",
+        )

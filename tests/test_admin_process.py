@@ -1,0 +1,326 @@
+"""The admin API end to end: three real controllers, test brokers registered through the
+lifecycle RPCs, the AdminClient and the ``metaquorum topics`` CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from quorum.admin import (
+    AdminClient,
+    AdminError,
+    InvalidReplicationFactorError,
+    NewTopic,
+    TopicCollection,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicIdError,
+)
+from quorum.errors import ErrorCode
+from quorum.ids import Uuid
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from tests.process_cluster import CLUSTER_ID, ProcessCluster, process_cluster, run_cli, wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+HEARTBEAT_INTERVAL_S = 1.0
+
+
+class FakeBrokers:
+    """Brokers that exist only as registrations and heartbeats (no process): enough for the
+    controller to place replicas. A background thread heartbeats until stopped."""
+
+    def __init__(self, cluster: ProcessCluster, broker_ids: list[int]) -> None:
+        self.cluster = cluster
+        self.epochs: dict[int, int] = {}
+        self.incarnations = {b: Uuid.random() for b in broker_ids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._heartbeat_loop, daemon=True)
+
+    def _call(self, method: str, request: object) -> object:
+        """Call the active controller (follow NOT_CONTROLLER through any node)."""
+
+        def attempt() -> object | None:
+            for node in self.cluster.nodes.values():
+                if not node.alive:
+                    continue
+                try:
+                    with grpc.insecure_channel(node.address) as channel:
+                        stub = admin_pb2_grpc.AdminServiceStub(channel)
+                        answer = getattr(stub, method)(request, timeout=5)
+                except grpc.RpcError:
+                    continue
+                if answer.error_code != ErrorCode.NOT_CONTROLLER:
+                    return answer
+            return None
+
+        return wait_until(attempt, 20, f"{method} answered by the active controller")
+
+    def register(self) -> None:
+        for broker_id, incarnation in self.incarnations.items():
+            answer = self._call(
+                "RegisterBroker",
+                admin_pb2.RegisterBrokerRequest(
+                    cluster_id=CLUSTER_ID,
+                    broker_id=broker_id,
+                    incarnation_id=incarnation.bytes,
+                    listeners=[
+                        admin_pb2.BrokerListener(name="PLAINTEXT", host="127.0.0.1", port=9)
+                    ],
+                ),
+            )
+            assert answer.error_code == 0, answer  # type: ignore[attr-defined]
+            self.epochs[broker_id] = answer.broker_epoch  # type: ignore[attr-defined]
+        self.heartbeat_all()
+        self._thread.start()
+
+    def heartbeat_all(self) -> bool:
+        fenced = False
+        for broker_id, epoch in self.epochs.items():
+            answer = self._call(
+                "BrokerHeartbeat",
+                admin_pb2.BrokerHeartbeatRequest(
+                    broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1 << 40
+                ),
+            )
+            fenced |= bool(answer.is_fenced)  # type: ignore[attr-defined]
+        return not fenced
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+            with contextlib.suppress(AssertionError):
+                self.heartbeat_all()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def cluster_with_brokers(tmp_path: Path, brokers: int = 3) -> Iterator[ProcessCluster]:
+    with process_cluster(tmp_path) as cluster:
+        cluster.format()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        test_brokers = FakeBrokers(cluster, list(range(101, 101 + brokers)))
+        test_brokers.register()
+        wait_until(test_brokers.heartbeat_all, 20, "every test broker unfenced")
+        try:
+            yield cluster
+        finally:
+            test_brokers.stop()
+
+
+def bootstrap(cluster: ProcessCluster) -> str:
+    return ",".join(n.address for n in cluster.nodes.values())
+
+
+def test_create_describe_delete_recreate_on_every_controller(tmp_path: Path) -> None:
+    with cluster_with_brokers(tmp_path) as cluster, AdminClient(bootstrap(cluster)) as admin:
+        created = admin.create_topics([NewTopic("orders", 3, 2)])
+        first_id = created.topic_id("orders")
+        offset = created.metadata_offset
+        # Every controller shows the same id and partitions once it has applied the offset.
+        views = []
+        for node in cluster.nodes.values():
+            with AdminClient(node.address) as one:
+                by_name = one.describe_topics(
+                    TopicCollection.of_topic_names(["orders"]), min_metadata_offset=offset
+                ).all_topic_names()["orders"]
+                by_id = one.describe_topics(
+                    TopicCollection.of_topic_ids([first_id]), min_metadata_offset=offset
+                ).all_topic_ids()[first_id]
+            assert by_name == by_id
+            views.append(by_name)
+        assert all(v == views[0] for v in views)
+        assert views[0].topic_id == first_id
+        assert len(views[0].partitions) == 3
+        assert all(len(p.replicas) == 2 for p in views[0].partitions)
+
+        with pytest.raises(TopicExistsError):
+            admin.create_topics([NewTopic("orders", 1, 1)]).topic_id("orders")
+
+        admin.delete_topics(TopicCollection.of_topic_ids([first_id])).all()
+        second_id = admin.create_topics([NewTopic("orders", 1, 2)]).topic_id("orders")
+        assert second_id != first_id
+        gone = admin.describe_topics(TopicCollection.of_topic_ids([first_id]))
+        with pytest.raises(UnknownTopicIdError):
+            gone.topic_id_values()[first_id].result()  # type: ignore[index]
+
+        # Both name and id in one delete entry: INVALID_REQUEST (as Kafka), nothing deleted.
+        with grpc.insecure_channel(admin.controller_address or "") as channel:
+            answer = admin_pb2_grpc.AdminServiceStub(channel).DeleteTopics(
+                admin_pb2.DeleteTopicsRequest(
+                    topics=[admin_pb2.DeletableTopic(name="orders", topic_id=second_id.bytes)]
+                ),
+                timeout=10,
+            )
+        assert answer.topics[0].error_code == ErrorCode.INVALID_REQUEST
+        assert "orders" in admin.list_topics().names()
+
+        # System topics cannot be deleted; a user-defined internal topic (KIP-619) can.
+        listing = {t.name: t for t in admin.list_topics().listings()}
+        assert listing["__cluster_metadata"].is_internal
+        system = admin.delete_topics(TopicCollection.of_topic_names(["__cluster_metadata"]))
+        with pytest.raises(TopicDeletionDisabledError):
+            system.all()
+        admin.create_topics([NewTopic("audit", 1, 1, configs={"internal": "true"})]).all()
+        described = admin.describe_topics(TopicCollection.of_topic_names(["audit"]))
+        assert described.all_topic_names()["audit"].is_internal
+        admin.delete_topics(TopicCollection.of_topic_names(["audit"])).all()
+        assert "audit" not in admin.list_topics().names()
+
+        cluster_view = admin.describe_cluster()
+        assert {b.broker_id for b in cluster_view.brokers} == {101, 102, 103}  # type: ignore[attr-defined]
+
+
+def test_topics_cli_against_the_quorum(tmp_path: Path) -> None:
+    with cluster_with_brokers(tmp_path) as cluster:
+        server = bootstrap(cluster)
+        out = run_cli(
+            "topics", "--bootstrap-server", server, "--create", "--topic", "payments",
+            "--partitions", "2", "--replication-factor", "3", "--config", "retention.ms=1000",
+        )  # fmt: skip
+        assert "Created topic payments." in out.stdout
+        described = run_cli(
+            "topics", "--bootstrap-server", server, "--describe", "--topic", "payments"
+        )
+        first = described.stdout.splitlines()[0]
+        assert first.startswith("Topic: payments\tTopicId: ")
+        assert "PartitionCount: 2\tReplicationFactor: 3\tConfigs: retention.ms=1000" in first
+        topic_id = first.split("TopicId: ")[1].split("\t")[0]
+        assert Uuid.parse(topic_id)
+        again = run_cli(
+            "topics", "--bootstrap-server", server, "--create", "--topic", "payments",
+            "--partitions", "1", "--replication-factor", "1", check=False,
+        )  # fmt: skip
+        assert again.returncode == 1
+        assert "TOPIC_ALREADY_EXISTS" in again.stderr
+        listed = run_cli("topics", "--bootstrap-server", server, "--list", "--exclude-internal")
+        assert listed.stdout.split() == ["payments"]
+        run_cli("topics", "--bootstrap-server", server, "--delete", "--topic-id", topic_id)
+        missing = run_cli(
+            "topics", "--bootstrap-server", server, "--describe", "--topic-id", topic_id,
+            check=False,
+        )  # fmt: skip
+        assert missing.returncode == 1
+        assert "UNKNOWN_TOPIC_ID" in missing.stderr
+
+
+def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    with cluster_with_brokers(tmp_path) as cluster, AdminClient(bootstrap(cluster)) as admin:
+        admin.create_topics([NewTopic("a.b", 1, 1)]).all()
+        before = sorted((t.name, t.topic_id) for t in admin.list_topics().listings())
+        cases: list[tuple[NewTopic, str]] = [
+            (NewTopic("", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic(".", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic("..", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic("x" * 250, 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic("a/b", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic("caf\u00e9", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+            (NewTopic("a_b", 1, 1), "INVALID_TOPIC_EXCEPTION"),  # collides with a.b
+            (NewTopic("__cluster_metadata", 1, 1), "INVALID_REQUEST"),
+            (NewTopic("zero", 0, 1), "INVALID_PARTITIONS"),
+            (NewTopic("minus-two", -2, 1), "INVALID_PARTITIONS"),
+            (NewTopic("rf-zero", 1, 0), "INVALID_REPLICATION_FACTOR"),
+            (NewTopic("rf-four", 1, 4), "INVALID_REPLICATION_FACTOR"),
+            (NewTopic("cfg", 1, 1, configs={"no.such.key": "1"}), "INVALID_CONFIG"),
+            (
+                NewTopic("assign", replica_assignments={0: [101, 101]}),
+                "INVALID_REPLICA_ASSIGNMENT",
+            ),
+            (NewTopic("assign2", replica_assignments={0: [999]}), "INVALID_REPLICA_ASSIGNMENT"),
+        ]
+        for topic, expected in cases:
+            result = admin.create_topics([topic])
+            with pytest.raises(AdminError) as excinfo:
+                result.topic_id(topic.name)
+            assert expected in str(excinfo.value), (topic.name[:20], str(excinfo.value))
+        with pytest.raises(InvalidReplicationFactorError, match="broker"):
+            admin.create_topics([NewTopic("rf-many", 1, 5)]).all()
+        with grpc.insecure_channel(admin.controller_address or "") as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            too_many = stub.CreateTopics(
+                admin_pb2.CreateTopicsRequest(
+                    topics=[admin_pb2.CreatableTopic(name=f"t{i}", num_partitions=1,
+                                                     replication_factor=1) for i in range(1001)]
+                ),
+                timeout=10,
+            )  # fmt: skip
+            assert too_many.error_code == ErrorCode.INVALID_REQUEST
+            assert "1000" in too_many.error_message or "1,000" in too_many.error_message
+            bad_id = stub.DeleteTopics(
+                admin_pb2.DeleteTopicsRequest(topics=[admin_pb2.DeletableTopic(topic_id=b"x" * 5)]),
+                timeout=10,
+            )
+            assert bad_id.error_code == ErrorCode.INVALID_REQUEST
+            with pytest.raises(grpc.RpcError) as huge:
+                stub.CreateTopics(
+                    admin_pb2.CreateTopicsRequest(
+                        topics=[admin_pb2.CreatableTopic(name="x" * (5 * 1024 * 1024))]
+                    ),
+                    timeout=10,
+                )
+            assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            duplicate = stub.DeleteTopics(
+                admin_pb2.DeleteTopicsRequest(
+                    topics=[
+                        admin_pb2.DeletableTopic(name="a.b"),
+                        admin_pb2.DeletableTopic(name="a.b"),
+                    ]
+                ),
+                timeout=10,
+            )
+            assert [t.error_code for t in duplicate.topics] == [ErrorCode.INVALID_REQUEST] * 2
+        after = sorted((t.name, t.topic_id) for t in admin.list_topics().listings())
+        assert after == before
+
+
+def test_acknowledged_creates_survive_kill_9_of_the_leader(tmp_path: Path) -> None:
+    with (
+        cluster_with_brokers(tmp_path) as cluster,
+        AdminClient(bootstrap(cluster), timeout_s=20) as admin,
+    ):
+        acknowledged: dict[str, Uuid] = {}
+        attempted: list[str] = []
+        stop = threading.Event()
+
+        def create_stream() -> None:
+            i = 0
+            while not stop.is_set() and i < 2000:
+                name = f"stream-{i}"
+                attempted.append(name)
+                i += 1
+                try:
+                    acknowledged[name] = admin.create_topics([NewTopic(name, 1, 3)]).topic_id(name)
+                except AdminError:
+                    continue
+
+        writer = threading.Thread(target=create_stream, daemon=True)
+        writer.start()
+        wait_until(lambda: len(acknowledged) >= 20, 30, "some acknowledged creates")
+        leader, _, _ = cluster.wait_for_leader()
+        cluster.kill(leader, signal.SIGKILL)
+        count = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= count + 20, 40, "creates continuing after failover")
+        stop.set()
+        writer.join(timeout=60)
+        cluster.start(leader)
+        listing = {t.name: t.topic_id for t in admin.list_topics().listings()}
+        for name, topic_id in acknowledged.items():
+            assert listing.get(name) == topic_id, f"acknowledged {name} lost or changed"
+        names = [t.name for t in admin.list_topics().listings()]
+        assert len(names) == len(set(names))
+        # Unacknowledged creates are either fully present (with partitions) or absent.
+        unknown = [n for n in attempted if n not in acknowledged and n in listing]
+        if unknown:
+            described = admin.describe_topics(TopicCollection.of_topic_names(unknown))
+            for description in described.all_topic_names().values():
+                assert len(description.partitions) == 1
