@@ -3,10 +3,8 @@ lifecycle RPCs, the AdminClient and the ``metaquorum topics`` CLI."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -25,97 +23,14 @@ from quorum.admin import (
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
-from tests.process_cluster import CLUSTER_ID, ProcessCluster, process_cluster, run_cli, wait_until
+from tests.process_cluster import (
+    ProcessCluster,
+    cluster_with_brokers,
+    run_cli,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
-
-HEARTBEAT_INTERVAL_S = 1.0
-
-
-class FakeBrokers:
-    """Brokers that exist only as registrations and heartbeats (no process): enough for the
-    controller to place replicas. A background thread heartbeats until stopped."""
-
-    def __init__(self, cluster: ProcessCluster, broker_ids: list[int]) -> None:
-        self.cluster = cluster
-        self.epochs: dict[int, int] = {}
-        self.incarnations = {b: Uuid.random() for b in broker_ids}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._heartbeat_loop, daemon=True)
-
-    def _call(self, method: str, request: object) -> object:
-        """Call the active controller (follow NOT_CONTROLLER through any node)."""
-
-        def attempt() -> object | None:
-            for node in self.cluster.nodes.values():
-                if not node.alive:
-                    continue
-                try:
-                    with grpc.insecure_channel(node.address) as channel:
-                        stub = admin_pb2_grpc.AdminServiceStub(channel)
-                        answer = getattr(stub, method)(request, timeout=5)
-                except grpc.RpcError:
-                    continue
-                if answer.error_code != ErrorCode.NOT_CONTROLLER:
-                    return answer
-            return None
-
-        return wait_until(attempt, 20, f"{method} answered by the active controller")
-
-    def register(self) -> None:
-        for broker_id, incarnation in self.incarnations.items():
-            answer = self._call(
-                "RegisterBroker",
-                admin_pb2.RegisterBrokerRequest(
-                    cluster_id=CLUSTER_ID,
-                    broker_id=broker_id,
-                    incarnation_id=incarnation.bytes,
-                    listeners=[
-                        admin_pb2.BrokerListener(name="PLAINTEXT", host="127.0.0.1", port=9)
-                    ],
-                ),
-            )
-            assert answer.error_code == 0, answer  # type: ignore[attr-defined]
-            self.epochs[broker_id] = answer.broker_epoch  # type: ignore[attr-defined]
-        self.heartbeat_all()
-        self._thread.start()
-
-    def heartbeat_all(self) -> bool:
-        fenced = False
-        for broker_id, epoch in self.epochs.items():
-            answer = self._call(
-                "BrokerHeartbeat",
-                admin_pb2.BrokerHeartbeatRequest(
-                    broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1 << 40
-                ),
-            )
-            fenced |= bool(answer.is_fenced)  # type: ignore[attr-defined]
-        return not fenced
-
-    def _heartbeat_loop(self) -> None:
-        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
-            with contextlib.suppress(AssertionError):
-                self.heartbeat_all()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
-
-
-@contextlib.contextmanager
-def cluster_with_brokers(tmp_path: Path, brokers: int = 3) -> Iterator[ProcessCluster]:
-    with process_cluster(tmp_path) as cluster:
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        test_brokers = FakeBrokers(cluster, list(range(101, 101 + brokers)))
-        test_brokers.register()
-        wait_until(test_brokers.heartbeat_all, 20, "every test broker unfenced")
-        try:
-            yield cluster
-        finally:
-            test_brokers.stop()
 
 
 def bootstrap(cluster: ProcessCluster) -> str:

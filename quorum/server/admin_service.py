@@ -4,8 +4,9 @@ Writes go to the active controller only: an operation of the pure ``ControllerSt
 runs inside the driver loop (serialized, with the offset its records will get), its records are
 appended as one batch, and the answer is sent once the high watermark passes them, carrying the
 committing ``metadata_offset``. Any other controller answers NOT_CONTROLLER naming the leader
-and its address. Reads are served by every controller from its committed image, after waiting
-(bounded by the deadline) until that image has applied ``min_metadata_offset``.
+and its address. Reads that carry ``min_metadata_offset`` are served by every controller from
+its committed image, after waiting (bounded by the deadline) until that image has applied the
+offset (read-your-writes); reads without it go to the active controller, like writes.
 
 Per-topic outcomes carry Kafka error codes; only transport failures use gRPC status codes.
 """
@@ -155,8 +156,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return answer, proposal.last_offset
 
     async def _read_at(self, request: Any, context: grpc.aio.ServicerContext) -> None:
-        """Wait until the committed image has applied ``min_metadata_offset`` (if asked)."""
+        """Wait until the committed image has applied ``min_metadata_offset``. A read that
+        names no offset wants the newest state: only the active controller has it for sure,
+        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale."""
         if not request.HasField("min_metadata_offset"):
+            if not self._driver.node.is_leader():
+                raise self._not_controller()
             return
         wanted = request.min_metadata_offset
         if self._sm.committed_image.offset >= wanted:
