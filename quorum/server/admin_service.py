@@ -21,6 +21,7 @@ import grpc
 
 from quorum import limits
 from quorum.config import HostPort
+from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
@@ -35,6 +36,7 @@ from quorum.controller.result import ControllerResult
 from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, InvalidUuidError, Uuid
+from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint
 from quorum.raft.node import NotLeaderError
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
@@ -72,17 +74,32 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     def __init__(
         self,
         driver: RaftDriver,
-        state_machine: ControllerStateMachine,
+        state_machine: ControllerStateMachine | None,
         *,
         cluster_id: str,
         voters: Mapping[int, HostPort],
         controller_ready: Callable[[], bool],
+        image: Callable[[], MetadataImage] | None = None,
+        serve_reads_without_offset: bool = False,
     ) -> None:
+        """``state_machine`` None: a broker, which serves reads from its own ``image`` (like a
+        Kafka broker's metadata cache, answering even without ``min_metadata_offset``) and
+        answers every write with NOT_CONTROLLER."""
+        assert state_machine is not None or image is not None
         self._driver = driver
         self._sm = state_machine
         self._cluster_id = cluster_id
         self._voters = voters
         self._controller_ready = controller_ready
+        self._image: Callable[[], MetadataImage] = image or (
+            lambda: self._controller().committed_image
+        )
+        self._serve_reads_without_offset = serve_reads_without_offset
+
+    def _controller(self) -> ControllerStateMachine:
+        if self._sm is None:
+            raise self._not_controller()
+        return self._sm
 
     # ----- shared plumbing ------------------------------------------------------------------
 
@@ -127,7 +144,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         driver = self._driver
         node = driver.node
         budget = self._budget_s(context)
-        if not node.is_leader():
+        if self._sm is None or not node.is_leader():
             raise self._not_controller()
         if not self._controller_ready():
             ready = await driver.wait_for(
@@ -143,7 +160,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         try:
             proposal, answer = await asyncio.wait_for(driver.submit(run), budget)
             if proposal is None:
-                return answer, self._sm.committed_image.offset
+                return answer, self._image().offset
             await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
         except NotLeaderError:
             raise self._not_controller() from None
@@ -160,21 +177,20 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         names no offset wants the newest state: only the active controller has it for sure,
         so any other controller redirects it (NOT_CONTROLLER) instead of answering stale."""
         if not request.HasField("min_metadata_offset"):
-            if not self._driver.node.is_leader():
+            if not self._serve_reads_without_offset and not self._driver.node.is_leader():
                 raise self._not_controller()
             return
         wanted = request.min_metadata_offset
-        if self._sm.committed_image.offset >= wanted:
+        if self._image().offset >= wanted:
             return
         reached = await self._driver.wait_for(
-            lambda: self._sm.committed_image.offset >= wanted, self._budget_s(context)
+            lambda: self._image().offset >= wanted, self._budget_s(context)
         )
         if not reached:
             raise RequestRejected(
                 ErrorCode.REQUEST_TIMED_OUT,
-                f"this node has applied the metadata log up to offset "
-                f"{self._sm.committed_image.offset}, not yet {wanted}; retry, or ask another "
-                "node",
+                f"this node has applied the metadata log up to offset {self._image().offset}, "
+                f"not yet {wanted}; retry, or ask another node",
             )
 
     async def _guard(self, response: Any, context: grpc.aio.ServicerContext, body: Any) -> Any:
@@ -211,7 +227,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         create = CreateTopicsRequest(topics, validate_only=request.validate_only)
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._sm.create_topics(
+            lambda next_offset: self._controller().create_topics(
                 create, next_offset=next_offset, new_topic_id=Uuid.random
             ),
         )
@@ -248,7 +264,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         )
         delete = DeleteTopicsRequest(entries)
         answer, offset = await self._write(
-            context, lambda next_offset: self._sm.delete_topics(delete, next_offset=next_offset)
+            context,
+            lambda next_offset: self._controller().delete_topics(delete, next_offset=next_offset),
         )
         for result in answer.topics:
             response.topics.add(
@@ -270,12 +287,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> Any:
         _check_count(len(request.topics), limits.DESCRIBE_TOPICS_TOPICS_MAX, "describe")
         await self._read_at(request, context)
-        image_offset = self._sm.committed_image.offset
+        image = self._image()
         wanted = tuple(
             DescribeTopic(name=t.name or None, topic_id=_uuid(t.topic_id, "topic_id"))
             for t in request.topics
         )
-        for d in self._sm.describe_topics(wanted):
+        for d in describe_topics(image, wanted):
             response.topics.add(
                 name=d.name or "",
                 topic_id=_id_bytes(d.topic_id),
@@ -297,7 +314,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in d.configs],
             )
         self._header(response)
-        response.metadata_offset = image_offset
+        response.metadata_offset = image.offset
         return response
 
     async def ListTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -306,8 +323,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     async def _list(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
         await self._read_at(request, context)
-        image_offset = self._sm.committed_image.offset
-        for t in self._sm.list_topics(include_internal=not request.exclude_internal):
+        image = self._image()
+        for t in list_topics(image, include_internal=not request.exclude_internal):
             response.topics.add(
                 name=t.name,
                 topic_id=t.topic_id.bytes,
@@ -315,7 +332,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 creation_offset=t.creation_offset,
             )
         self._header(response)
-        response.metadata_offset = image_offset
+        response.metadata_offset = image.offset
         return response
 
     async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -324,7 +341,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     async def _cluster(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
         await self._read_at(request, context)
-        image = self._sm.committed_image
+        image = self._image()
         response.cluster_id = self._cluster_id
         for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):
             endpoint = broker.endpoints[0] if broker.endpoints else None
@@ -369,7 +386,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         now = self._driver.clock.now_ms()
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._sm.register_broker(
+            lambda next_offset: self._controller().register_broker(
                 register, next_offset=next_offset, now_ms=now
             ),
         )
@@ -393,7 +410,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         now = self._driver.clock.now_ms()
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._sm.broker_heartbeat(
+            lambda next_offset: self._controller().broker_heartbeat(
                 heartbeat, next_offset=next_offset, now_ms=now
             ),
         )

@@ -28,6 +28,7 @@ from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import Record
 from quorum.raft.messages import (
     Envelope,
+    FetchResponse,
     Message,
     RequestFailed,
 )
@@ -46,6 +47,22 @@ class Clock:
 
     def to_wall_ms(self, monotonic_ms: int) -> int:
         return int(time.time() * 1000) - (self.now_ms() - monotonic_ms)
+
+
+def _split_by_durability(ready: Ready) -> tuple[list[Envelope], list[Envelope]]:
+    """Messages that may leave before this Ready is durable, and those that must wait.
+
+    Everything a node says promises durability (a vote, an acknowledged epoch, a fetch offset)
+    except what a leader serves in Fetch responses: Raft lets the leader ship entries before
+    its own fsync, since its own log end counts toward the high watermark only once durable
+    (``RaftNode.advance``). Sending them first overlaps the leader's fsync with the followers'.
+    A Ready that also persists election state keeps everything for after it.
+    """
+    if ready.election_to_persist is not None or not ready.needs_flush:
+        return [], list(ready.messages_to_send)
+    early = [e for e in ready.messages_to_send if isinstance(e.message, FetchResponse)]
+    later = [e for e in ready.messages_to_send if not isinstance(e.message, FetchResponse)]
+    return early, later
 
 
 class ShuttingDownError(Exception):
@@ -187,8 +204,10 @@ class RaftDriver:
                 node.resign(now)
             self._run_operations(now)
             ready = node.poll(now)
+            early, later = _split_by_durability(ready)
+            self._dispatch(early)
             await self._persist(ready)
-            self._dispatch(ready.messages_to_send)
+            self._dispatch(later)
             self._apply(ready)
             node.advance(ready)
             self.ready_count += 1
@@ -250,7 +269,7 @@ class RaftDriver:
             self.log.truncate_to(ready.truncate_to, high_watermark=0)
         if ready.entries_to_append:
             self.log.append(ready.entries_to_append)
-            await asyncio.to_thread(self.log.flush)
+            self.log.flush()
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
         for envelope in envelopes:
