@@ -544,6 +544,69 @@ def controller_start(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
 
 
+# ----- broker ----------------------------------------------------------------------------------
+
+
+def add_broker_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("broker", help="run a broker (a Raft observer)")
+    commands = parser.add_subparsers(dest="broker_command", required=True)
+    start = commands.add_parser(
+        "start",
+        help="start a broker process on its config",
+        description=(
+            "Start a broker: it fetches __cluster_metadata as an observer, registers with the "
+            "active controller, heartbeats, and keeps its partition directories in line with "
+            "the metadata (stale ones go to log.dirs/deleting/ and are deleted after "
+            "delete.topic.delay.ms). Format its log dirs first (metaquorum storage format)."
+        ),
+    )
+    add_config_arguments(start)
+    start.set_defaults(handler=broker_start)
+    pending = commands.add_parser(
+        "pending-deletions",
+        help="list what reconciliation has moved aside and what it would do now (dry run)",
+        description=(
+            "Offline and read-only: scans log.dirs and replays the broker's local copy of the "
+            "metadata log to show the pending deletions in deleting/ (with their due times) "
+            "and the FULL reconciliation the broker would run against that metadata. Safe "
+            "while the broker runs. One JSON object per line."
+        ),
+    )
+    add_config_arguments(pending)
+    pending.set_defaults(handler=broker_pending_deletions)
+
+
+def broker_start(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from broker.server import run_broker
+    from quorum.logs import configure_logging
+    from quorum.server.controller import StartupError
+
+    config = config_from_args(args)
+    if not config.is_broker:
+        raise CommandError(
+            f"{config.describe_source()} has process.roles {sorted(config.process_roles)}; "
+            "'broker start' needs the broker role"
+        )
+    configure_logging("broker")
+    try:
+        return asyncio.run(run_broker(config))
+    except StartupError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def broker_pending_deletions(args: argparse.Namespace) -> int:
+    import json
+
+    from broker.pending import pending_deletions_report
+
+    config = config_from_args(args)
+    for row in pending_deletions_report(config):
+        print(json.dumps(row, sort_keys=True))
+    return 0
+
+
 # ----- dev -------------------------------------------------------------------------------------
 
 
@@ -577,6 +640,7 @@ def dev_up(args: argparse.Namespace) -> int:
 COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_storage_commands,
     add_controller_commands,
+    add_broker_commands,
     add_dev_commands,
     add_log_commands,
     add_quorum_commands,

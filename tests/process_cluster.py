@@ -80,6 +80,8 @@ def run_cli(
 
 @dataclass
 class ControllerProcess:
+    """A controller or a broker process (``role``)."""
+
     node_id: int
     port: int
     config: Path
@@ -87,6 +89,17 @@ class ControllerProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    role: str = "controller"
+
+    @property
+    def metadata_dir(self) -> Path:
+        base = self.data_dir / "metadata" if self.role == "broker" else self.data_dir
+        return base / "__cluster_metadata-0"
+
+    @property
+    def log_dir(self) -> Path:
+        """A broker's (only) log dir."""
+        return self.data_dir / "logs"
 
     @property
     def address(self) -> str:
@@ -102,6 +115,8 @@ class ProcessCluster:
     root: Path
     voters: int = 3
     settings: dict[str, Any] = field(default_factory=dict)
+    brokers: int = 0
+    broker_settings: dict[str, Any] = field(default_factory=dict)
     cluster_id: str = CLUSTER_ID
     nodes: dict[int, ControllerProcess] = field(default_factory=dict)
 
@@ -123,6 +138,28 @@ class ProcessCluster:
             self.nodes[node_id] = ControllerProcess(
                 node_id, port, config, data_dir, self.root / f"controller-{node_id}.log"
             )
+        for node_id in range(101, 101 + self.brokers):
+            port = free_port()
+            data_dir = self.root / f"broker-{node_id}"
+            config = self.root / f"broker-{node_id}.toml"
+            lines = [
+                f'"node.id" = {node_id}',
+                '"process.roles" = ["broker"]',
+                f'"controller.quorum.voters" = {json.dumps(voters)}',
+                f'"listeners" = ["BROKER://127.0.0.1:{port}"]',
+                f'"log.dirs" = ["{data_dir / "logs"}"]',
+                f'"metadata.log.dir" = "{data_dir / "metadata"}"',
+            ]
+            lines += [f'"{k}" = {json.dumps(v)}' for k, v in self.broker_settings.items()]
+            config.write_text("\n".join(lines) + "\n")
+            self.nodes[node_id] = ControllerProcess(
+                node_id,
+                port,
+                config,
+                data_dir,
+                self.root / f"broker-{node_id}.log",
+                role="broker",
+            )
 
     # ----- lifecycle ------------------------------------------------------------------------
 
@@ -141,7 +178,7 @@ class ProcessCluster:
         log = node.log_path.open("ab")
         env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
         node.process = subprocess.Popen(
-            [*METAQUORUM, "controller", "start", "--config", str(node.config), *extra],
+            [*METAQUORUM, node.role, "start", "--config", str(node.config), *extra],
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -179,9 +216,17 @@ class ProcessCluster:
             stub = raft_pb2_grpc.QuorumServiceStub(channel)
             return stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=timeout_s)
 
+    @property
+    def controller_ids(self) -> list[int]:
+        return [n for n, p in self.nodes.items() if p.role == "controller"]
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return [n for n, p in self.nodes.items() if p.role == "broker"]
+
     def leader(self, among: list[int] | None = None) -> tuple[int, int, int] | None:
         """(leader id, epoch, high watermark) as a live node reports it, if it knows one."""
-        for node_id in among or [n for n, p in self.nodes.items() if p.alive]:
+        for node_id in among or [n for n in self.controller_ids if self.nodes[n].alive]:
             try:
                 answer = self.describe(node_id)
             except grpc.RpcError:
@@ -196,8 +241,7 @@ class ProcessCluster:
         return wait_until(lambda: self.leader(among), timeout_s, "a leader")
 
     def log_dump(self, node_id: int) -> list[dict[str, Any]]:
-        directory = self.nodes[node_id].data_dir / "__cluster_metadata-0"
-        result = run_cli("log", "dump", str(directory))
+        result = run_cli("log", "dump", str(self.nodes[node_id].metadata_dir))
         return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
@@ -207,8 +251,8 @@ def process_cluster(root: Path, **kwargs: Any) -> Iterator[ProcessCluster]:
     try:
         yield cluster
     except BaseException:
-        for node_id in cluster.nodes:
-            sys.stderr.write(f"---- controller {node_id} log (tail) ----\n")
+        for node_id, node in cluster.nodes.items():
+            sys.stderr.write(f"---- {node.role} {node_id} log (tail) ----\n")
             sys.stderr.write(cluster.logs(node_id)[-4000:] + "\n")
         raise
     finally:
@@ -233,7 +277,7 @@ class FakeBrokers:
         """Call the active controller (follow NOT_CONTROLLER through any node)."""
 
         def attempt() -> object | None:
-            for node in self.cluster.nodes.values():
+            for node in (self.cluster.nodes[n] for n in self.cluster.controller_ids):
                 if not node.alive:
                     continue
                 try:

@@ -1,0 +1,340 @@
+"""``metaquorum broker start``: a broker process.
+
+A broker is a Raft observer of ``__cluster_metadata``: the same ``RaftNode`` the controllers
+run, as a non-voter, keeps a local copy of the metadata log (Fetch keyed by the metadata topic
+id, long-poll, following leader changes, truncating on divergence). Committed batches are
+replayed into the same ``MetadataImage``/``MetadataDelta`` the controllers use. The broker
+registers with the active controller, heartbeats with the offset it has applied, and is
+unfenced once caught up.
+
+Partition directories follow the image (DESIGN.md section 6): once the image has caught up to
+the broker's own registration record (the high watermark it saw at start, Kafka's
+``initialCatchUpFuture``), a FULL reconciliation runs; every later image change runs an
+INCREMENTAL one. Nothing destructive happens before that first catch-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.logdirs import LogDirs
+from broker.reconcile import ReconcileMode
+from quorum import meta_properties
+from quorum.config import NodeConfig
+from quorum.errors import ErrorCode
+from quorum.ids import Uuid
+from quorum.metadata.batch import LogBatch, decode_batch
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import MetadataImage
+from quorum.raft.node import RaftNode
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.server.admin_service import AdminServicer
+from quorum.server.controller import METADATA_PARTITION_DIR, StartupError, raft_config
+from quorum.server.driver import Clock, RaftDriver
+from quorum.server.service import SERVER_OPTIONS, PeerClients
+from quorum.storage import SegmentedLog
+
+ADMIN_SERVICE = "quorum.rpc.v1.AdminService"
+REGISTER_RETRY_S = 0.5
+SERVER_GRACE_S = 0.5
+
+
+def wall_ms() -> int:
+    """Due times of pending deletions must survive reboots: wall clock, not monotonic."""
+    return time.time_ns() // 1_000_000
+
+
+def assigned_partitions(image: MetadataImage, broker_id: int) -> dict[tuple[Uuid, int], str]:
+    """(topic id, partition) -> topic name for every replica the image places on the broker."""
+    return {
+        (topic.topic_id, partition.partition): topic.name
+        for topic in image.topics_by_id.values()
+        for partition in topic.partitions.values()
+        if broker_id in partition.replicas
+    }
+
+
+@dataclass
+class ReconcileStats:
+    runs: int = 0
+    created: int = 0
+    moved_aside: int = 0
+    deleted: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class BrokerNode:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.broker_id = config.node_id
+        self.log = structlog.get_logger("broker").bind(node_id=config.node_id)
+        properties = meta_properties.check(config)
+        self.cluster_id = str(properties[config.metadata_log_dir].cluster_id)
+        self.segments = SegmentedLog.open(
+            config.metadata_log_dir / METADATA_PARTITION_DIR,
+            segment_bytes_max=config.metadata_log_segment_bytes,
+        )
+        self.clock = Clock()
+        self.node = RaftNode(
+            node_id=config.node_id,
+            voters=config.voter_ids,
+            cluster_id=self.cluster_id,
+            config=raft_config(config),
+            rng=random.Random(),
+            now_ms=self.clock.now_ms(),
+            election_state=None,  # observers persist no election state
+            batches=list(self.segments.read_all()),
+        )
+        self.peers = PeerClients(
+            config.controller_quorum_voters, config.controller_quorum_request_timeout_ms
+        )
+        self.driver = RaftDriver(
+            node=self.node,
+            log=self.segments,
+            election_store=None,
+            send_request=self.peers.send,
+            clock=self.clock,
+            on_committed=self._on_committed,
+        )
+        self.image = MetadataImage.EMPTY
+        self.log_dirs = LogDirs(config.log_dirs, self.log)
+        self.controllers = ControllerClient(config.controller_quorum_voters)
+        self.incarnation_id = Uuid.random()
+        self.broker_epoch = -1
+        self.registration_offset: int | None = None
+        self.fenced = True
+        self.caught_up = asyncio.Event()
+        self.image_changed = asyncio.Event()
+        self._removed: set[tuple[Uuid, int]] = set()
+        self.stats = ReconcileStats()
+        self.health = health.aio.HealthServicer()
+        self.server: grpc.aio.Server | None = None
+
+    # ----- metadata -------------------------------------------------------------------------
+
+    def _on_committed(self, batches: Sequence[LogBatch]) -> None:
+        delta = MetadataDelta(self.image)
+        for batch in batches:
+            delta.replay_batch(decode_batch(batch.data))
+        changes = delta.local_changes(self.broker_id)
+        before = self.image
+        self.image = delta.apply()
+        for lost in changes.deletes.values():
+            self._removed.update((lost.topic_id, p) for p in lost.partitions)
+        if self.image.topics_by_id is not before.topics_by_id or changes.creates or changes.deletes:
+            self.image_changed.set()
+        topic_id = self.image.metadata_topic_id
+        if topic_id is not None and self.node.metadata_topic_id != topic_id:
+            self.node.set_metadata_topic_id(topic_id)
+        self._check_caught_up()
+
+    def _check_caught_up(self) -> None:
+        if (
+            not self.caught_up.is_set()
+            and self.registration_offset is not None
+            and self.image.offset >= self.registration_offset
+        ):
+            self.caught_up.set()
+            self.log.info("caught_up", applied_offset=self.image.offset)
+            for service in ("", ADMIN_SERVICE):
+                asyncio.get_running_loop().create_task(
+                    self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+                )
+
+    # ----- registration and heartbeats ------------------------------------------------------
+
+    async def _register(self) -> None:
+        listener = self.config.listener
+        answer = await self.controllers.call(
+            "RegisterBroker",
+            admin_pb2.RegisterBrokerRequest(
+                cluster_id=self.cluster_id,
+                broker_id=self.broker_id,
+                incarnation_id=self.incarnation_id.bytes,
+                listeners=[
+                    admin_pb2.BrokerListener(
+                        name=listener.name, host=listener.host, port=listener.port
+                    )
+                ],
+            ),
+        )
+        code = ErrorCode(answer.error_code)
+        if code is ErrorCode.INCONSISTENT_CLUSTER_ID:
+            raise StartupError(answer.error_message)
+        if code is not ErrorCode.NONE:
+            self.log.warning("registration_refused", error=code.name, message=answer.error_message)
+            return
+        self.broker_epoch = answer.broker_epoch
+        if self.registration_offset is None:
+            self.registration_offset = answer.metadata_offset
+        self.log.info(
+            "registered",
+            broker_epoch=self.broker_epoch,
+            catch_up_to_offset=self.registration_offset,
+        )
+        self._check_caught_up()
+
+    async def _heartbeat(self) -> None:
+        answer = await self.controllers.call(
+            "BrokerHeartbeat",
+            admin_pb2.BrokerHeartbeatRequest(
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch,
+                current_metadata_offset=max(self.image.offset, 0),
+            ),
+        )
+        code = ErrorCode(answer.error_code)
+        if code is ErrorCode.STALE_BROKER_EPOCH:
+            self.log.warning("registration_lost", message=answer.error_message)
+            self.broker_epoch = -1
+            return
+        if code is not ErrorCode.NONE:
+            self.log.warning("heartbeat_refused", error=code.name, message=answer.error_message)
+            return
+        if answer.is_fenced != self.fenced:
+            self.fenced = answer.is_fenced
+            self.log.info("fenced" if self.fenced else "unfenced", broker_epoch=self.broker_epoch)
+
+    async def lifecycle(self) -> None:
+        interval_s = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                if self.broker_epoch >= 0:
+                    await self._heartbeat()
+            except ControllerUnavailableError as exc:
+                self.log.debug("controller_unavailable", reason=str(exc))
+            wait_s = interval_s if self.broker_epoch >= 0 else REGISTER_RETRY_S
+            if self.fenced and self.caught_up.is_set():
+                wait_s = min(wait_s, REGISTER_RETRY_S)  # ask to be unfenced soon
+            await asyncio.sleep(wait_s)
+
+    # ----- reconciliation -------------------------------------------------------------------
+
+    async def reconcile_forever(self) -> None:
+        await self.caught_up.wait()
+        mode = ReconcileMode.FULL
+        while True:
+            self.image_changed.clear()
+            removed, self._removed = self._removed, set()
+            assigned = assigned_partitions(self.image, self.broker_id)
+            plan, result = await asyncio.to_thread(
+                self.log_dirs.reconcile,
+                assigned=assigned,
+                mode=mode,
+                now_ms=wall_ms(),
+                delete_delay_ms=self.config.delete_topic_delay_ms,
+                removed=removed,
+            )
+            self.stats.runs += 1
+            self.stats.created += len(plan.creates)
+            self.stats.moved_aside += len(plan.move_aside)
+            self.stats.deleted += len(plan.deletes)
+            if not plan.is_empty or mode is ReconcileMode.FULL:
+                self.log.info(
+                    "reconciled",
+                    mode=mode.name,
+                    applied_offset=self.image.offset,
+                    created=len(plan.creates),
+                    moved_aside=len(plan.move_aside),
+                    deleted=len(plan.deletes),
+                    failures=len(result.failures),
+                )
+            mode = ReconcileMode.INCREMENTAL
+            due = self.log_dirs.next_deletion_due_ms()
+            timeout_s = None if due is None else max(0.0, (due - wall_ms()) / 1000) + 0.01
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.image_changed.wait(), timeout_s)
+
+    # ----- process --------------------------------------------------------------------------
+
+    async def start_server(self) -> None:
+        server = grpc.aio.server(options=SERVER_OPTIONS)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(
+                self.driver,
+                None,
+                cluster_id=self.cluster_id,
+                voters=self.config.controller_quorum_voters,
+                controller_ready=lambda: False,
+                image=lambda: self.image,
+                serve_reads_without_offset=True,
+            ),
+            server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        for service in ("", ADMIN_SERVICE):
+            await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        reflection.enable_server_reflection(
+            (
+                admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        listener = self.config.listener
+        address = f"{listener.host}:{listener.port}"
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {address}: {exc}") from exc
+        if port == 0:
+            raise StartupError(f"cannot listen on {address}: the port is in use")
+        await server.start()
+        self.server = server
+        self.log.info("listening", address=address, cluster_id=self.cluster_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        scan = await asyncio.to_thread(self.log_dirs.scan)
+        self.log.info(
+            "log_dirs_scanned",
+            partitions=len(scan.on_disk),
+            pending_deletions=len(scan.pending_deletions),
+        )
+        await self.start_server()
+        tasks = {
+            asyncio.create_task(self.driver.run(), name="raft-observer"),
+            asyncio.create_task(self.lifecycle(), name="lifecycle"),
+            asyncio.create_task(self.reconcile_forever(), name="reconcile"),
+            asyncio.create_task(stop.wait(), name="stop-signal"),
+        }
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        self.log.info("shutting_down", applied_offset=self.image.offset)
+        self.driver.stop()
+        for task in tasks:
+            if task.get_name() != "raft-observer":
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.server is not None:
+            await self.server.stop(SERVER_GRACE_S)
+        await self.peers.close()
+        await self.controllers.close()
+        self.segments.close()
+        self.log.info("stopped")
+        for task in done:
+            if task.get_name() != "stop-signal" and not task.cancelled():
+                task.result()  # a crash of a broker task is a crash of the process
+
+
+async def run_broker(config: NodeConfig) -> int:
+    node = BrokerNode(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await node.run(stop)
+    return 0

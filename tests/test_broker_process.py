@@ -1,0 +1,228 @@
+"""Brokers as real processes: they fetch the metadata log as observers, keep topic name <-> id
+state, and reconcile partition directories (the KIP-516 stale-partition flow)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from quorum.admin import AdminClient, NewTopic, TopicCollection
+from quorum.ids import Uuid
+from tests.process_cluster import ProcessCluster, process_cluster, run_cli, wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+DELETE_DELAY_MS = 3000
+
+
+def bootstrap(cluster: ProcessCluster) -> str:
+    return ",".join(cluster.nodes[n].address for n in cluster.controller_ids)
+
+
+def partition_dirs(cluster: ProcessCluster, broker_id: int) -> dict[str, Uuid]:
+    """Live partition directories of a broker: name -> topic id from partition.metadata."""
+    found: dict[str, Uuid] = {}
+    log_dir = cluster.nodes[broker_id].log_dir
+    for entry in sorted(log_dir.iterdir()) if log_dir.exists() else []:
+        meta = entry / "partition.metadata"
+        if entry.is_dir() and entry.name != "deleting" and meta.exists():
+            lines = dict(line.split(": ", 1) for line in meta.read_text().splitlines())
+            found[entry.name] = Uuid.parse(lines["topic_id"])
+    return found
+
+
+def deleting(cluster: ProcessCluster, broker_id: int) -> set[str]:
+    directory = cluster.nodes[broker_id].log_dir / "deleting"
+    if not directory.exists():
+        return set()
+    return {p.name for p in directory.iterdir() if p.is_dir()}
+
+
+def assigned(admin: AdminClient, broker_id: int) -> dict[str, Uuid]:
+    """What the committed image assigns to the broker (RELIABILITY.md I11)."""
+    expected: dict[str, Uuid] = {}
+    names = [t.name for t in admin.list_topics(exclude_internal=True).listings()]
+    if not names:
+        return expected
+    for d in (
+        admin.describe_topics(TopicCollection.of_topic_names(names)).all_topic_names().values()
+    ):
+        for p in d.partitions:
+            if broker_id in p.replicas:
+                expected[f"{d.name}-{p.partition}"] = d.topic_id
+    return expected
+
+
+def check_reconciled(cluster: ProcessCluster, admin: AdminClient) -> None:
+    """I11: live directories on disk == partitions assigned to the broker in the image."""
+    for broker_id in cluster.broker_ids:
+        wait_until(
+            lambda b=broker_id: partition_dirs(cluster, b) == assigned(admin, b),  # type: ignore[misc]
+            20,
+            f"broker {broker_id}'s directories matching the committed image",
+        )
+
+
+def start_cluster(cluster: ProcessCluster) -> AdminClient:
+    cluster.format()
+    cluster.start_all()
+    cluster.wait_for_leader(timeout_s=30)
+    admin = AdminClient(bootstrap(cluster), timeout_s=30)
+    wait_until(
+        lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,  # type: ignore[attr-defined]
+        30,
+        "both brokers registered and unfenced",
+    )
+    return admin
+
+
+def test_stale_state_scenario_of_the_seed(tmp_path: Path) -> None:
+    """Broker down, topic deleted and recreated (new id), broker back: the old partitions end
+    in deleting/ and are deleted after the delay; the new ones exist with the new id."""
+    settings = {"delete.topic.delay.ms": DELETE_DELAY_MS}
+    with process_cluster(tmp_path, brokers=2, broker_settings=settings) as cluster:
+        admin = start_cluster(cluster)
+        old_id = admin.create_topics([NewTopic("orders", 3, 2)]).topic_id("orders")
+        for broker_id in cluster.broker_ids:
+            wait_until(
+                lambda b=broker_id: (
+                    partition_dirs(cluster, b)  # type: ignore[misc]
+                    == {f"orders-{p}": old_id for p in range(3)}
+                ),
+                20,
+                f"broker {broker_id} creating the orders partitions",
+            )
+        cluster.kill(102, signal.SIGTERM)
+        admin.delete_topics(TopicCollection.of_topic_names(["orders"])).all()
+        new_id = admin.create_topics([NewTopic("orders", 3, 2)]).topic_id("orders")
+        assert new_id != old_id
+        # The running broker moves the old partitions aside and creates the new ones at once.
+        wait_until(
+            lambda: partition_dirs(cluster, 101) == {f"orders-{p}": new_id for p in range(3)},
+            20,
+            "broker 101 following the recreation",
+        )
+        assert partition_dirs(cluster, 102) == {f"orders-{p}": old_id for p in range(3)}
+        cluster.start(102)
+        wait_until(
+            lambda: partition_dirs(cluster, 102) == {f"orders-{p}": new_id for p in range(3)},
+            30,
+            "broker 102 reconciling after its restart",
+        )
+        moved = deleting(cluster, 102)
+        assert {f"{old_id}_{p}" for p in range(3)} <= moved
+        warnings = [
+            json.loads(line)
+            for line in cluster.logs(102).splitlines()
+            if "partition_moved_aside" in line
+        ]
+        assert warnings and all(w["level"] == "warning" and w.get("delete_at") for w in warnings)
+        # After the (test-sized) delay, deleting/ is empty on both brokers.
+        for broker_id in cluster.broker_ids:
+            wait_until(
+                lambda b=broker_id: not deleting(cluster, b),  # type: ignore[misc]
+                DELETE_DELAY_MS / 1000 + 15,
+                f"broker {broker_id} deleting the stale partitions",
+            )
+        check_reconciled(cluster, admin)
+        # The broker answers metadata reads from its own image, with its applied offset.
+        with AdminClient(cluster.nodes[102].address) as via_broker:
+            described = via_broker.describe_topics(
+                TopicCollection.of_topic_ids([new_id]), min_metadata_offset=0
+            ).all_topic_ids()[new_id]
+        assert described.name == "orders"
+        admin.close()
+
+
+def test_restart_in_the_middle_of_a_pending_deletion(tmp_path: Path) -> None:
+    settings = {"delete.topic.delay.ms": 6000}
+    with process_cluster(tmp_path, brokers=2, broker_settings=settings) as cluster:
+        admin = start_cluster(cluster)
+        topic_id = admin.create_topics([NewTopic("short-lived", 1, 2)]).topic_id("short-lived")
+        wait_until(lambda: "short-lived-0" in partition_dirs(cluster, 101), 20, "the partition")
+        admin.delete_topics(TopicCollection.of_topic_ids([topic_id])).all()
+        wait_until(lambda: f"{topic_id}_0" in deleting(cluster, 101), 20, "the move aside")
+        cluster.kill(101, signal.SIGKILL)
+        cluster.start(101)
+        wait_until(lambda: not deleting(cluster, 101), 6 + 20, "the deletion after restart")
+        # It did not happen early: the journal kept the due time across the restart.
+        log = cluster.logs(101)
+        assert "partition_deleted" in log or "deleted" in log
+        check_reconciled(cluster, admin)
+        admin.close()
+
+
+def test_damaged_directories_do_not_stop_the_broker(tmp_path: Path) -> None:
+    with process_cluster(tmp_path, brokers=2) as cluster:
+        cluster.format()
+        log_dir = cluster.nodes[101].log_dir
+        (log_dir / "nometa-0").mkdir()
+        (log_dir / "garbage-0").mkdir()
+        (log_dir / "garbage-0" / "partition.metadata").write_bytes(b"\x00\xffnot metadata")
+        (log_dir / "half-built-0.tmp-abcdefghij").mkdir()
+        (log_dir / "no partition number").mkdir()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        admin = AdminClient(bootstrap(cluster), timeout_s=30)
+        wait_until(lambda: not (log_dir / "nometa-0").exists(), 30, "the stale dirs moved aside")
+        remaining = {p.name for p in log_dir.iterdir()}
+        for name in ("garbage-0", "half-built-0.tmp-abcdefghij", "no partition number"):
+            assert name not in remaining
+        assert len(deleting(cluster, 101)) == 4
+        assert cluster.nodes[101].alive
+        report = run_cli("broker", "pending-deletions", "--config", str(cluster.nodes[101].config))
+        rows = [json.loads(line) for line in report.stdout.splitlines()]
+        assert sum(1 for r in rows if r["kind"] == "pending_deletion") == 4
+        admin.close()
+
+
+def test_brokers_follow_a_new_leader_after_kill_9(tmp_path: Path) -> None:
+    with process_cluster(tmp_path, brokers=2) as cluster:
+        admin = start_cluster(cluster)
+        admin.create_topics([NewTopic(f"t{i}", 2, 2) for i in range(5)]).all()
+        leader, _, _ = cluster.wait_for_leader()
+        applied: dict[int, list[int]] = {b: [] for b in cluster.broker_ids}
+
+        def broker_offset(broker_id: int) -> int:
+            with AdminClient(cluster.nodes[broker_id].address, timeout_s=5) as one:
+                return one.list_topics().metadata_offset  # type: ignore[attr-defined,no-any-return]
+
+        for broker_id in cluster.broker_ids:
+            applied[broker_id].append(broker_offset(broker_id))
+        cluster.kill(leader, signal.SIGKILL)
+        others = [n for n in cluster.controller_ids if n != leader]
+        new_leader, _, _ = wait_until(lambda: cluster.leader(others), 20, "a new leader")
+        admin.create_topics([NewTopic("after-failover", 1, 2)]).all()
+        final = admin.list_topics().metadata_offset  # type: ignore[attr-defined]
+        for broker_id in cluster.broker_ids:
+            wait_until(
+                lambda b=broker_id: applied[b].append(broker_offset(b)) or applied[b][-1] >= final,  # type: ignore[func-returns-value,misc]
+                30,
+                f"broker {broker_id} applying the new leader's writes",
+            )
+            assert applied[broker_id] == sorted(applied[broker_id]), "an applied offset went back"
+        # Each broker's image equals the controllers' at the same offset: same topics, ids and
+        # partitions (described through the broker and through the controller).
+        names = sorted(t.name for t in admin.list_topics(exclude_internal=True).listings())
+        controller_view = admin.describe_topics(
+            TopicCollection.of_topic_names(names), min_metadata_offset=final
+        ).all_topic_names()
+        for broker_id in cluster.broker_ids:
+            with AdminClient(cluster.nodes[broker_id].address) as via_broker:
+                broker_view = via_broker.describe_topics(
+                    TopicCollection.of_topic_names(names), min_metadata_offset=final
+                ).all_topic_names()
+            assert {n: (d.topic_id, d.partitions) for n, d in broker_view.items()} == {
+                n: (d.topic_id, d.partitions) for n, d in controller_view.items()
+            }
+        # The brokers' copies of the log equal the new leader's up to what they applied.
+        leader_log = cluster.log_dump(new_leader)
+        for broker_id in cluster.broker_ids:
+            broker_log = cluster.log_dump(broker_id)
+            common = min(len(broker_log), len(leader_log))
+            assert broker_log[:common] == leader_log[:common]
+        check_reconciled(cluster, admin)
+        admin.close()
