@@ -618,14 +618,19 @@ def add_dev_commands(subparsers: Subparsers) -> None:
         help="format and start the local cluster, show its status, stop it",
         description=(
             "Format every node of deploy/local/ (data under .data/), start them as processes, "
-            "wait for a leader and print the quorum's status. Stops everything on exit or "
-            "Ctrl-C."
+            "wait for a leader, print the quorum's status, then walk the KIP-516 story with "
+            "real admin commands. Stops everything on exit or Ctrl-C."
         ),
     )
     up.add_argument("--deploy-dir", type=Path, default=Path("deploy/local"))
     up.add_argument("--data-dir", type=Path, default=Path(".data"))
     up.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
     up.add_argument("--keep-data", action="store_true", help="reuse the data of a previous run")
+    up.add_argument(
+        "--no-story",
+        action="store_true",
+        help="only start the cluster and show its status (skip the KIP-516 walk-through)",
+    )
     up.set_defaults(handler=dev_up)
 
 
@@ -633,7 +638,11 @@ def dev_up(args: argparse.Namespace) -> int:
     from quorum.devcluster import dev_up as run
 
     return run(
-        args.deploy_dir, args.data_dir, keep_running=args.keep_running, wipe=not args.keep_data
+        args.deploy_dir,
+        args.data_dir,
+        keep_running=args.keep_running,
+        wipe=not args.keep_data,
+        story=not args.no_story,
     )
 
 

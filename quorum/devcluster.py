@@ -1,39 +1,56 @@
 """``metaquorum dev up``: the local cluster of ``deploy/local/`` as real processes, and the
 demo that ``scripts/run`` shows.
 
-It formats every node's directory under ``.data/`` (wiping a previous demo's data unless told
-to keep it), starts each node through the same CLI a user would type, waits for a leader with a
-deadline, prints ``quorum describe --status`` and ``--replication``, and stops every process it
-started when it ends or on Ctrl-C (SIGTERM, then SIGKILL after a bound).
+It formats every node's directories under ``.data/`` (wiping a previous demo's data unless told
+to keep it), starts each node through the same CLI a user would type, waits with deadlines,
+then walks the KIP-516 story with real admin commands, printing each command and its output:
+create ``orders`` -> describe it by name and by id -> stop broker 2 -> delete ``orders`` and
+create it again (a new id) -> start broker 2 -> show that it moved the old partitions to
+``deleting/{old_id}_{p}`` and created the new ones -> describe the old id (UNKNOWN_TOPIC_ID) ->
+create a user-defined internal topic (KIP-619) and show that it is internal. Every process it
+started is stopped when it ends or on Ctrl-C (SIGTERM, then SIGKILL after a bound).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from quorum.admin import AdminClient
 from quorum.config import NodeConfig, load_config
 from quorum.ids import Uuid
 
 STOP_TIMEOUT_S = 10.0
-LEADER_TIMEOUT_S = 30.0
+STEP_TIMEOUT_S = 60.0
+T = TypeVar("T")
 
 
 @dataclass
 class Managed:
     name: str
+    role: str
     config: NodeConfig
     config_path: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.listener.host}:{self.config.listener.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
 
 def _cli(*args: str) -> list[str]:
@@ -44,94 +61,211 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
+def wait_until(
+    condition: Callable[[], T | None], what: str, timeout_s: float = STEP_TIMEOUT_S
+) -> T:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise SystemExit(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
 class LocalCluster:
     def __init__(self, deploy_dir: Path, data_dir: Path) -> None:
         self.deploy_dir = deploy_dir
         self.data_dir = data_dir
-        self.controllers: list[Managed] = []
-        for path in sorted(deploy_dir.glob("controller-*.toml")):
-            config = load_config(path)
-            self.controllers.append(
-                Managed(
-                    path.stem,
-                    config,
-                    path,
-                    data_dir / "logs" / f"{path.stem}.log",
+        self.nodes: list[Managed] = []
+        for role in ("controller", "broker"):
+            for path in sorted(deploy_dir.glob(f"{role}-*.toml")):
+                self.nodes.append(
+                    Managed(
+                        path.stem,
+                        role,
+                        load_config(path),
+                        path,
+                        data_dir / "logs" / f"{path.stem}.log",
+                    )
                 )
-            )
         if not self.controllers:
             raise SystemExit(f"no controller-*.toml in {deploy_dir}")
 
     @property
+    def controllers(self) -> list[Managed]:
+        return [n for n in self.nodes if n.role == "controller"]
+
+    @property
+    def brokers(self) -> list[Managed]:
+        return [n for n in self.nodes if n.role == "broker"]
+
+    @property
     def bootstrap(self) -> str:
-        return ",".join(
-            f"{m.config.listener.host}:{m.config.listener.port}" for m in self.controllers
-        )
+        return ",".join(m.address for m in self.controllers)
 
     def format(self, cluster_id: Uuid, wipe: bool) -> None:
-        if wipe and self.data_dir.exists():
-            for managed in self.controllers:
+        if wipe:
+            for managed in self.nodes:
                 for directory in managed.config.data_dirs:
                     shutil.rmtree(directory, ignore_errors=True)
-        for managed in self.controllers:
+        for managed in self.nodes:
             subprocess.run(
                 _cli(
                     "storage", "format", "--config", str(managed.config_path),
                     "--cluster-id", str(cluster_id), "--ignore-formatted",
                 ),
                 check=True,
+                stdout=subprocess.DEVNULL,
             )  # fmt: skip
 
     def start(self, managed: Managed) -> None:
         managed.log_path.parent.mkdir(parents=True, exist_ok=True)
         with managed.log_path.open("ab") as log:
             managed.process = subprocess.Popen(
-                _cli("controller", "start", "--config", str(managed.config_path)),
+                _cli(managed.role, "start", "--config", str(managed.config_path)),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "LOG_FORMAT": "json"},
                 start_new_session=True,  # Ctrl-C reaches us; we stop the children ourselves
             )
-        _say(f"started {managed.name} (pid {managed.process.pid}), log: {managed.log_path}")
+        _say(f"   started {managed.name} (pid {managed.process.pid}), log: {managed.log_path}")
+
+    def stop(self, managed: Managed) -> None:
+        if not managed.alive:
+            return
+        assert managed.process is not None
+        managed.process.send_signal(signal.SIGTERM)
+        try:
+            managed.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            managed.process.kill()
+            managed.process.wait(timeout=STOP_TIMEOUT_S)
+        _say(f"   stopped {managed.name} (exit code {managed.process.returncode})")
 
     def stop_all(self) -> None:
-        running = [m for m in self.controllers if m.process and m.process.poll() is None]
-        for managed in running:
-            assert managed.process is not None
-            managed.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for managed in running:
-            assert managed.process is not None
-            try:
-                managed.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                managed.process.kill()
-                managed.process.wait(timeout=STOP_TIMEOUT_S)
-            _say(f"stopped {managed.name} (exit code {managed.process.returncode})")
+        for managed in reversed(self.nodes):  # brokers first, then controllers
+            self.stop(managed)
 
-    def describe(self, *flags: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            _cli("quorum", "describe", *flags, "--bootstrap-controller", self.bootstrap),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
+    def check_alive(self) -> None:
+        for managed in self.nodes:
+            if managed.process is not None and managed.process.poll() is not None:
+                raise SystemExit(
+                    f"{managed.name} exited with code {managed.process.returncode}; "
+                    f"see {managed.log_path}"
+                )
+
+    def run(self, *args: str, show: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a metaquorum command the way a user would, printing it and its output."""
+        result = subprocess.run(
+            _cli(*args), capture_output=True, text=True, check=False, timeout=60
         )
+        if show:
+            _say(f"\n$ metaquorum {' '.join(args)}")
+            if result.stdout.strip():
+                _say(result.stdout.rstrip())
+            if result.stderr.strip():
+                _say(result.stderr.rstrip())
+        return result
 
-    def wait_for_leader(self, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for managed in self.controllers:
-                if managed.process is not None and managed.process.poll() is not None:
-                    raise SystemExit(
-                        f"{managed.name} exited with code {managed.process.returncode}; "
-                        f"see {managed.log_path}"
-                    )
-            result = self.describe("--status")
-            if result.returncode == 0 and "no leader" not in result.stdout:
-                return result.stdout
-            time.sleep(0.1)
-        raise SystemExit(f"no leader within {timeout_s} s; see the logs in {self.data_dir}/logs")
+    def leader_status(self) -> str | None:
+        self.check_alive()
+        result = self.run(
+            "quorum", "describe", "--status", "--bootstrap-controller", self.bootstrap, show=False
+        )
+        if result.returncode == 0 and "no leader" not in result.stdout:
+            return result.stdout
+        return None
+
+    def unfenced_brokers(self) -> int:
+        self.check_alive()
+        with AdminClient(self.bootstrap, timeout_s=5) as admin:
+            return sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced)
+
+
+def _listing(directory: Path) -> list[str]:
+    if not directory.exists():
+        return []
+    return sorted(p.name for p in directory.iterdir() if p.is_dir())
+
+
+def _topic_id_of(output: str) -> str:
+    first = output.splitlines()[0]
+    return first.split("TopicId: ")[1].split("\t")[0]
+
+
+def _partition_ids(log_dir: Path, topic: str) -> dict[str, str]:
+    found = {}
+    for name in _listing(log_dir):
+        meta = log_dir / name / "partition.metadata"
+        if name.startswith(f"{topic}-") and meta.exists():
+            found[name] = meta.read_text().split("topic_id: ")[1].strip()
+    return found
+
+
+def kip516_story(cluster: LocalCluster) -> None:
+    server = cluster.bootstrap
+    broker2 = cluster.brokers[-1]
+    broker2_logs = broker2.config.log_dirs[0]
+    _say("\n== KIP-516: topic ids, and a broker that was away while a topic was recreated")
+    cluster.run(
+        "topics", "--bootstrap-server", server, "--create", "--topic", "orders",
+        "--partitions", "3", "--replication-factor", "2",
+    )  # fmt: skip
+    described = cluster.run(
+        "topics", "--bootstrap-server", server, "--describe", "--topic", "orders"
+    )
+    old_id = _topic_id_of(described.stdout)
+    cluster.run("topics", "--bootstrap-server", server, "--describe", "--topic-id", old_id)
+    wait_until(
+        lambda: len(_partition_ids(broker2_logs, "orders")) == 3, f"{broker2.name}'s partitions"
+    )
+    _say(f"\n   {broker2.name} holds: {json.dumps(_partition_ids(broker2_logs, 'orders'))}")
+    _say(f"\n== stopping {broker2.name}")
+    cluster.stop(broker2)
+    cluster.run("topics", "--bootstrap-server", server, "--delete", "--topic", "orders")
+    cluster.run(
+        "topics", "--bootstrap-server", server, "--create", "--topic", "orders",
+        "--partitions", "3", "--replication-factor", "2",
+    )  # fmt: skip
+    described = cluster.run(
+        "topics", "--bootstrap-server", server, "--describe", "--topic", "orders"
+    )
+    new_id = _topic_id_of(described.stdout)
+    _say(f"\n   the name 'orders' now has a new id: {old_id} -> {new_id}")
+    _say(
+        f"   {broker2.name} (stopped) still holds the old partitions: "
+        f"{json.dumps(_partition_ids(broker2_logs, 'orders'))}"
+    )
+    _say(f"\n== starting {broker2.name} again")
+    cluster.start(broker2)
+    wait_until(
+        lambda: (
+            set(_partition_ids(broker2_logs, "orders").values()) == {new_id}
+            and len(_partition_ids(broker2_logs, "orders")) == 3
+        ),
+        f"{broker2.name} reconciling",
+    )
+    _say(f"   {broker2.name} now holds: {json.dumps(_partition_ids(broker2_logs, 'orders'))}")
+    _say(f"   and moved the stale ones aside: deleting/ = {_listing(broker2_logs / 'deleting')}")
+    pending = cluster.run("broker", "pending-deletions", "--config", str(broker2.config_path))
+    del pending
+    delay_s = broker2.config.delete_topic_delay_ms / 1000
+    if delay_s <= 30:
+        wait_until(
+            lambda: not _listing(broker2_logs / "deleting"),
+            "the stale partitions' deletion",
+            delay_s + 30,
+        )
+        _say(f"\n   after delete.topic.delay.ms ({delay_s:.0f} s) deleting/ is empty")
+    cluster.run("topics", "--bootstrap-server", server, "--describe", "--topic-id", old_id)
+    _say("\n== KIP-619: a user-defined internal topic")
+    cluster.run(
+        "topics", "--bootstrap-server", server, "--create", "--topic", "audit-trail",
+        "--partitions", "1", "--replication-factor", "2", "--config", "internal=true",
+    )  # fmt: skip
+    cluster.run("topics", "--bootstrap-server", server, "--list")
+    cluster.run("topics", "--bootstrap-server", server, "--list", "--exclude-internal")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -146,36 +280,49 @@ def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
     try:
         yield cluster
     finally:
+        _say("\n== stopping the cluster")
         cluster.stop_all()
         signal.signal(signal.SIGTERM, previous)
 
 
-def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool) -> int:
+def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, story: bool) -> int:
     cluster = LocalCluster(deploy_dir, data_dir)
     cluster_id = Uuid.random()
-    _say(f"== formatting {len(cluster.controllers)} controllers, cluster id {cluster_id}")
+    _say(
+        f"== formatting {len(cluster.controllers)} controllers and {len(cluster.brokers)} "
+        f"brokers (cluster id {cluster_id}, data in {data_dir}/)"
+    )
     cluster.format(cluster_id, wipe=wipe)
     with running(cluster):
         _say("== starting the controllers")
         started = time.monotonic()
         for managed in cluster.controllers:
             cluster.start(managed)
-        status = cluster.wait_for_leader(LEADER_TIMEOUT_S)
+        status = wait_until(cluster.leader_status, "a leader")
         _say(f"== a leader was elected {time.monotonic() - started:.1f} s after start")
+        if cluster.brokers:
+            _say("== starting the brokers")
+            for managed in cluster.brokers:
+                cluster.start(managed)
+            wait_until(
+                lambda: cluster.unfenced_brokers() == len(cluster.brokers),
+                "the brokers to register and catch up",
+            )
         _say("\n$ metaquorum quorum describe --status")
         _say(status.rstrip())
-        replication = cluster.describe("--replication", "--human-readable")
-        _say("\n$ metaquorum quorum describe --replication --human-readable")
-        _say(replication.stdout.rstrip())
+        cluster.run(
+            "quorum", "describe", "--replication", "--human-readable",
+            "--bootstrap-controller", cluster.bootstrap,
+        )  # fmt: skip
+        if story and len(cluster.brokers) >= 2:
+            kip516_story(cluster)
         if keep_running:
             _say(
                 f"\n== the cluster keeps running; try:\n"
-                f"   .venv/bin/metaquorum quorum describe --status "
-                f"--bootstrap-controller {cluster.bootstrap}\n"
+                f"   .venv/bin/metaquorum topics --bootstrap-server {cluster.bootstrap} --list\n"
                 "   Ctrl-C stops every process."
             )
             with contextlib.suppress(KeyboardInterrupt):
-                while all(m.process and m.process.poll() is None for m in cluster.controllers):
+                while all(m.alive for m in cluster.nodes):
                     time.sleep(0.5)
-        _say("\n== stopping the cluster")
     return 0

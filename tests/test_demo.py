@@ -1,0 +1,37 @@
+"""The README's run command end to end: `metaquorum dev up` on deploy/local/ (what scripts/run
+does after installing), with the real config files, ports and CLI commands a user types."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.process_cluster import REPO
+
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+
+def test_dev_up_tells_the_kip516_story() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "quorum.cli", "dev", "up"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert "LeaderId:" in out
+    assert "Created topic orders." in out
+    assert "the name 'orders' now has a new id" in out
+    assert "moved the stale ones aside: deleting/ = [" in out
+    assert "deleting/ is empty" in out
+    assert "UNKNOWN_TOPIC_ID" in out
+    assert "audit-trail" in out
+    # Every process was stopped cleanly.
+    stopped = [line for line in out.splitlines() if line.strip().startswith("stopped ")]
+    assert len(stopped) >= 5
+    assert all("exit code 0" in line for line in stopped[-5:])
