@@ -25,6 +25,7 @@ from quorum.raft.messages import (
     ReplicaState,
     RequestFailed,
     RequestHeader,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -314,7 +315,10 @@ def fetch_response_pb(**fields: Any) -> raft_pb2.FetchResponse:
             fetch_response_pb(batches=[raft_pb2.Batch(base_offset=0, epoch=-1, record_count=1)]),
             "batches[0].epoch",
         ),
-        (fetch_response_pb(snapshot_id=raft_pb2.SnapshotId(end_offset=10, epoch=2)), "snapshot_id"),
+        (
+            fetch_response_pb(snapshot_id=raft_pb2.SnapshotId(end_offset=-10, epoch=2)),
+            "snapshot_id",
+        ),
         (
             raft_pb2.DescribeQuorumResponse(
                 current_voters=[raft_pb2.ReplicaState(replica_id=1, last_fetch_timestamp_ms=-3)]
@@ -404,3 +408,9 @@ LOG_BATCHES = st.builds(
 def test_any_response_survives_the_wire(response: transport.CoreResponse) -> None:
     pb = over_the_wire(transport.response_to_proto(response))
     assert transport.response_from_proto(pb) == response
+
+
+def test_fetch_response_with_snapshot_id_round_trips() -> None:
+    message = FetchResponse(ErrorCode.NONE, 1, 4, 100, 80, snapshot_id=SnapshotId(80, 3))
+    pb = over_the_wire(transport.response_to_proto(message))
+    assert transport.response_from_proto(pb) == message

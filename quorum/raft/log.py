@@ -20,13 +20,21 @@ class RaftLog:
     never decrease along the log; ``high_watermark <= log_end_offset``.
     """
 
-    def __init__(self, batches: list[LogBatch] | None = None, log_start_offset: int = 0) -> None:
+    def __init__(
+        self,
+        batches: list[LogBatch] | None = None,
+        log_start_offset: int = 0,
+        snapshot_epoch: int = 0,
+    ) -> None:
+        """``log_start_offset`` > 0: everything before it is in a snapshot whose last record
+        has ``snapshot_epoch`` (KIP-630); the log continues after it."""
         self._batches: list[LogBatch] = []
         self._base_offsets: list[int] = []
-        # (epoch, start_offset) for each epoch present in the log, in order (Kafka's
+        # (epoch, start_offset) for each epoch of the batches in the log, in order (Kafka's
         # LeaderEpochFileCache). Answers end_offset_for_epoch in O(log n).
         self._epochs: list[tuple[int, int]] = []
         self.log_start_offset = log_start_offset
+        self.snapshot_epoch = snapshot_epoch
         self._log_end_offset = log_start_offset
         self.high_watermark = log_start_offset
         for batch in batches or []:
@@ -40,8 +48,9 @@ class RaftLog:
 
     @property
     def last_fetched_epoch(self) -> int:
-        """Epoch of the last batch in the log (0 for an empty log: the primordial epoch)."""
-        return self._epochs[-1][0] if self._epochs else 0
+        """Epoch of the last record in the log or, for an empty log, of its snapshot (0 for a
+        new log: the primordial epoch)."""
+        return self._epochs[-1][0] if self._epochs else self.snapshot_epoch
 
     def __len__(self) -> int:
         return len(self._batches)
@@ -84,9 +93,13 @@ class RaftLog:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's ``endOffsetForEpoch``: the largest epoch <= ``epoch`` in the log and the
-        offset where it ends. ``(0, log_start_offset)`` when no such epoch exists."""
+        offset where it ends. The snapshot's epoch ends at the log start. ``(0,
+        log_start_offset)`` when no such epoch is known (older than the snapshot, or a new log).
+        """
         index = bisect.bisect_right(self._epochs, (epoch, float("inf"))) - 1
         if index < 0:
+            if self.log_start_offset > 0 and epoch >= self.snapshot_epoch:
+                return self.snapshot_epoch, self.log_start_offset
             return 0, self.log_start_offset
         found_epoch = self._epochs[index][0]
         if index + 1 < len(self._epochs):
@@ -94,6 +107,8 @@ class RaftLog:
         return found_epoch, self._log_end_offset
 
     def epoch_of(self, offset: int) -> int:
+        if offset < self.log_start_offset:
+            raise IndexError(f"offset {offset} is in the snapshot before {self.log_start_offset}")
         return self._batches[self.batch_index(offset)].epoch
 
     def all_batches(self) -> tuple[LogBatch, ...]:
@@ -122,6 +137,37 @@ class RaftLog:
         self._log_end_offset = offset
         while self._epochs and self._epochs[-1][1] >= offset:
             self._epochs.pop()
+
+    def delete_before(self, offset: int) -> None:
+        """Drop the batches that end at or before ``offset`` (they are in a snapshot now); the
+        log then starts at ``offset``, which must be a batch boundary at or below the high
+        watermark (only committed data is snapshotted)."""
+        assert offset <= self.high_watermark, ("compaction past the high watermark", offset)
+        assert self.is_batch_boundary(offset), ("compaction inside a batch", offset)
+        if offset <= self.log_start_offset:
+            return
+        epoch = self.epoch_of(offset - 1)
+        index = bisect.bisect_left(self._base_offsets, offset)
+        del self._batches[:index]
+        del self._base_offsets[:index]
+        kept = [(e, start) for e, start in self._epochs if start >= offset]
+        if self._batches and (not kept or kept[0][1] != offset):
+            kept.insert(0, (self._batches[0].epoch, offset))
+        self._epochs = kept
+        self.log_start_offset = offset
+        self.snapshot_epoch = epoch
+
+    def reset_to_snapshot(self, end_offset: int, epoch: int) -> None:
+        """Replace the whole log by a snapshot ending at ``end_offset`` (a follower that was
+        too far behind installed the leader's snapshot)."""
+        assert end_offset >= self.high_watermark, ("snapshot behind the high watermark", end_offset)
+        self._batches = []
+        self._base_offsets = []
+        self._epochs = []
+        self.log_start_offset = end_offset
+        self.snapshot_epoch = epoch
+        self._log_end_offset = end_offset
+        self.high_watermark = end_offset
 
     def update_high_watermark(self, offset: int) -> bool:
         """Move the high watermark forward (never back). Returns whether it moved."""

@@ -102,6 +102,15 @@ class DivergingEpoch:
     end_offset: int
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot (KIP-630): it holds every record before ``end_offset``; the last of them has
+    ``epoch``. Its file is ``{end_offset:020d}-{epoch:010d}.checkpoint``."""
+
+    end_offset: int
+    epoch: int
+
+
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     error_code: ErrorCode
@@ -111,6 +120,8 @@ class FetchResponse:
     log_start_offset: int
     diverging_epoch: DivergingEpoch | None = None
     batches: tuple[LogBatch, ...] = ()
+    # Set when the fetcher is behind the leader's log start: fetch this snapshot first.
+    snapshot_id: SnapshotId | None = None
 
 
 # ----- DescribeQuorum -----------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from quorum.raft.messages import (
     ReplicaState,
     RequestFailed,
     RequestHeader,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -110,6 +111,9 @@ class Ready:
     high_watermark: int
     next_poll_at_ms: int
     events: tuple[RaftEvent, ...]
+    # Fetch this snapshot from this leader, then call ``install_snapshot`` (or
+    # ``snapshot_fetch_failed``): this node is behind the leader's log start.
+    snapshot_to_fetch: tuple[int, SnapshotId] | None = None
 
     @property
     def needs_flush(self) -> bool:
@@ -160,8 +164,9 @@ class RaftNode:
         now_ms: int,
         election_state: ElectionState | None = None,
         batches: Sequence[LogBatch] = (),
-        log_start_offset: int = 0,
+        snapshot: SnapshotId | None = None,
     ) -> None:
+        """``snapshot``: the newest local snapshot; ``batches`` then continue from its end."""
         assert voters, "the voter set cannot be empty"
         assert node_id >= 0
         self.node_id = node_id
@@ -169,7 +174,11 @@ class RaftNode:
         self.cluster_id = cluster_id
         self.config = config
         self._rng = rng
-        self.log = RaftLog(list(batches), log_start_offset)
+        self.log = RaftLog(
+            list(batches),
+            snapshot.end_offset if snapshot else 0,
+            snapshot.epoch if snapshot else 0,
+        )
         self.metadata_topic_id: Uuid | None = None
         self._now_ms = now_ms
         self._next_correlation_id = 1
@@ -184,6 +193,8 @@ class RaftNode:
         self._out_truncate: int | None = None
         self._out_election: ElectionState | None = None
         self._out_events: list[RaftEvent] = []
+        self._out_snapshot: tuple[int, SnapshotId] | None = None
+        self._fetching_snapshot: SnapshotId | None = None
         self._awaiting_advance = False
         # Everything below this offset is durable on this node (fsynced by the driver).
         self.durable_end_offset = self.log.log_end_offset
@@ -217,6 +228,13 @@ class RaftNode:
 
     def is_leader(self) -> bool:
         return isinstance(self.state, LeaderState)
+
+    @property
+    def snapshot_id(self) -> SnapshotId | None:
+        """The snapshot the in-memory log starts after, if any."""
+        if self.log.log_start_offset == 0:
+            return None
+        return SnapshotId(self.log.log_start_offset, self.log.snapshot_epoch)
 
     def __repr__(self) -> str:
         return f"RaftNode(id={self.node_id}, state={self.state!r}, log={self.log!r})"
@@ -310,6 +328,39 @@ class RaftNode:
         by it are accepted from then on, besides the sentinel."""
         self.metadata_topic_id = topic_id
 
+    def compact(self, snapshot: SnapshotId) -> None:
+        """A local snapshot holding everything before ``snapshot.end_offset`` is durable: the
+        in-memory log drops what it covers. Fetchers behind it are sent the snapshot."""
+        assert not self._awaiting_advance
+        assert snapshot.end_offset <= self._applied_offset, (snapshot, self._applied_offset)
+        assert snapshot.end_offset <= self.log.high_watermark, (snapshot, self.log)
+        self.log.delete_before(snapshot.end_offset)
+        assert self.log.snapshot_epoch == snapshot.epoch, (snapshot, self.log)
+        self._emit("log_compacted", log_start_offset=snapshot.end_offset)
+
+    def install_snapshot(self, snapshot: SnapshotId, now_ms: int) -> None:
+        """The driver fetched the leader's snapshot and made it the node's state (durably,
+        with the local log emptied to start at its end): continue fetching after it."""
+        assert not self._awaiting_advance
+        assert not self.is_leader(), "a leader never loads a snapshot (I13)"
+        self._now_ms = max(self._now_ms, now_ms)
+        self.log.reset_to_snapshot(snapshot.end_offset, snapshot.epoch)
+        self.durable_end_offset = snapshot.end_offset
+        self._applied_offset = snapshot.end_offset
+        self._fetching_snapshot = None
+        self._fetch_retry_at_ms = self._now_ms
+        state = self.state
+        if isinstance(state, FollowerState):
+            state.last_fetch_success_ms = self._now_ms
+            state.fetch_deadline_ms = self._now_ms + self.config.fetch_timeout_ms
+        self._emit("snapshot_installed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+
+    def snapshot_fetch_failed(self, now_ms: int) -> None:
+        """The snapshot download failed: fetch again (the leader names its current one)."""
+        self._now_ms = max(self._now_ms, now_ms)
+        self._fetching_snapshot = None
+        self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+
     def poll(self, now_ms: int) -> Ready:
         """Run timers, then hand out everything to persist, send and apply."""
         assert not self._awaiting_advance, "poll() called twice without advance()"
@@ -331,7 +382,9 @@ class RaftNode:
             high_watermark=self.log.high_watermark,
             next_poll_at_ms=self._next_poll_at(),
             events=tuple(self._out_events),
+            snapshot_to_fetch=self._out_snapshot,
         )
+        self._out_snapshot = None
         self._out_election = None
         self._out_truncate = None
         self._out_entries = []
@@ -754,9 +807,22 @@ class RaftNode:
             self._reply(envelope, self._fetch_error(error))
             return
         assert isinstance(state, LeaderState)
+        snapshot = self.snapshot_id
+        if snapshot is not None and request.fetch_offset < snapshot.end_offset:
+            # The fetcher is behind the log start: it must load the snapshot first (KIP-630).
+            self._reply(envelope, self._snapshot_answer(snapshot))
+            return
         # Divergence check (Kafka's validateOffsetAndEpoch).
         if request.fetch_offset > self.log.log_start_offset or request.last_fetched_epoch > 0:
             epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+            if (
+                snapshot is not None
+                and end_offset <= snapshot.end_offset
+                and (epoch != request.last_fetched_epoch or end_offset < request.fetch_offset)
+            ):
+                # The divergence point is inside the snapshot: start over from it.
+                self._reply(envelope, self._snapshot_answer(snapshot))
+                return
             if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
                 self._reply(
                     envelope,
@@ -787,6 +853,16 @@ class RaftNode:
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
             self._parked[request.replica_id] = _ParkedFetch(envelope, self._now_ms + wait)
+
+    def _snapshot_answer(self, snapshot: SnapshotId) -> FetchResponse:
+        return FetchResponse(
+            ErrorCode.NONE,
+            self.node_id,
+            self.epoch,
+            self.log.high_watermark,
+            self.log.log_start_offset,
+            snapshot_id=snapshot,
+        )
 
     def _update_replica_progress(self, state: LeaderState, request: FetchRequest) -> None:
         now = self._now_ms
@@ -1009,6 +1085,13 @@ class RaftNode:
             return
         state.last_fetch_success_ms = self._now_ms
         state.fetch_deadline_ms = self._now_ms + self.config.fetch_timeout_ms
+        if response.snapshot_id is not None:
+            snapshot = response.snapshot_id
+            assert snapshot.end_offset >= self.log.high_watermark, (snapshot, self.log)
+            self._fetching_snapshot = snapshot
+            self._out_snapshot = (envelope.source, snapshot)
+            self._emit("snapshot_needed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+            return
         if response.diverging_epoch is not None:
             diverging = response.diverging_epoch
             _, our_end = self.log.end_offset_for_epoch(diverging.epoch)
@@ -1236,6 +1319,10 @@ class RaftNode:
         state = self.state
         assert isinstance(state, FollowerState)
         now = self._now_ms
+        if self._fetching_snapshot is not None:
+            # The driver is downloading a snapshot from the leader; it reports the outcome.
+            state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
+            return
         if now >= state.fetch_deadline_ms:
             if self.is_voter:
                 self._become_prospective("fetch timeout")
@@ -1244,11 +1331,19 @@ class RaftNode:
             return
         self._maybe_send_fetch(state.leader_id)
 
+    def _may_fetch_now(self) -> bool:
+        """No Fetch in flight and no snapshot download under way."""
+        return not self._fetch_in_flight() and self._fetching_snapshot is None
+
     def _fetch_in_flight(self) -> bool:
         return any(f.kind == "fetch" for f in self._inflight.values())
 
     def _maybe_send_fetch(self, destination: int) -> None:
-        if self._fetch_in_flight() or self._now_ms < self._fetch_retry_at_ms:
+        if (
+            self._fetch_in_flight()
+            or self._now_ms < self._fetch_retry_at_ms
+            or self._fetching_snapshot is not None
+        ):
             return
         self._send(
             destination,
@@ -1328,12 +1423,12 @@ class RaftNode:
                     deadlines.extend(state.retry_at_ms.values())
             case FollowerState():
                 deadlines.append(state.fetch_deadline_ms)
-                if not self._fetch_in_flight():
+                if self._may_fetch_now():
                     deadlines.append(self._fetch_retry_at_ms)
             case UnattachedState():
                 if self.is_voter:
                     deadlines.append(state.election_deadline_ms)
-                elif not self._fetch_in_flight():
+                elif self._may_fetch_now():
                     deadlines.append(self._fetch_retry_at_ms)
             case ResignedState():
                 deadlines.append(state.election_deadline_ms)

@@ -43,6 +43,7 @@ from quorum.raft.messages import (
     FetchResponse,
     ReplicaState,
     RequestHeader,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -429,6 +430,9 @@ def response_to_proto(
             if msg.diverging_epoch is not None:
                 pb.diverging_epoch.epoch = msg.diverging_epoch.epoch
                 pb.diverging_epoch.end_offset = msg.diverging_epoch.end_offset
+            if msg.snapshot_id is not None:
+                pb.snapshot_id.end_offset = msg.snapshot_id.end_offset
+                pb.snapshot_id.epoch = msg.snapshot_id.epoch
             return pb
         case DescribeQuorumResponse():
             if to_wall_ms is None:
@@ -510,12 +514,13 @@ def response_from_proto(
                 raise MalformedMessageError(
                     "FetchResponse", "current_leader", "missing (it is always set)"
                 )
+            snapshot_id = None
             if pb.HasField("snapshot_id"):
-                raise MalformedMessageError(
-                    "FetchResponse",
-                    "snapshot_id",
-                    "this build cannot fetch snapshots (FetchSnapshot is not implemented)",
-                )
+                if pb.snapshot_id.end_offset < 0 or pb.snapshot_id.epoch < 0:
+                    raise MalformedMessageError(
+                        "FetchResponse", "snapshot_id", "negative end offset or epoch"
+                    )
+                snapshot_id = SnapshotId(pb.snapshot_id.end_offset, pb.snapshot_id.epoch)
             diverging_epoch = None
             if pb.HasField("diverging_epoch"):
                 diverging_epoch = DivergingEpoch(
@@ -531,6 +536,7 @@ def response_from_proto(
                 log_start_offset=pb.log_start_offset,
                 diverging_epoch=diverging_epoch,
                 batches=tuple(_batch_from_wire(i, batch) for i, batch in enumerate(pb.batches)),
+                snapshot_id=snapshot_id,
             )
         case raft_pb2.DescribeQuorumResponse():
             return DescribeQuorumResponse(

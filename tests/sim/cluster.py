@@ -18,7 +18,7 @@ from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
-from quorum.raft.messages import Envelope, RequestFailed
+from quorum.raft.messages import Envelope, RequestFailed, SnapshotId
 from quorum.raft.node import NotLeaderError, RaftNode, Ready
 from tests.sim.invariants import Invariants
 from tests.sim.network import Network
@@ -62,9 +62,12 @@ class SimNode:
         self.is_voter = is_voter
         self.raft: RaftNode | None = None
         self.incarnation = 0
-        # The disk: survives crashes.
+        # The disk: survives crashes. A snapshot holds the committed log before its end
+        # offset (the simulator keeps those batches to check it against the committed log).
         self.disk_election: ElectionState | None = None
         self.disk_batches: list[LogBatch] = []
+        self.disk_snapshot: SnapshotId | None = None
+        self.disk_snapshot_batches: tuple[LogBatch, ...] = ()
         self._verified_count = 0  # disk batches checked against the committed log
         # Volatile.
         self.inbox: deque[Envelope] = deque()
@@ -77,8 +80,11 @@ class SimNode:
 
     # ----- disk views for the checkers ------------------------------------------------------
 
+    def disk_start_offset(self) -> int:
+        return self.disk_snapshot.end_offset if self.disk_snapshot else 0
+
     def disk_end_offset(self) -> int:
-        return self.disk_batches[-1].end_offset if self.disk_batches else 0
+        return self.disk_batches[-1].end_offset if self.disk_batches else self.disk_start_offset()
 
     def verified_disk_end(self, committed: dict[int, LogBatch]) -> int:
         """End offset of the longest disk prefix equal to the committed log."""
@@ -91,7 +97,9 @@ class SimNode:
             if known != batch:
                 return batch.base_offset
             self._verified_count += 1
-        return batches[self._verified_count - 1].end_offset if self._verified_count else 0
+        if self._verified_count:
+            return batches[self._verified_count - 1].end_offset
+        return self.disk_start_offset()
 
     # ----- lifecycle ------------------------------------------------------------------------
 
@@ -107,6 +115,7 @@ class SimNode:
             now_ms=cluster.scheduler.now_ms,
             election_state=self.disk_election,
             batches=list(self.disk_batches),
+            snapshot=self.disk_snapshot,
         )
         cluster.trace("start", self.node_id, f"incarnation {self.incarnation}")
         self.schedule_wake(cluster.scheduler.now_ms)
@@ -217,7 +226,65 @@ class SimNode:
             cluster.invariants.on_committed(self, ready.committed_batches)
             self._settle_proposals(ready.high_watermark)
         raft.advance(ready)
+        if ready.snapshot_to_fetch is not None:
+            leader_id, snapshot = ready.snapshot_to_fetch
+            incarnation = self.incarnation
+            cluster.scheduler.after(
+                cluster.rng.randint(5, 30),
+                "fetch_snapshot",
+                lambda: self._fetch_snapshot(incarnation, leader_id, snapshot),
+            )
         self.schedule_wake(cluster.scheduler.now_ms if self.inbox else ready.next_poll_at_ms)
+
+    # ----- snapshots --------------------------------------------------------------------------
+
+    def take_snapshot(self) -> None:
+        """Snapshot everything applied, then drop the log it covers (Kafka's log cleaning)."""
+        raft = self.raft
+        if raft is None or self.busy:
+            return
+        end = raft.high_watermark
+        start = self.disk_start_offset()
+        if end <= start or end > self.disk_end_offset() or not raft.log.is_batch_boundary(end):
+            return
+        covered = [b for b in self.disk_batches if b.end_offset <= end]
+        content = self.disk_snapshot_batches + tuple(covered)
+        self.cluster.invariants.on_snapshot(self, tuple(covered), end)
+        snapshot = SnapshotId(end, covered[-1].epoch)
+        self.disk_snapshot = snapshot
+        self.disk_snapshot_batches = content
+        self.disk_batches = [b for b in self.disk_batches if b.base_offset >= end]
+        self._verified_count = 0
+        raft.compact(snapshot)
+        self.cluster.trace("snapshot", self.node_id, f"end {end} epoch {snapshot.epoch}")
+
+    def _fetch_snapshot(self, incarnation: int, leader_id: int, snapshot: SnapshotId) -> None:
+        """FetchSnapshot from the leader (the simulator copies its snapshot after a delay)."""
+        raft = self.raft
+        if raft is None or self.incarnation != incarnation:
+            return
+        if self.busy:
+            self.cluster.scheduler.after(
+                1, "fetch_snapshot", lambda: self._fetch_snapshot(incarnation, leader_id, snapshot)
+            )
+            return
+        leader = self.cluster.nodes[leader_id]
+        now = self.cluster.scheduler.now_ms
+        link_up = (leader_id, self.node_id) not in self.cluster.network.faults.blocked
+        if leader.disk_snapshot != snapshot or not link_up:
+            raft.snapshot_fetch_failed(now)
+        else:
+            self.cluster.invariants.on_snapshot(
+                self, leader.disk_snapshot_batches, snapshot.end_offset
+            )
+            self.disk_snapshot = snapshot
+            self.disk_snapshot_batches = leader.disk_snapshot_batches
+            self.disk_batches = []
+            self._verified_count = 0
+            raft.install_snapshot(snapshot, now)
+            self.cluster.snapshots_installed += 1
+            self.cluster.trace("snapshot_installed", self.node_id, f"end {snapshot.end_offset}")
+        self.schedule_wake(now)
 
     def _settle_proposals(self, high_watermark: int) -> None:
         client = self.cluster.client
@@ -268,6 +335,9 @@ class SimCluster:
         self._trace: deque[str] = deque(maxlen=TRACE_LINES_MAX)
         self._client_interval_ms: int | None = None
         self._client_counter = 0
+        self._snapshot_interval_ms: int | None = None
+        self.snapshots_taken = 0
+        self.snapshots_installed = 0
 
     # ----- tracing --------------------------------------------------------------------------
 
@@ -311,6 +381,29 @@ class SimCluster:
         """Propose a small atomic batch to the current leader every ``interval_ms``."""
         self._client_interval_ms = interval_ms
         self.scheduler.after(interval_ms, "client", self._client_tick)
+
+    def start_snapshots(self, interval_ms: int) -> None:
+        """Every node snapshots its committed state at random moments, about every
+        ``interval_ms``, and drops the log before it."""
+        self._snapshot_interval_ms = interval_ms
+        for node_id in self.nodes:
+            self.scheduler.after(
+                self.rng.randint(1, interval_ms), "snapshot", lambda n=node_id: self._snapshot(n)
+            )
+
+    def _snapshot(self, node_id: int) -> None:
+        if self._snapshot_interval_ms is None:
+            return
+        node = self.nodes[node_id]
+        before = node.disk_snapshot
+        node.take_snapshot()
+        if node.disk_snapshot != before:
+            self.snapshots_taken += 1
+        self.scheduler.after(
+            self.rng.randint(self._snapshot_interval_ms // 2, self._snapshot_interval_ms * 3 // 2),
+            "snapshot",
+            lambda: self._snapshot(node_id),
+        )
 
     def stop_client(self) -> None:
         self._client_interval_ms = None

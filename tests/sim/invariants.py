@@ -54,6 +54,26 @@ class Invariants:
                     f"{batch.base_offset}, another node committed epoch {known.epoch} there",
                 )
 
+    def on_snapshot(self, node: SimNode, added: tuple[LogBatch, ...], end_offset: int) -> None:
+        """I13: a snapshot holds exactly the committed log before its end offset. ``added``:
+        the batches it holds beyond the node's previous snapshot (checked when that was made),
+        or every batch of a snapshot fetched from a leader."""
+        if end_offset > self.committed_end:
+            self.fail(
+                "I13 (snapshot of committed data only)",
+                f"node {node.node_id} snapshots up to {end_offset}, committed only "
+                f"{self.committed_end}",
+            )
+        for batch in added:
+            if self.committed.get(batch.base_offset) != batch:
+                self.fail(
+                    "I13 (snapshot equals the committed log)",
+                    f"node {node.node_id}'s snapshot up to {end_offset} holds {batch!r}, which "
+                    "is not the committed batch at that offset",
+                )
+        if added and added[-1].end_offset != end_offset:
+            self.fail("I13 (snapshot end)", f"node {node.node_id}: {added[-1]!r} vs {end_offset}")
+
     def on_durable_truncate(self, node: SimNode, offset: int, high_watermark: int) -> None:
         """I7: no truncation below the high watermark."""
         if offset < high_watermark:
@@ -107,6 +127,13 @@ class Invariants:
                     "I2 (epoch monotonic)", f"node {nid}: {self.last_epoch[key]} -> {raft.epoch}"
                 )
             self.last_epoch[key] = raft.epoch
+            # I13: the in-memory log starts where the node's snapshot ends.
+            if raft.log.log_start_offset != node.disk_start_offset():
+                self.fail(
+                    "I13 (snapshot at log start)",
+                    f"node {nid} log starts at {raft.log.log_start_offset}, its snapshot ends at "
+                    f"{node.disk_start_offset()}",
+                )
             # I3: the high watermark never goes back within an incarnation.
             hw = raft.high_watermark
             if hw < self.last_high_watermark.get(key, 0):
