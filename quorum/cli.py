@@ -607,6 +607,35 @@ def broker_pending_deletions(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----- replay ----------------------------------------------------------------------------------
+
+
+def add_replay_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a metadata log with Spark into Parquet tables and a report",
+        description=(
+            "Read a metadata log directory (segments, and snapshots if present) with the "
+            "metaquorum PySpark data source and write the analytics tables (topic lifecycle, "
+            "name reuse, partitions per broker, leadership timeline, broker events, state as "
+            "of an offset) as Parquet plus report.md with plots under --out."
+        ),
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, required=True, help="metadata.log.dir or __cluster_metadata-0/"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    parser.add_argument("--as-of-offset", type=int, default=None, help="state as of this offset")
+    parser.set_defaults(handler=replay)
+
+
+def replay(args: argparse.Namespace) -> int:
+    from quorum.analytics.replay import run_replay
+
+    return run_replay(args.log_dir, args.out, master=args.master, as_of_offset=args.as_of_offset)
+
+
 # ----- dev -------------------------------------------------------------------------------------
 
 
@@ -646,14 +675,103 @@ def dev_up(args: argparse.Namespace) -> int:
     )
 
 
+# ----- metadata ----------------------------------------------------------------------------------
+
+
+def add_metadata_commands(subparsers: Subparsers) -> None:
+    metadata = subparsers.add_parser(
+        "metadata",
+        help="browse the metadata image of a snapshot and log, offline (kafka-metadata-shell)",
+        description="Browse the metadata image as a file tree (/topics, /topicIds, /brokers, "
+        "/configs, /deletedTopics, /metadataQuorum), like kafka-metadata-shell.sh. The image is "
+        "loaded offline and read-only from a snapshot and/or the log records after it.",
+    )
+    commands = metadata.add_subparsers(dest="metadata_command", metavar="COMMAND", required=True)
+    source = argparse.ArgumentParser(add_help=False)
+    source.add_argument(
+        "--snapshot",
+        type=Path,
+        metavar="PATH",
+        help="a snapshot file (NNNNNNNNNNNNNNNNNNNN-NNNNNNNNNN.checkpoint), or a metadata log "
+        "directory whose newest valid snapshot is used",
+    )
+    source.add_argument(
+        "--log",
+        type=Path,
+        metavar="DIR",
+        help="a metadata log directory (__cluster_metadata-0/, or the metadata.log.dir holding "
+        "it) whose records after the snapshot are replayed on top of it (without --snapshot: "
+        "the whole log, which must start at offset 0)",
+    )
+    shell = commands.add_parser(
+        "shell",
+        parents=[source],
+        help="an interactive shell: ls, cd, cat, pwd, help, exit",
+        description="An interactive shell over the image: ls, cd, cat, pwd, help, exit.",
+    )
+    shell.set_defaults(handler=metadata_command)
+    ls = commands.add_parser(
+        "ls",
+        parents=[source],
+        help="list directories of the image (one entry per line)",
+        description="List each PATH (default /): a directory's entries one per line, a file's "
+        "own path. Exits 1 if a path does not exist.",
+    )
+    ls.add_argument("paths", nargs="*", metavar="PATH", help="e.g. /topics or /topics/orders")
+    ls.set_defaults(handler=metadata_command)
+    cat = commands.add_parser(
+        "cat",
+        parents=[source],
+        help="print files of the image",
+        description="Print each PATH, e.g. /topics/orders/0/data (partition JSON) or "
+        "/brokers/1/registration. Exits 1 if a path does not exist or is a directory.",
+    )
+    cat.add_argument("paths", nargs="+", metavar="PATH")
+    cat.set_defaults(handler=metadata_command)
+
+
+def metadata_command(args: argparse.Namespace) -> int:
+    # Imported here so that other commands do not pay for it.
+    from quorum.logs import configure_logging
+    from quorum.tools.metadata_shell import (
+        MetadataShellError,
+        cat_paths,
+        load_image,
+        ls_paths,
+        run_shell,
+    )
+
+    snapshot: Path | None = args.snapshot
+    log: Path | None = args.log
+    command: str = args.metadata_command
+    if snapshot is None and log is None:
+        raise CommandError(f"metadata {command} needs --snapshot PATH, --log DIR or both")
+    configure_logging("metadata")  # storage's warnings go to stderr, never into the output
+    try:
+        loaded = load_image(snapshot, log, lambda message: print(message, file=sys.stderr))
+    except MetadataShellError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        if command == "ls":
+            return ls_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        if command == "cat":
+            return cat_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        return run_shell(loaded)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+
+
 COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_storage_commands,
     add_controller_commands,
     add_broker_commands,
+    add_replay_commands,
     add_dev_commands,
     add_log_commands,
     add_quorum_commands,
     add_topics_commands,
+    add_metadata_commands,
 ]
 
 

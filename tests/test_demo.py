@@ -19,7 +19,7 @@ def test_dev_up_tells_the_kip516_story() -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
     )
     out = result.stdout
@@ -31,6 +31,8 @@ def test_dev_up_tells_the_kip516_story() -> None:
     assert "deleting/ is empty" in out
     assert "UNKNOWN_TOPIC_ID" in out
     assert "audit-trail" in out
+    # The Spark replay's name-reuse table shows 'orders' with its two ids.
+    assert "| orders | 2 |" in out
     # Every process was stopped cleanly.
     stopped = [line for line in out.splitlines() if line.strip().startswith("stopped ")]
     assert len(stopped) >= 5

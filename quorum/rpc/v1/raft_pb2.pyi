@@ -227,3 +227,41 @@ class DescribeQuorumResponse(_message.Message):
     current_voters: _containers.RepeatedCompositeFieldContainer[ReplicaState]
     observers: _containers.RepeatedCompositeFieldContainer[ReplicaState]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., current_voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ...) -> None: ...
+
+class FetchSnapshotRequest(_message.Message):
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "snapshot_id", "position", "max_bytes")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    topic_id: bytes
+    partition_index: int
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., position: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class FetchSnapshotResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "current_leader", "snapshot_id", "size", "position", "unaligned_records")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    UNALIGNED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    size: int
+    position: int
+    unaligned_records: bytes
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., size: _Optional[int] = ..., position: _Optional[int] = ..., unaligned_records: _Optional[bytes] = ...) -> None: ...

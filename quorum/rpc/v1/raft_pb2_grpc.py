@@ -61,6 +61,11 @@ class QuorumServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.FetchSnapshot = channel.unary_unary(
+                '/quorum.rpc.v1.QuorumService/FetchSnapshot',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class QuorumServiceServicer:
@@ -98,8 +103,14 @@ class QuorumServiceServicer:
 
     def DescribeQuorum(self, request, context):
         """A tool or node asks the leader for the state of the quorum and its replicas.
-        FetchSnapshot (KIP-630, chunked) will be added here together with snapshots; a Fetch below
-        the log start offset already answers with `snapshot_id` so the follower knows to call it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchSnapshot(self, request, context):
+        """KIP-630: a replica behind the leader's log start (a Fetch answered with snapshot_id)
+        downloads that snapshot in chunks, then fetches records after it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -132,6 +143,11 @@ def add_QuorumServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'FetchSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchSnapshot,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -271,6 +287,33 @@ class QuorumService:
             '/quorum.rpc.v1.QuorumService/DescribeQuorum',
             quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.QuorumService/FetchSnapshot',
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,43 @@
+"""Shared fixtures. ``spark``: one local Spark session for the whole test session (starting one
+costs ~5 s), created only when a test asks for it (ECOSYSTEM.md, "PySpark 4.x Python Data
+Source API": the recommended fixture)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # The Python workers must run this interpreter (the venv's, with pyarrow), and nothing may
+    # bind beyond loopback.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - only Spark tests pay for the import
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("metaquorum-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,656 @@
+"""The ``metaquorum`` data source: listing and partitions, the frame walk (torn tails,
+corruption), the columnar decoder against the reference decoder, and reading through Spark.
+
+Most tests call the source's functions directly (no Spark: fast); those marked ``spark`` share
+the session-wide ``spark`` fixture of conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from quorum.analytics import source
+from quorum.analytics.source import (
+    COLUMN_NAMES,
+    LogFile,
+    LogFilePartition,
+    LogReadError,
+    ReadOptions,
+    arrow_schema,
+    list_log_files,
+    plan_partitions,
+    read_partition,
+    spark_schema,
+)
+from quorum.ids import Uuid
+from quorum.metadata.batch import LogBatch, decode_batch, encode_batch
+from quorum.metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
+    FenceBrokerRecord,
+    LeaderChangeMessage,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RecordDecodeError,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    SnapshotFooter,
+    SnapshotHeader,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    is_control_record,
+    pack_msgpack,
+    record_to_wire,
+)
+from quorum.storage import SegmentedLog
+from quorum.storage.log import encode_frame
+
+TOPIC_A = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
+TOPIC_B = Uuid.parse("4CMDPTZOQz-3yIL0ICzIKA")
+INCARNATION = Uuid.parse("w4a7xM1hTjCY8WrfkbdYSg")
+METADATA_DIR = "__cluster_metadata-0"
+SMALL_SEGMENT_BYTES = 400
+
+
+def timestamp_ms(base_offset: int) -> int:
+    return 1_700_000_000_000 + 10 * base_offset
+
+
+def write_log(
+    directory: Path, batches: Sequence[tuple[int, Sequence[Record]]], segment_bytes: int = 0
+) -> list[LogBatch]:
+    """Append ``(epoch, records)`` batches with ``SegmentedLog`` (small segments by default);
+    control batches are recognised from their records. Returns the batches written."""
+    written = []
+    offset = 0
+    log = SegmentedLog.open(directory, segment_bytes_max=segment_bytes or SMALL_SEGMENT_BYTES)
+    try:
+        for epoch, records in batches:
+            batch = encode_batch(
+                base_offset=offset,
+                epoch=epoch,
+                timestamp_ms=timestamp_ms(offset),
+                records=list(records),
+                control=is_control_record(records[0]),
+            )
+            log.append([batch])
+            written.append(batch)
+            offset += len(records)
+    finally:
+        log.close()
+    return written
+
+
+def every_record_type() -> list[tuple[int, list[Record]]]:
+    endpoint = BrokerEndpoint("PLAINTEXT", "broker-0.local", 9092)
+    return [
+        (1, [LeaderChangeMessage(1, 1, (1, 2, 3))]),
+        (1, [RegisterBrokerRecord(0, INCARNATION, 7, (endpoint,), "rack-a", True)]),
+        (1, [UnfenceBrokerRecord(0, 7), FenceBrokerRecord(0, 7), UnregisterBrokerRecord(0, 7)]),
+        (
+            1,
+            [
+                TopicRecord("orders", TOPIC_A, False),
+                PartitionRecord(TOPIC_A, 0, (0, 1, 2), (0, 1), 0, 3, 4),
+                ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "1000"),
+            ],
+        ),
+        (
+            2,
+            [
+                PartitionChangeRecord(TOPIC_A, 0, isr=(0,), leader=-1, partition_epoch=5),
+                ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", None),
+                NoOpRecord(),
+                RemoveTopicRecord(TOPIC_A),
+            ],
+        ),
+    ]
+
+
+def rows_of(partitions: Sequence[Any]) -> list[dict[str, Any]]:
+    batches = [batch for partition in partitions for batch in read_partition(partition)]
+    if not batches:
+        return []
+    rows: list[dict[str, Any]] = pa.Table.from_batches(batches).to_pylist()
+    return sorted(rows, key=lambda row: (row["snapshot_end_offset"] or -1, row["offset"]))
+
+
+def read_rows(path: Path, **options: Any) -> list[dict[str, Any]]:
+    return rows_of(plan_partitions(ReadOptions(str(path), **options)))
+
+
+def without_nulls(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if value is not None}
+
+
+# ----- schema and the decoder ---------------------------------------------------------------
+
+
+def test_arrow_schema_is_the_one_spark_expects() -> None:
+    assert arrow_schema().equals(to_arrow_schema(spark_schema(), timezone="UTC"))
+    assert tuple(arrow_schema().names) == COLUMN_NAMES
+
+
+def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
+    write_log(tmp_path / METADATA_DIR, every_record_type())
+    rows = [without_nulls(row) for row in read_rows(tmp_path)]
+    header = {"control": False, "version": 0}
+    assert rows == [
+        {
+            **header,
+            "offset": 0,
+            "epoch": 1,
+            "batch_timestamp_ms": timestamp_ms(0),
+            "control": True,
+            "record_type": "LeaderChangeMessage",
+            "leader_id": 1,
+            "quorum_epoch": 1,
+            "voters": [1, 2, 3],
+        },
+        {
+            **header,
+            "offset": 1,
+            "epoch": 1,
+            "batch_timestamp_ms": timestamp_ms(1),
+            "record_type": "RegisterBrokerRecord",
+            "broker_id": 0,
+            "incarnation_id": str(INCARNATION),
+            "broker_epoch": 7,
+            "endpoints": [{"name": "PLAINTEXT", "host": "broker-0.local", "port": 9092}],
+            "rack": "rack-a",
+            "fenced": True,
+        },
+        *[
+            {
+                **header,
+                "offset": offset,
+                "epoch": 1,
+                "batch_timestamp_ms": timestamp_ms(2),
+                "record_type": record_type,
+                "broker_id": 0,
+                "broker_epoch": 7,
+            }
+            for offset, record_type in (
+                (2, "UnfenceBrokerRecord"),
+                (3, "FenceBrokerRecord"),
+                (4, "UnregisterBrokerRecord"),
+            )
+        ],
+        {
+            **header,
+            "offset": 5,
+            "epoch": 1,
+            "batch_timestamp_ms": timestamp_ms(5),
+            "record_type": "TopicRecord",
+            "name": "orders",
+            "topic_id": str(TOPIC_A),
+            "internal": False,
+        },
+        {
+            **header,
+            "offset": 6,
+            "epoch": 1,
+            "batch_timestamp_ms": timestamp_ms(5),
+            "record_type": "PartitionRecord",
+            "topic_id": str(TOPIC_A),
+            "partition": 0,
+            "replicas": [0, 1, 2],
+            "isr": [0, 1],
+            "leader": 0,
+            "leader_epoch": 3,
+            "partition_epoch": 4,
+        },
+        {
+            **header,
+            "offset": 7,
+            "epoch": 1,
+            "batch_timestamp_ms": timestamp_ms(5),
+            "record_type": "ConfigRecord",
+            "config_resource_type": 2,
+            "config_resource_name": "orders",
+            "config_name": "retention.ms",
+            "config_value": "1000",
+        },
+        {
+            **header,
+            "offset": 8,
+            "epoch": 2,
+            "batch_timestamp_ms": timestamp_ms(8),
+            "record_type": "PartitionChangeRecord",
+            "topic_id": str(TOPIC_A),
+            "partition": 0,
+            "isr": [0],
+            "leader": -1,
+            "partition_epoch": 5,
+        },
+        {
+            **header,
+            "offset": 9,
+            "epoch": 2,
+            "batch_timestamp_ms": timestamp_ms(8),
+            "record_type": "ConfigRecord",
+            "config_resource_type": 2,
+            "config_resource_name": "orders",
+            "config_name": "retention.ms",
+        },
+        {
+            **header,
+            "offset": 10,
+            "epoch": 2,
+            "batch_timestamp_ms": timestamp_ms(8),
+            "record_type": "NoOpRecord",
+        },
+        {
+            **header,
+            "offset": 11,
+            "epoch": 2,
+            "batch_timestamp_ms": timestamp_ms(8),
+            "record_type": "RemoveTopicRecord",
+            "topic_id": str(TOPIC_A),
+        },
+    ]
+
+
+def _frame(records_wire: list[Any], *, control: bool = False, base_offset: int = 0) -> Any:
+    body = {
+        "base_offset": base_offset,
+        "epoch": 1,
+        "timestamp_ms": 5,
+        "control": control,
+        "records": records_wire,
+    }
+    data = pack_msgpack(body)
+    return source._Frame(0, base_offset, 1, len(records_wire), data)
+
+
+def _decode(frame: Any) -> list[dict[str, Any]]:
+    partition = LogFilePartition(LogFile("mem.log", 0, 0), (), 0, None)
+    batches = source._decode_chunk([frame], partition)
+    rows: list[dict[str, Any]] = pa.Table.from_batches(batches, arrow_schema()).to_pylist()
+    return sorted(rows, key=lambda row: row["offset"])
+
+
+def _reference_rows(frame: Any) -> list[dict[str, Any]]:
+    """Rows built from the reference decoder's records, independently of the fast path."""
+    decoded = decode_batch(frame.data)
+    rows = []
+    for offset, record in enumerate(decoded.records, start=decoded.base_offset):
+        row: dict[str, Any] = dict.fromkeys(COLUMN_NAMES)
+        row.update(
+            offset=offset,
+            epoch=decoded.epoch,
+            batch_timestamp_ms=decoded.timestamp_ms,
+            control=decoded.control,
+            record_type=type(record).__name__,
+            version=record.VERSION,
+        )
+        for spec in source._RECORD_COLUMNS[type(record)]:
+            value = getattr(record, spec.field)
+            if isinstance(value, Uuid):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = [
+                    {"name": v.name, "host": v.host, "port": v.port}
+                    if isinstance(v, BrokerEndpoint)
+                    else v
+                    for v in value
+                ]
+            row[spec.column] = value
+        rows.append(row)
+    return rows
+
+
+SAMPLES: list[Record] = [record for _, batch in every_record_type() for record in batch] + [
+    SnapshotHeader(0, 12),
+    SnapshotFooter(0),
+    PartitionChangeRecord(TOPIC_B, 3),
+    PartitionChangeRecord(TOPIC_B, 3, (1,), 2, (1, 2), 9, 10),
+    RegisterBrokerRecord(5, INCARNATION, 2**62, (), None, False),
+]
+BAD_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    -(2**63),
+    -2,
+    -1,
+    0,
+    1,
+    127,
+    128,
+    2**15 - 1,
+    2**15,
+    2**31 - 1,
+    2**31,
+    2**63 - 1,
+    2**64 - 1,
+    1.0,
+    1.5,
+    "",
+    "x",
+    b"x",
+    b"\x01" * 16,
+    b"\x01" * 17,
+    (),
+    (1,),
+    (-1,),
+    (2**31,),
+    (True,),
+    (1.0,),
+    ("a",),
+    ((1,),),
+    (None,),
+    (("n", "h", 1),),
+    (("n", "h", -1),),
+    (("n", "h"),),
+    ((b"n", "h", 1),),
+    {"a": 1},
+]
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
+def test_fast_decoder_accepts_exactly_what_the_record_classes_accept(record: Record) -> None:
+    """Every field of every record type, set to each of many wire values: the columnar decoder
+    either gives the reference decoder's rows or raises with the reference decoder's error."""
+    wire = record_to_wire(record)
+    control = is_control_record(record)
+    for index in range(len(wire[2])):
+        for bad in BAD_VALUES:
+            fields = list(wire[2])
+            fields[index] = bad
+            frame = _frame([[wire[0], wire[1], fields]], control=control)
+            try:
+                expected = _reference_rows(frame)
+            except RecordDecodeError as exc:
+                with pytest.raises(LogReadError) as caught:
+                    _decode(frame)
+                assert str(exc) in str(caught.value), (record, index, bad)
+                continue
+            assert _decode(frame) == expected, (record, index, bad)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda w: [[True, 0, w[0][2]]], "unknown metadata record type True"),
+        (lambda w: [[2, 1, w[0][2]]], "unsupported version 1 of TopicRecord"),
+        (lambda w: [[77, 0, []]], "unknown metadata record type 77"),
+        (lambda w: [[2, 0]], "a metadata record is the array [type, version, fields]"),
+        (lambda w: [[2, 0, w[0][2][:2]]], "TopicRecord v0 has 3 fields"),
+        (lambda w: [[1002, 0, [1, 1, [1]]]], "a non-control batch holds LeaderChangeMessage"),
+        (lambda w: [[2, 0, w[0][2]], [2**64 - 1, 0, []]], "unknown metadata record type"),
+    ],
+)
+def test_malformed_record_arrays_are_reported_not_skipped(mutate: Any, message: str) -> None:
+    wire = [record_to_wire(TopicRecord("orders", TOPIC_A, False))]
+    with pytest.raises(LogReadError, match="cannot decode the batch at base offset 0") as caught:
+        _decode(_frame(mutate(wire)))
+    assert message in str(caught.value)
+
+
+def test_fast_and_reference_paths_agree_on_a_mixed_log(tmp_path: Path) -> None:
+    """A generated history (several batches, every common type) read both ways."""
+    rng = random.Random(7)
+    batches: list[tuple[int, list[Record]]] = [(1, [LeaderChangeMessage(1, 1, (1, 2, 3))])]
+    topics = [Uuid.random(rng) for _ in range(20)]
+    for number in range(60):
+        records: list[Record] = []
+        for _ in range(rng.randrange(1, 40)):
+            topic = rng.choice(topics)
+            kind = rng.random()
+            if kind < 0.4:
+                replicas = tuple(rng.sample(range(6), 3))
+                records.append(PartitionRecord(topic, rng.randrange(8), replicas, replicas, 1))
+            elif kind < 0.8:
+                records.append(PartitionChangeRecord(topic, 0, isr=rng.choice([None, (1,)])))
+            elif kind < 0.9:
+                records.append(ConfigRecord(2, f"t{number}", "k", rng.choice([None, "v"])))
+            else:
+                records.append(TopicRecord(f"t{number}", topic, rng.random() < 0.1))
+        batches.append((1, records))
+    write_log(tmp_path / METADATA_DIR, batches, segment_bytes=4096)
+    (partition,) = plan_partitions(ReadOptions(str(tmp_path)))[:1]
+    frames = list(source._iter_frames(partition))
+    fast = source._chunk_to_batches(_chunk(frames, fast=True), None, checked=False)
+    reference = source._chunk_to_batches(_chunk(frames, fast=False), None, checked=True)
+    assert [b.to_pylist() for b in fast] == [b.to_pylist() for b in reference]
+    expected = [row for frame in frames for row in _reference_rows(frame)]
+    got = sorted(pa.Table.from_batches(fast).to_pylist(), key=lambda row: row["offset"])
+    assert got == expected
+
+
+def _chunk(frames: list[Any], *, fast: bool) -> Any:
+    chunk = source._Chunk()
+    for frame in frames:
+        if fast:
+            source._collect_fast(chunk, frame, 0, None, path="x")
+        else:
+            source._collect_reference(chunk, frame, 0, None, path="x")
+    return chunk
+
+
+# ----- listing, ranges, tails ---------------------------------------------------------------
+
+
+def history(batches: int) -> list[tuple[int, list[Record]]]:
+    """``batches`` batches of 1-3 records each, epochs 1 then 2."""
+    result: list[tuple[int, list[Record]]] = [(1, [LeaderChangeMessage(1, 1, (1, 2, 3))])]
+    for number in range(1, batches):
+        records: list[Record] = [
+            PartitionChangeRecord(TOPIC_A, number % 3, leader=number % 3)
+            for _ in range(1 + number % 3)
+        ]
+        result.append((1 if number < batches // 2 else 2, records))
+    return result
+
+
+def test_partitions_one_per_segment_and_offset_ranges_prune_them(tmp_path: Path) -> None:
+    write_log(tmp_path / METADATA_DIR, history(40))
+    segments, checkpoints = list_log_files(tmp_path)  # metadata.log.dir is accepted
+    assert len(segments) >= 4
+    assert checkpoints == []
+    assert [p.file for p in plan_partitions(ReadOptions(str(tmp_path)))] == segments
+    all_rows = read_rows(tmp_path)
+    assert [row["offset"] for row in all_rows] == list(range(len(all_rows)))
+    start, end = segments[1].base_offset + 1, segments[3].base_offset
+    ranged = plan_partitions(ReadOptions(str(tmp_path), start_offset=start, end_offset=end))
+    assert [p.file for p in ranged] == segments[1:3]
+    assert [row["offset"] for row in rows_of(ranged)] == list(range(start, end))
+    # Ranges across batch boundaries, in the middle of a segment.
+    assert [row["offset"] for row in read_rows(tmp_path, start_offset=7, end_offset=8)] == [7]
+    assert read_rows(tmp_path, start_offset=5, end_offset=5) == []
+    assert read_rows(tmp_path, start_offset=10**9) == []
+
+
+def test_a_log_being_appended_is_read_up_to_its_last_complete_batch(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    written = write_log(directory, history(30))
+    segments, _ = list_log_files(directory)
+    last = Path(segments[-1].path)
+    complete = read_rows(directory)
+    next_offset = written[-1].end_offset
+    extra = encode_frame(
+        encode_batch(
+            base_offset=next_offset, epoch=2, timestamp_ms=1, records=[NoOpRecord(), NoOpRecord()]
+        )
+    )
+    before = {path: path.read_bytes() for path in directory.iterdir()}
+    for cut in (1, 5, 24, len(extra) - 1):  # a write in progress: every partial frame length
+        with last.open("ab") as f:
+            f.write(extra[:cut])
+        assert read_rows(directory) == complete
+        os.truncate(last, len(before[last]))
+    # A zero-filled tail (blocks allocated, never written) is a tail too.
+    with last.open("ab") as f:
+        f.write(bytes(100))
+    assert read_rows(directory) == complete
+    os.truncate(last, len(before[last]))
+    # Reading never modified anything.
+    assert {path: path.read_bytes() for path in directory.iterdir()} == before
+    # Once the frame is whole, it is read.
+    with last.open("ab") as f:
+        f.write(extra)
+    assert [row["offset"] for row in read_rows(directory)][-2:] == [next_offset, next_offset + 1]
+
+
+def test_the_size_at_listing_bounds_what_a_partition_reads(tmp_path: Path) -> None:
+    """A DataFrame is the log as planned: batches appended after listing are not seen."""
+    directory = tmp_path / METADATA_DIR
+    written = write_log(directory, history(10), segment_bytes=1 << 20)
+    partitions = plan_partitions(ReadOptions(str(directory)))
+    log = SegmentedLog.open(directory)
+    log.append(
+        [
+            encode_batch(
+                base_offset=written[-1].end_offset, epoch=2, timestamp_ms=1, records=[NoOpRecord()]
+            )
+        ]
+    )
+    log.close()
+    assert len(rows_of(partitions)) == written[-1].end_offset
+    assert len(read_rows(directory)) == written[-1].end_offset + 1
+
+
+def test_damage_followed_by_a_valid_batch_is_corruption(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    segments, _ = list_log_files(directory)
+    middle = Path(segments[1].path)
+    data = bytearray(middle.read_bytes())
+    data[30] ^= 0xFF  # inside the first frame: a later frame of the segment is still valid
+    middle.write_bytes(bytes(data))
+    with pytest.raises(LogReadError, match="yet a valid batch follows") as caught:
+        read_rows(directory)
+    assert caught.value.path == str(middle)
+    # Damage at the end of a non-last segment, followed by a valid later segment.
+    data[30] ^= 0xFF
+    middle.write_bytes(bytes(data[:-3]))
+    with pytest.raises(LogReadError, match="yet the later segment"):
+        read_rows(directory)
+
+
+def test_a_missing_segment_is_reported(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    segments, _ = list_log_files(directory)
+    Path(segments[2].path).unlink()
+    with pytest.raises(LogReadError, match="a missing, extra or renamed segment"):
+        read_rows(directory)
+
+
+def test_checkpoints_are_partitions_only_with_include_snapshots(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(6))
+    end_offset, epoch = 12, 2
+    checkpoint = directory / f"{end_offset:020d}-{epoch:010d}.checkpoint"
+    snapshot = [
+        encode_batch(
+            base_offset=0, epoch=epoch, timestamp_ms=9, records=[SnapshotHeader(0, 9)], control=True
+        ),
+        encode_batch(
+            base_offset=1, epoch=epoch, timestamp_ms=9, records=[TopicRecord("t", TOPIC_B)]
+        ),
+        encode_batch(
+            base_offset=2, epoch=epoch, timestamp_ms=9, records=[SnapshotFooter(0)], control=True
+        ),
+    ]
+    checkpoint.write_bytes(b"".join(encode_frame(batch) for batch in snapshot))
+    log_rows = read_rows(directory)
+    assert all(row["snapshot_end_offset"] is None for row in log_rows)
+    rows = read_rows(directory, include_snapshots=True)
+    snapshot_rows = [row for row in rows if row["snapshot_end_offset"] == end_offset]
+    assert [row["record_type"] for row in snapshot_rows] == [
+        "SnapshotHeader",
+        "TopicRecord",
+        "SnapshotFooter",
+    ]
+    assert snapshot_rows[1]["topic_id"] == str(TOPIC_B)
+    assert len(rows) == len(log_rows) + 3
+    assert (
+        read_rows(directory, include_snapshots=True, end_offset=11)[-1]["snapshot_end_offset"]
+        is None
+    )
+    # A checkpoint is renamed into place whole: a torn one is corrupt, not a tail.
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-2])
+    with pytest.raises(LogReadError, match="a checkpoint is written whole"):
+        read_rows(directory, include_snapshots=True)
+
+
+def test_options_are_checked() -> None:
+    assert ReadOptions.parse({"path": "/x", "StartOffset": "5", "endoffset": "9"}) == ReadOptions(
+        "/x", 5, 9
+    )
+    assert ReadOptions.parse({"path": "/x", "includeSnapshots": "TRUE"}).include_snapshots
+    with pytest.raises(ValueError, match="unknown option"):
+        ReadOptions.parse({"path": "/x", "startOfset": "5"})
+    with pytest.raises(ValueError, match="needs a path"):
+        ReadOptions.parse({})
+    with pytest.raises(ValueError, match="endOffset"):
+        ReadOptions.parse({"path": "/x", "startOffset": "5", "endOffset": "4"})
+    with pytest.raises(ValueError, match="integer offset"):
+        ReadOptions.parse({"path": "/x", "endOffset": "ten"})
+    with pytest.raises(ValueError, match="true or false"):
+        ReadOptions.parse({"path": "/x", "includeSnapshots": "maybe"})
+
+
+def test_a_missing_directory_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(LogReadError, match="no such directory"):
+        list_log_files(tmp_path / "nope")
+
+
+# ----- through Spark ------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_spark_reads_typed_rows_in_parallel(spark: Any, tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    expected = read_rows(directory)
+    df = source.load(spark, tmp_path)
+    assert df.schema == spark_schema()
+    assert df.rdd.getNumPartitions() == len(list_log_files(directory)[0]) > 1
+    assert [r.asDict(recursive=True) for r in df.orderBy("offset").collect()] == expected
+    # Typed columns are queryable as they are: no JSON parsing.
+    changes = df.filter(F.col("record_type") == "PartitionChangeRecord")
+    leaders = changes.groupBy("leader").count().collect()
+    assert {row["leader"]: row["count"] for row in leaders} == Counter(
+        row["leader"] for row in expected if row["record_type"] == "PartitionChangeRecord"
+    )
+    ranged = source.load(spark, directory, startOffset=10, endOffset=20).orderBy("offset")
+    assert [row["offset"] for row in ranged.select("offset").collect()] == list(range(10, 20))
+
+
+@pytest.mark.spark
+def test_spark_reads_torn_tails_and_surfaces_decode_errors(spark: Any, tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    written = write_log(directory, history(12))
+    end = written[-1].end_offset
+    last = Path(list_log_files(directory)[0][-1].path)
+    size = last.stat().st_size
+    partial = encode_frame(
+        encode_batch(base_offset=end, epoch=2, timestamp_ms=1, records=[NoOpRecord()])
+    )
+    with last.open("ab") as f:
+        f.write(partial[:-4])
+    assert source.load(spark, directory).count() == end
+    body = {"base_offset": end, "epoch": 2, "timestamp_ms": 1, "control": False}
+    bad = LogBatch(end, 2, 1, pack_msgpack({**body, "records": [[99, 0, []]]}))
+    os.truncate(last, size)
+    with last.open("ab") as f:
+        f.write(encode_frame(bad))
+    with pytest.raises(Exception, match="unknown metadata record type 99"):
+        source.load(spark, directory).count()
