@@ -94,6 +94,7 @@ class FetchRequest:
     last_fetched_epoch: int  # epoch of the batch just before fetch_offset (0 if none)
     max_wait_ms: int  # long-poll bound
     max_bytes: int
+    high_watermark: int = 0  # what the fetcher knows; behind the leader's = answer at once
 
 
 @dataclass(frozen=True, slots=True)

@@ -848,6 +848,7 @@ class RaftNode:
             request.fetch_offset < self.log.log_end_offset
             or request.max_wait_ms == 0
             or self.log.high_watermark != hw_before
+            or request.high_watermark < self.log.high_watermark
         ):
             self._complete_fetch(envelope)
         else:
@@ -1355,6 +1356,7 @@ class RaftNode:
                 self.log.last_fetched_epoch,
                 self.config.fetch_max_wait_ms,
                 self.config.fetch_max_bytes,
+                self.log.high_watermark,
             ),
             "fetch",
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,

@@ -269,7 +269,7 @@ class RaftDriver:
             self.log.truncate_to(ready.truncate_to, high_watermark=0)
         if ready.entries_to_append:
             self.log.append(ready.entries_to_append)
-            self.log.flush()
+            await asyncio.to_thread(self.log.flush)
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
         for envelope in envelopes:

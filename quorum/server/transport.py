@@ -210,6 +210,7 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 last_fetched_epoch=msg.last_fetched_epoch,
                 max_wait_ms=msg.max_wait_ms,
                 max_bytes=msg.max_bytes,
+                high_watermark=msg.high_watermark,
             )
         case DescribeQuorumRequest():
             return raft_pb2.DescribeQuorumRequest(
@@ -275,6 +276,7 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 last_fetched_epoch=pb.last_fetched_epoch,
                 max_wait_ms=pb.max_wait_ms,
                 max_bytes=pb.max_bytes,
+                high_watermark=pb.high_watermark,
             )
         case raft_pb2.DescribeQuorumRequest():
             cluster_id = pb.cluster_id

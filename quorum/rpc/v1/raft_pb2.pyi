@@ -101,7 +101,7 @@ class EndQuorumEpochResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes")
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class FetchRequest(_message.Message):
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     topic_id: bytes
     partition_index: int
@@ -120,7 +121,8 @@ class FetchRequest(_message.Message):
     last_fetched_epoch: int
     max_wait_ms: int
     max_bytes: int
-    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    high_watermark: int
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("base_offset", "epoch", "record_count", "data")
