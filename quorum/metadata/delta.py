@@ -14,6 +14,17 @@ that differs from everyone else's.
 
 Offsets: ``replay`` needs strictly increasing offsets. Control records (``LeaderChangeMessage``,
 snapshot header/footer) and ``NoOpRecord`` only advance the offset.
+
+Snapshots (``MetadataDelta(MetadataImage.EMPTY, snapshot_end_offset=N)``). A snapshot holds the
+image as of its last contained offset ``N - 1``, not a history, so a delta in snapshot mode
+replays every record *as of* ``N - 1`` and its image's ``offset`` is ``N - 1``; the offsets a
+snapshot's batches carry are positions inside the file (they must still grow). Only the records
+a state needs are accepted: ``TopicRecord`` (each immediately followed by the
+``TopicIdentityRecord`` that gives its creation offset), ``DeletedTopicRecord``,
+``PartitionRecord``, ``ConfigRecord``, ``RegisterBrokerRecord`` (which carries the fenced
+state) and the snapshot header/footer; change records (``PartitionChangeRecord``,
+``RemoveTopicRecord``, broker fencing, ...) are refused there, and the snapshot-only records are
+refused everywhere else. ``quorum.metadata.snapshot_records`` writes such record streams.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from quorum.metadata.image import (
 from quorum.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
+    DeletedTopicRecord,
     FenceBrokerRecord,
     LeaderChangeMessage,
     NoOpRecord,
@@ -50,6 +62,7 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
     SnapshotFooter,
     SnapshotHeader,
+    TopicIdentityRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
@@ -196,32 +209,67 @@ class MetadataDelta:
     A delta may be applied any number of times (each ``apply`` reflects the records so far),
     and replay may continue after ``apply``: the driver of a broker can publish an image per
     batch from one long-lived delta or start a fresh delta per batch.
+
+    With ``snapshot_end_offset`` the delta loads a snapshot ending at that offset onto the
+    empty image (see the module docstring): ``offset`` is ``snapshot_end_offset - 1`` from the
+    start, and the offsets given to ``replay`` are positions inside the snapshot.
     """
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, *, snapshot_end_offset: int | None = None) -> None:
         self._image = image
         self._offset = image.offset
+        self._snapshot_end_offset = snapshot_end_offset
+        # Snapshot mode: the last position replayed, and a TopicRecord whose TopicIdentityRecord
+        # must come next.
+        self._position = -1
+        self._awaiting_identity: tuple[TopicRecord, int] | None = None
+        if snapshot_end_offset is not None:
+            if type(snapshot_end_offset) is not int or snapshot_end_offset < 0:
+                raise ValueError(
+                    f"snapshot_end_offset must be an int >= 0: {snapshot_end_offset!r}"
+                )
+            if image != MetadataImage.EMPTY:
+                raise ValueError(
+                    f"a snapshot loads onto the empty image, not one at offset {image.offset}"
+                )
+            self._offset = snapshot_end_offset - 1
         self._topics: dict[Uuid, _TopicChange] = {}
         self._removed: dict[Uuid, DeletedTopic] = {}
         self._names: dict[str, Uuid | None] = {}  # None: the name was freed in this delta
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
         self._metadata_topic_id = image.metadata_topic_id
-        self._handlers: Final[Mapping[type, _Handler]] = {
-            TopicRecord: self._replay_topic,
-            PartitionRecord: self._replay_partition,
-            PartitionChangeRecord: self._replay_partition_change,
-            ConfigRecord: self._replay_config,
-            RemoveTopicRecord: self._replay_remove_topic,
-            RegisterBrokerRecord: self._replay_register_broker,
-            UnregisterBrokerRecord: self._replay_unregister_broker,
-            FenceBrokerRecord: self._replay_fence_broker,
-            UnfenceBrokerRecord: self._replay_unfence_broker,
-            NoOpRecord: _ignore,
-            LeaderChangeMessage: _ignore,
-            SnapshotHeader: _ignore,
-            SnapshotFooter: _ignore,
-        }
+        handlers: dict[type, _Handler]
+        if snapshot_end_offset is None:
+            handlers = {
+                TopicRecord: self._replay_topic,
+                PartitionRecord: self._replay_partition,
+                PartitionChangeRecord: self._replay_partition_change,
+                ConfigRecord: self._replay_config,
+                RemoveTopicRecord: self._replay_remove_topic,
+                RegisterBrokerRecord: self._replay_register_broker,
+                UnregisterBrokerRecord: self._replay_unregister_broker,
+                FenceBrokerRecord: self._replay_fence_broker,
+                UnfenceBrokerRecord: self._replay_unfence_broker,
+                NoOpRecord: _ignore,
+                LeaderChangeMessage: _ignore,
+                SnapshotHeader: _ignore,
+                SnapshotFooter: _ignore,
+                TopicIdentityRecord: _only_in_snapshots,
+                DeletedTopicRecord: _only_in_snapshots,
+            }
+        else:
+            handlers = {
+                TopicRecord: self._replay_topic,
+                TopicIdentityRecord: self._replay_topic_identity,
+                DeletedTopicRecord: self._replay_deleted_topic,
+                PartitionRecord: self._replay_partition,
+                ConfigRecord: self._replay_config,
+                RegisterBrokerRecord: self._replay_register_broker,
+                SnapshotHeader: _ignore,
+                SnapshotFooter: _ignore,
+            }
+        self._handlers: Final[Mapping[type, _Handler]] = handlers
 
     @property
     def image(self) -> MetadataImage:
@@ -230,13 +278,24 @@ class MetadataDelta:
 
     @property
     def offset(self) -> int:
-        """The offset of the last record replayed (the image's offset before any)."""
+        """The offset of the last record replayed (the image's offset before any); in snapshot
+        mode the snapshot's last contained offset."""
         return self._offset
+
+    @property
+    def snapshot_end_offset(self) -> int | None:
+        """The end offset of the snapshot this delta loads, or None for log replay."""
+        return self._snapshot_end_offset
 
     # ----- replay -----------------------------------------------------------------------------
 
     def replay(self, record: Record, offset: int) -> None:
-        """Apply one record at ``offset``; raises ``MetadataReplayError`` if it is impossible."""
+        """Apply one record at ``offset``; raises ``MetadataReplayError`` if it is impossible.
+
+        In snapshot mode ``offset`` is the record's position inside the snapshot."""
+        if self._snapshot_end_offset is not None:
+            self._replay_in_snapshot(record, offset)
+            return
         if offset <= self._offset:
             raise MetadataReplayError(
                 offset, record, f"offsets must grow: the last record replayed is at {self._offset}"
@@ -249,6 +308,10 @@ class MetadataDelta:
 
     def replay_batch(self, batch: DecodedBatch) -> None:
         """``replay`` every record of ``batch`` at its offset (one offset check per batch)."""
+        if self._snapshot_end_offset is not None:
+            for position, record in enumerate(batch.records, start=batch.base_offset):
+                self._replay_in_snapshot(record, position)
+            return
         if batch.base_offset <= self._offset:
             raise MetadataReplayError(
                 batch.base_offset,
@@ -264,6 +327,38 @@ class MetadataDelta:
             handler(record, offset)
             self._offset = offset
             offset += 1
+
+    def _replay_in_snapshot(self, record: Record, position: int) -> None:
+        """Replay one record of a snapshot (at ``position`` in it) as of its last offset."""
+        offset = self._offset
+        if position <= self._position:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"positions in a snapshot must grow: position {position} after {self._position}",
+            )
+        awaiting = self._awaiting_identity
+        if awaiting is not None and (
+            type(record) is not TopicIdentityRecord or record.topic_id != awaiting[0].topic_id
+        ):
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"the TopicRecord of {awaiting[0].name!r} at position {awaiting[1]} of the "
+                "snapshot must be followed by its TopicIdentityRecord",
+            )
+        handler = self._handlers.get(type(record))
+        if handler is None:
+            raise MetadataReplayError(
+                offset,
+                record,
+                "not a record a snapshot holds (a snapshot is a state: topics with their "
+                "identity, deleted topics, partitions, configs, brokers)",
+            )
+        handler(record, offset)
+        self._position = position
+        if type(record) is TopicRecord:
+            self._awaiting_identity = (record, position)
 
     # ----- lookups across the delta and its image --------------------------------------------
 
@@ -328,6 +423,46 @@ class MetadataDelta:
             creation_offset=offset,
         )
         self._names[name] = topic_id
+
+    def _replay_topic_identity(self, record: TopicIdentityRecord, offset: int) -> None:
+        awaiting = self._awaiting_identity
+        if awaiting is None:
+            raise MetadataReplayError(
+                offset, record, "a TopicIdentityRecord follows the TopicRecord of its topic"
+            )
+        if record.creation_offset > offset:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"creation offset {record.creation_offset} is past the snapshot's last offset",
+            )
+        change = self._topics[record.topic_id]
+        assert change.base is None, change
+        change.creation_offset = record.creation_offset
+        self._awaiting_identity = None
+
+    def _replay_deleted_topic(self, record: DeletedTopicRecord, offset: int) -> None:
+        topic_id = record.topic_id
+        if topic_id in RESERVED_UUIDS:
+            raise MetadataReplayError(offset, record, f"{topic_id} is a reserved id")
+        if self._is_topic_id_used(topic_id):
+            raise MetadataReplayError(
+                offset, record, f"topic id {topic_id} appears twice in the snapshot"
+            )
+        if record.deletion_offset > offset:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"deletion offset {record.deletion_offset} is past the snapshot's last offset",
+            )
+        if record.name == CLUSTER_METADATA_TOPIC_NAME:
+            raise MetadataReplayError(offset, record, "the metadata topic is never removed")
+        self._removed[topic_id] = DeletedTopic(
+            name=record.name,
+            topic_id=topic_id,
+            creation_offset=record.creation_offset,
+            deletion_offset=record.deletion_offset,
+        )
 
     def _replay_partition(self, record: PartitionRecord, offset: int) -> None:
         topic = self._topics.get(record.topic_id) or self._live_topic_for_update(record.topic_id)
@@ -487,7 +622,18 @@ class MetadataDelta:
     # ----- apply ------------------------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
-        """The image with every record replayed so far; shares all it did not change."""
+        """The image with every record replayed so far; shares all it did not change.
+
+        In snapshot mode, raises ``MetadataReplayError`` if the last record was a
+        ``TopicRecord`` still waiting for its ``TopicIdentityRecord``."""
+        if self._awaiting_identity is not None:
+            record, position = self._awaiting_identity
+            raise MetadataReplayError(
+                self._offset,
+                record,
+                f"the snapshot ends after this TopicRecord (position {position}) without its "
+                "TopicIdentityRecord",
+            )
         image = self._image
         if self._offset == image.offset:
             return image
@@ -599,6 +745,14 @@ def _hosts(state: PartitionImage | None, broker_id: int) -> bool:
 
 def _ignore(record: object, offset: int) -> None:
     del record, offset
+
+
+def _only_in_snapshots(record: Record, offset: int) -> None:
+    raise MetadataReplayError(
+        offset,
+        record,
+        "this record belongs only in snapshots (.checkpoint files), never in the metadata log",
+    )
 
 
 def _with_fenced(broker: BrokerImage, *, fenced: bool) -> BrokerImage:

@@ -18,6 +18,16 @@ reader that skipped records would build a different image from the controller's.
 Control records (``LeaderChangeMessage``, ``SnapshotHeader``, ``SnapshotFooter``) use type codes
 from 1000 up, apart from Kafka's metadata record codes; they appear only in control batches.
 
+Snapshot-only records (``TopicIdentityRecord`` 200, ``DeletedTopicRecord`` 201) are metaquorum's
+own, numbered far from Kafka's metadata codes (which stay below 100) and from the control codes.
+A snapshot is a state, not a history, yet topic identity (DESIGN.md section 5) is historical: a
+topic's creation offset and the ids of removed topics (never reused) cannot be said with
+Kafka's records, so a snapshot says them with these two. They travel in ordinary (non-control)
+batches of ``.checkpoint`` files only; ``RECORD_CLASSES`` lists the records of the log and
+``SNAPSHOT_RECORD_CLASSES`` these, and replay refuses them outside a snapshot
+(``quorum.metadata.delta``). The codec reads both families everywhere, so a reader reports one
+found out of place instead of calling it unknown.
+
 Decoding is on the hot path of brokers, controllers and the Spark replay, so it dispatches on a
 dict from type code to a small hand-written decoder per class instead of reflecting over fields.
 """
@@ -37,10 +47,12 @@ from quorum.ids import UUID_BYTES, Uuid
 __all__ = [
     "CONTROL_RECORD_TYPES",
     "RECORD_CLASSES",
+    "SNAPSHOT_RECORD_CLASSES",
     "BrokerEndpoint",
     "ConfigRecord",
     "ConfigResourceType",
     "ControlRecord",
+    "DeletedTopicRecord",
     "FenceBrokerRecord",
     "InvalidRecordError",
     "LeaderChangeMessage",
@@ -54,6 +66,8 @@ __all__ = [
     "RemoveTopicRecord",
     "SnapshotFooter",
     "SnapshotHeader",
+    "SnapshotOnlyRecord",
+    "TopicIdentityRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnknownRecordTypeError",
@@ -62,6 +76,7 @@ __all__ = [
     "decode_record",
     "encode_record",
     "is_control_record",
+    "is_snapshot_only_record",
     "pack_msgpack",
     "record_from_wire",
     "record_to_json_dict",
@@ -417,6 +432,60 @@ class SnapshotFooter:
         _check_int(self, "version", self.version, 0, INT16_MAX)
 
 
+@dataclass(frozen=True, slots=True)
+class TopicIdentityRecord:
+    """Snapshot only: the creation offset of a live topic (metaquorum; Kafka has none).
+
+    In a snapshot it immediately follows the ``TopicRecord`` of ``topic_id``: the pair restores
+    the topic's identity (``topic_id``, ``creation_offset``), where replaying the ``TopicRecord``
+    alone could only give the snapshot's own offset.
+    """
+
+    topic_id: Uuid
+    creation_offset: int
+
+    TYPE: ClassVar[int] = 200
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_uuid(self, "topic_id", self.topic_id)
+        _check_int(self, "creation_offset", self.creation_offset, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedTopicRecord:
+    """Snapshot only: a removed topic (metaquorum; Kafka has none).
+
+    Ids are never reused (DESIGN.md section 5), so an image remembers every removed topic;
+    a snapshot carries one of these per removed topic, with the offsets of its ``TopicRecord``
+    and of its ``RemoveTopicRecord``.
+    """
+
+    name: str
+    topic_id: Uuid
+    creation_offset: int
+    deletion_offset: int
+
+    TYPE: ClassVar[int] = 201
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_str(self, "name", self.name)
+        _check_uuid(self, "topic_id", self.topic_id)
+        _check_int(self, "creation_offset", self.creation_offset, 0, INT64_MAX)
+        _check_int(self, "deletion_offset", self.deletion_offset, 0, INT64_MAX)
+        if self.deletion_offset <= self.creation_offset:
+            _fail(
+                self,
+                "deletion_offset",
+                f"greater than creation_offset {self.creation_offset}",
+                self.deletion_offset,
+            )
+
+
+SnapshotOnlyRecord: TypeAlias = TopicIdentityRecord | DeletedTopicRecord
+"""The records only snapshots carry (see the module docstring)."""
+
 MetadataRecord: TypeAlias = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -428,8 +497,11 @@ MetadataRecord: TypeAlias = (
     | UnfenceBrokerRecord
     | RemoveTopicRecord
     | NoOpRecord
+    | TopicIdentityRecord
+    | DeletedTopicRecord
 )
-"""The records that change the metadata image; they go only in non-control batches."""
+"""The records that change the metadata image; they go only in non-control batches (the last
+two, ``SnapshotOnlyRecord``, only in snapshots)."""
 
 ControlRecord: TypeAlias = LeaderChangeMessage | SnapshotHeader | SnapshotFooter
 """The records of the Raft layer and snapshots; they go only in control batches."""
@@ -456,7 +528,20 @@ RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
         )
     }
 )
-"""Every record class by its type code."""
+"""Every record class of the metadata log by its type code (``SNAPSHOT_RECORD_CLASSES``: those
+only snapshots carry)."""
+
+SNAPSHOT_RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
+    {cls.TYPE: cls for cls in (TopicIdentityRecord, DeletedTopicRecord)}
+)
+"""The snapshot-only record classes by type code; the codec reads them like any other."""
+
+assert not RECORD_CLASSES.keys() & SNAPSHOT_RECORD_CLASSES.keys()
+
+# Every class the codec reads, log and snapshot records alike.
+_ALL_RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
+    {**RECORD_CLASSES, **SNAPSHOT_RECORD_CLASSES}
+)
 
 CONTROL_RECORD_TYPES: Final[frozenset[int]] = frozenset(
     {LeaderChangeMessage.TYPE, SnapshotHeader.TYPE, SnapshotFooter.TYPE}
@@ -465,6 +550,11 @@ CONTROL_RECORD_TYPES: Final[frozenset[int]] = frozenset(
 
 def is_control_record(record: Record) -> bool:
     return record.TYPE in CONTROL_RECORD_TYPES
+
+
+def is_snapshot_only_record(record: Record) -> bool:
+    """True for the records that belong in snapshots only (``SNAPSHOT_RECORD_CLASSES``)."""
+    return record.TYPE in SNAPSHOT_RECORD_CLASSES
 
 
 # ----- encoding ---------------------------------------------------------------------------
@@ -543,6 +633,14 @@ def _snapshot_footer_to_wire(r: SnapshotFooter) -> list[object]:
     return [r.version]
 
 
+def _topic_identity_to_wire(r: TopicIdentityRecord) -> list[object]:
+    return [r.topic_id.bytes, r.creation_offset]
+
+
+def _deleted_topic_to_wire(r: DeletedTopicRecord) -> list[object]:
+    return [r.name, r.topic_id.bytes, r.creation_offset, r.deletion_offset]
+
+
 _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     RegisterBrokerRecord: _register_broker_to_wire,
     UnregisterBrokerRecord: _broker_epoch_to_wire,
@@ -557,6 +655,8 @@ _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     LeaderChangeMessage: _leader_change_to_wire,
     SnapshotHeader: _snapshot_header_to_wire,
     SnapshotFooter: _snapshot_footer_to_wire,
+    TopicIdentityRecord: _topic_identity_to_wire,
+    DeletedTopicRecord: _deleted_topic_to_wire,
 }
 
 
@@ -695,6 +795,14 @@ def _snapshot_footer_from_wire(f: Sequence[Any]) -> SnapshotFooter:
     return SnapshotFooter(f[0])
 
 
+def _topic_identity_from_wire(f: Sequence[Any]) -> TopicIdentityRecord:
+    return TopicIdentityRecord(_uuid_from_wire(f[0]), f[1])
+
+
+def _deleted_topic_from_wire(f: Sequence[Any]) -> DeletedTopicRecord:
+    return DeletedTopicRecord(f[0], _uuid_from_wire(f[1]), f[2], f[3])
+
+
 _Decoder: TypeAlias = Callable[[Sequence[Any]], Record]
 
 # type code -> version -> (number of fields, decoder). Adding a version means adding an entry
@@ -713,13 +821,16 @@ _DECODERS: Final[dict[int, dict[int, tuple[int, _Decoder]]]] = {
     LeaderChangeMessage.TYPE: {0: (3, _leader_change_from_wire)},
     SnapshotHeader.TYPE: {0: (2, _snapshot_header_from_wire)},
     SnapshotFooter.TYPE: {0: (1, _snapshot_footer_from_wire)},
+    TopicIdentityRecord.TYPE: {0: (2, _topic_identity_from_wire)},
+    DeletedTopicRecord.TYPE: {0: (4, _deleted_topic_from_wire)},
 }
 
-assert _DECODERS.keys() == RECORD_CLASSES.keys()
-assert all(cls.VERSION in _DECODERS[code] for code, cls in RECORD_CLASSES.items())
+assert _DECODERS.keys() == _ALL_RECORD_CLASSES.keys()
+assert _ENCODERS.keys() == set(_ALL_RECORD_CLASSES.values())
+assert all(cls.VERSION in _DECODERS[code] for code, cls in _ALL_RECORD_CLASSES.items())
 assert all(
     len(dataclasses.fields(cls)) == _DECODERS[code][cls.VERSION][0]
-    for code, cls in RECORD_CLASSES.items()
+    for code, cls in _ALL_RECORD_CLASSES.items()
 )
 
 
@@ -729,7 +840,9 @@ def supported_versions(type_code: int) -> frozenset[int]:
 
 
 def _supported_types_text() -> str:
-    return ", ".join(f"{code} ({cls.__name__})" for code, cls in sorted(RECORD_CLASSES.items()))
+    return ", ".join(
+        f"{code} ({cls.__name__})" for code, cls in sorted(_ALL_RECORD_CLASSES.items())
+    )
 
 
 def _unknown_type(type_code: object, version: object) -> UnknownRecordTypeError:
@@ -743,7 +856,7 @@ def _unknown_type(type_code: object, version: object) -> UnknownRecordTypeError:
 
 
 def _unsupported_version(type_code: int, version: object) -> UnsupportedRecordVersionError:
-    name = RECORD_CLASSES[type_code].__name__
+    name = _ALL_RECORD_CLASSES[type_code].__name__
     return UnsupportedRecordVersionError(
         f"unsupported version {version!r} of {name} (type {type_code}); this build reads "
         f"versions {sorted(_DECODERS[type_code])}. The log was written by a newer metaquorum "
@@ -773,7 +886,8 @@ def record_from_wire(obj: object) -> Record:
     arity, decode = entry
     if (type(fields) is not list and type(fields) is not tuple) or len(fields) != arity:
         raise RecordDecodeError(
-            f"{RECORD_CLASSES[type_code].__name__} v{version} has {arity} fields, got {fields!r}",
+            f"{_ALL_RECORD_CLASSES[type_code].__name__} v{version} has {arity} fields, "
+            f"got {fields!r}",
             type_code=type_code,
             version=version,
         )
@@ -781,7 +895,7 @@ def record_from_wire(obj: object) -> Record:
         return decode(fields)
     except InvalidRecordError as exc:
         raise RecordDecodeError(
-            f"malformed {RECORD_CLASSES[type_code].__name__} v{version}: {exc}",
+            f"malformed {_ALL_RECORD_CLASSES[type_code].__name__} v{version}: {exc}",
             type_code=type_code,
             version=version,
         ) from exc
@@ -812,7 +926,7 @@ def decode_record(data: bytes) -> Record:
 def record_type_name(record_or_type_code: Record | int) -> str:
     """The class name of a record or a type code, e.g. ``"TopicRecord"`` for ``2``."""
     if isinstance(record_or_type_code, int) and not isinstance(record_or_type_code, bool):
-        cls = RECORD_CLASSES.get(record_or_type_code)
+        cls = _ALL_RECORD_CLASSES.get(record_or_type_code)
         if cls is None:
             raise _unknown_type(record_or_type_code, None)
         return cls.__name__

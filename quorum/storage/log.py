@@ -59,6 +59,23 @@ once, so it was corrupted later: a hard error. Consequences, each tested:
 - a last segment left empty (an empty or all-zero file, or emptied by the tail rule) is
   deleted, unless it is the only segment: then it is kept and its name is the log start offset.
 
+Log start and cleaning (KIP-630). Once a snapshot covers a prefix of the log, ``delete_before``
+drops the segments that prefix fills, and a follower that installed a leader's snapshot calls
+``truncate_fully_and_start_at`` to restart its log at the snapshot's end. Both first record the
+new log start in the ``log-start-offset`` file (written atomically: temporary file, fsync,
+rename, directory fsync), then delete segments, so a crash in between is finished by recovery:
+
+    version: 0
+    log_start_offset: 4711
+    truncating_fully: false
+
+Recovery with that file: segments whose base offset is below ``log_start_offset`` are deleted
+(an interrupted ``delete_before``); the first remaining segment must start exactly there, else
+``CorruptLogError`` (a lost first segment; without the file, a log that does not start at 0 is
+taken as it is, for logs written before cleaning existed). With ``truncating_fully: true`` (an
+interrupted ``truncate_fully_and_start_at``) every segment is deleted and the log restarts empty
+at ``log_start_offset``. The file is absent until the first cleaning.
+
 Concurrency: none. One owner (the server's driver task) calls every method; reads may be
 interleaved with appends freely because they use ``pread`` at positions below the written size.
 """
@@ -112,6 +129,8 @@ _READ_CHUNK_BYTES = 64 * 1024
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _INDEX_NAME = re.compile(r"^(\d+)\.index$")
 _SEGMENT_NAME_DIGITS = 20
+LOG_START_OFFSET_FILE = "log-start-offset"
+_LOG_START_VERSION = 0
 
 assert FRAME_LENGTH_MAX < _SEGMENT_BYTES_MAX_LIMIT
 assert _FRAME_LENGTH_MIN == 20
@@ -129,6 +148,36 @@ def segment_file_name(base_offset: int) -> str:
 
 def index_file_name(base_offset: int) -> str:
     return f"{base_offset:0{_SEGMENT_NAME_DIGITS}d}.index"
+
+
+def read_log_start_offset(directory: Path) -> tuple[int, bool] | None:
+    """``(log_start_offset, truncating_fully)`` from ``directory``'s ``log-start-offset`` file,
+    or None when the log was never cleaned. Raises ``CorruptLogError`` for a file that does not
+    parse. Read-only (a leftover ``.tmp`` is ignored)."""
+    path = directory / LOG_START_OFFSET_FILE
+    try:
+        text = path.read_bytes().decode("ascii")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise CorruptLogError(path, None, "not ASCII text") from None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, separator, value = line.partition(": ")
+        if not separator or key in fields:
+            raise CorruptLogError(path, None, f"malformed line {line!r}")
+        fields[key] = value
+    expected = {"version", "log_start_offset", "truncating_fully"}
+    if fields.keys() != expected:
+        raise CorruptLogError(path, None, f"expected the keys {sorted(expected)}, got {text!r}")
+    if fields["version"] != str(_LOG_START_VERSION):
+        raise CorruptLogError(path, None, f"unsupported version {fields['version']!r}")
+    offset_text = fields["log_start_offset"]
+    if not (offset_text.isascii() and offset_text.isdigit()) or len(offset_text) > 19:
+        raise CorruptLogError(path, None, f"log_start_offset {offset_text!r} is not an offset")
+    if fields["truncating_fully"] not in ("true", "false"):
+        raise CorruptLogError(path, None, f"truncating_fully {fields['truncating_fully']!r}")
+    return int(offset_text), fields["truncating_fully"] == "true"
 
 
 def encode_frame(batch: LogBatch) -> bytes:
@@ -410,7 +459,7 @@ class SegmentedLog:
 
     def _roll(self, base_offset: int) -> _Segment:
         """Create the segment file for a batch at ``base_offset`` and make it active."""
-        assert base_offset == self.log_end_offset
+        assert base_offset == self.log_end_offset or not self._segments, (base_offset, self)
         path = self._directory / segment_file_name(base_offset)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         if self._segments:
@@ -545,6 +594,127 @@ class SegmentedLog:
         if segment.index_fd is not None:
             os.close(segment.index_fd)
             segment.index_fd = None
+
+    # ----------------------------------------------------------------------------- cleaning
+
+    def delete_before(self, offset: int) -> int:
+        """Kafka's ``deleteBeforeSnapshot``: delete the segments that end at or before ``offset``.
+
+        Call it with the end offset of a durable snapshot (everything before ``offset`` is in
+        it). Whole segments only: the new ``log_start_offset`` is the base offset of the first
+        segment kept, never past ``offset``, so the log may still hold some batches the
+        snapshot covers. The active segment is never deleted in place: when every segment ends
+        at or before ``offset`` (then ``offset == log_end_offset``), an empty segment is rolled
+        at the log end first and the log is left empty, starting at ``offset``. The new log start
+        is recorded in ``log-start-offset`` before anything is deleted (see the module
+        docstring), and the deletions are durable on return. Returns the new
+        ``log_start_offset``; an ``offset`` at or below the first segment's end deletes nothing.
+        ``offset`` past ``log_end_offset`` is a ``StorageInvariantError`` (a follower that
+        installed a snapshot past its log uses ``truncate_fully_and_start_at``).
+        """
+        self._check_usable()
+        _require(offset >= 0, f"delete_before({offset})")
+        _require(
+            offset <= self.log_end_offset,
+            f"delete_before({offset}) past the log end offset {self.log_end_offset}",
+        )
+        segments = self._segments
+        count = 0
+        while count < len(segments) and segments[count].end_offset <= offset:
+            count += 1
+        if count == len(segments) and segments and segments[-1].size_bytes == 0:
+            count -= 1  # the last segment is empty: it already starts at the log end
+        if count == 0:
+            return self.log_start_offset
+        log_start_offset_before = self.log_start_offset
+        try:
+            if count == len(segments):
+                self._roll(self.log_end_offset)
+                self._sync_directory()  # the new first segment exists before the file says so
+            new_start = self._segments[count].base_offset
+            self._write_log_start(new_start, truncating_fully=False)
+            for segment in self._segments[:count]:
+                self._delete_segment_files(segment)
+            del self._segments[:count]
+            self._sync_directory()
+        except OSError as exc:
+            self._fail(exc)
+            raise
+        self._trim_epoch_cache_before(new_start)
+        self._durable_end_offset = max(self._durable_end_offset, new_start)
+        self._check_invariants()
+        _log.info(
+            "log_start_offset_advanced",
+            directory=str(self._directory),
+            requested_offset=offset,
+            log_start_offset_before=log_start_offset_before,
+            log_start_offset=new_start,
+            segments_deleted=count,
+        )
+        return new_start
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete the whole log; it continues empty at ``offset`` (Kafka's namesake).
+
+        For a follower or observer that installed a snapshot ending at ``offset``: whatever its
+        log held (behind the snapshot, or diverging from it) is gone, and the next append must
+        start at ``offset``. Durable on return (``log-start-offset`` records the intent first, so
+        recovery completes an interrupted call).
+        """
+        self._check_usable()
+        _require(offset >= 0, f"truncate_fully_and_start_at({offset})")
+        log_end_offset_before = self.log_end_offset
+        log_start_offset_before = self.log_start_offset
+        try:
+            self._write_log_start(offset, truncating_fully=True)
+            for segment in self._segments:
+                self._delete_segment_files(segment)
+            self._segments = []
+            self._sync_directory()
+            self._roll(offset)
+            self._sync_directory()
+            self._write_log_start(offset, truncating_fully=False)
+        except OSError as exc:
+            self._fail(exc)
+            raise
+        self._epoch_epochs = []
+        self._epoch_start_offsets = []
+        self._durable_end_offset = offset
+        self._check_invariants()
+        _log.info(
+            "log_truncated_fully",
+            directory=str(self._directory),
+            log_start_offset_before=log_start_offset_before,
+            log_end_offset_before=log_end_offset_before,
+            log_start_offset=offset,
+        )
+
+    def _sync_directory(self) -> None:
+        """Make creations and deletions of segment files durable now."""
+        if fsutil.fsync_directory(self._directory):
+            for segment in self._segments:
+                segment.entry_durable = True
+        self._directory_dirty = False
+
+    def _write_log_start(self, offset: int, *, truncating_fully: bool) -> None:
+        text = (
+            f"version: {_LOG_START_VERSION}\n"
+            f"log_start_offset: {offset}\n"
+            f"truncating_fully: {'true' if truncating_fully else 'false'}\n"
+        )
+        fsutil.write_file_atomically(self._directory / LOG_START_OFFSET_FILE, text.encode())
+
+    def _trim_epoch_cache_before(self, log_start_offset: int) -> None:
+        """Kafka's ``truncateFromStart``: the epoch holding the new start now starts there."""
+        if log_start_offset >= self.log_end_offset:
+            self._epoch_epochs = []
+            self._epoch_start_offsets = []
+            return
+        index = bisect.bisect_right(self._epoch_start_offsets, log_start_offset) - 1
+        if index < 0:
+            return
+        self._epoch_epochs = self._epoch_epochs[index:]
+        self._epoch_start_offsets = [log_start_offset, *self._epoch_start_offsets[index + 1 :]]
 
     # ----------------------------------------------------------------------------- reading
 
@@ -760,6 +930,11 @@ class SegmentedLog:
     def _recover(self) -> None:
         """Validate every segment, cut a torn tail, rebuild indexes and the epoch cache."""
         files = self._list_segment_files()
+        # write_file_atomically's leftover of a crash; the file itself is whole or absent.
+        fsutil.tmp_path_for(self._directory / LOG_START_OFFSET_FILE).unlink(missing_ok=True)
+        log_start = read_log_start_offset(self._directory)
+        if log_start is not None:
+            files = self._recover_log_start(files, *log_start)
         expected_offset = 0
         for file_index, (base_offset, path) in enumerate(files):
             later_paths = [later_path for _, later_path in files[file_index + 1 :]]
@@ -804,6 +979,45 @@ class SegmentedLog:
             last_epoch=self.last_epoch,
             segments=len(self._segments),
         )
+
+    def _recover_log_start(
+        self, files: list[tuple[int, Path]], log_start_offset: int, truncating_fully: bool
+    ) -> list[tuple[int, Path]]:
+        """Finish an interrupted cleaning (see the module docstring); the segments left."""
+        path = self._directory / LOG_START_OFFSET_FILE
+        if truncating_fully:
+            self._remove_debris([p for _, p in files], "truncate_fully_interrupted")
+            segment_path = self._directory / segment_file_name(log_start_offset)
+            fd = os.open(segment_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+            fsutil.fsync_directory(self._directory)
+            self._write_log_start(log_start_offset, truncating_fully=False)
+            _log.warning(
+                "log_truncate_fully_completed",
+                directory=str(self._directory),
+                log_start_offset=log_start_offset,
+            )
+            return [(log_start_offset, segment_path)]
+        below = [p for base_offset, p in files if base_offset < log_start_offset]
+        if below:
+            self._remove_debris(below, "below_log_start_offset")
+            fsutil.fsync_directory(self._directory)
+        kept = [(b, p) for b, p in files if b >= log_start_offset]
+        if not kept:
+            raise CorruptLogError(
+                path,
+                None,
+                f"it says the log starts at offset {log_start_offset}, but no segment is left "
+                "(the segment files were deleted)",
+            )
+        if kept[0][0] != log_start_offset:
+            raise CorruptLogError(
+                kept[0][1],
+                None,
+                f"the log starts at offset {log_start_offset} ({LOG_START_OFFSET_FILE}) but "
+                f"its first segment starts at offset {kept[0][0]} (a missing first segment)",
+            )
+        return kept
 
     def _list_segment_files(self) -> list[tuple[int, Path]]:
         files: list[tuple[int, Path]] = []

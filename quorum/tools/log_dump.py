@@ -19,6 +19,13 @@ with the storage layer's own frame check, so it agrees with recovery on where a 
 - Damage followed by a valid frame is corruption: the records before it are printed, then an
   error naming the file and byte offset, and the exit code is 1. So is a batch whose body does
   not decode (an unknown record type or version is reported, never skipped).
+
+Snapshots. A path naming a ``{end_offset:020d}-{epoch:010d}.checkpoint`` file is read as a
+snapshot (as kafka-dump-log reads ``.checkpoint`` files): the same lines, each with
+``"snapshot": "<file name>"``, where ``offset`` is the record's position inside the snapshot (0
+is the ``SnapshotHeader``) and ``epoch`` the snapshot's. A snapshot is complete once it has its
+name, so any damage in one (including a missing footer) is an error (exit 1), never a tail.
+A directory still means its segments only.
 """
 
 from __future__ import annotations
@@ -43,6 +50,12 @@ from quorum.metadata.records import (
 # The storage layer owns the frame format; these are its definitions of "a whole frame with a
 # matching CRC" and "the next such frame". Reusing them keeps a dump and recovery in agreement.
 from quorum.storage.log import FRAME_HEADER_BYTES, _check_frame, _find_valid_frame
+from quorum.storage.snapshots import (
+    CorruptSnapshotError,
+    SnapshotNotFoundError,
+    iter_snapshot_file,
+    parse_snapshot_file_name,
+)
 
 # The log directory of __cluster_metadata partition 0 inside metadata.log.dir.
 METADATA_PARTITION_DIR: Final = "__cluster_metadata-0"
@@ -87,6 +100,8 @@ class DumpedRecord:
     control: bool
     record: Record
     frame: Frame
+    snapshot: str | None = None
+    """The file name of the snapshot the record is from (None: a segment)."""
 
 
 def segment_files(path: Path) -> list[Path]:
@@ -162,6 +177,9 @@ def _raise_unless_tail(
 def iter_records(paths: Sequence[Path], warn: Callable[[str], None]) -> Iterator[DumpedRecord]:
     """Every record of every path, in order. ``warn`` hears where a segment's tail stopped."""
     for path in paths:
+        if path.is_file() and parse_snapshot_file_name(path.name) is not None:
+            yield from iter_snapshot_records(path)
+            continue
         for item in iter_frames(segment_files(path)):
             if isinstance(item, Tail):
                 warn(
@@ -182,6 +200,25 @@ def iter_records(paths: Sequence[Path], warn: Callable[[str], None]) -> Iterator
                 yield DumpedRecord(offset, decoded.epoch, decoded.control, record, item)
 
 
+def iter_snapshot_records(path: Path) -> Iterator[DumpedRecord]:
+    """Every record of the snapshot file ``path``, validated as it is read (see
+    ``quorum.storage.snapshots``); damage is a ``LogDumpError`` after the records before it."""
+    snapshot_id = parse_snapshot_file_name(path.name)
+    assert snapshot_id is not None, path
+    try:
+        for position, batch, decoded in iter_snapshot_file(path, snapshot_id):
+            assert decoded is not None
+            frame = Frame(path, position, batch)
+            for offset, record in enumerate(decoded.records, start=decoded.base_offset):
+                yield DumpedRecord(
+                    offset, decoded.epoch, decoded.control, record, frame, snapshot=path.name
+                )
+    except CorruptSnapshotError as exc:
+        raise LogDumpError(path, exc.byte_offset, exc.problem) from exc
+    except SnapshotNotFoundError as exc:
+        raise LogDumpError(path, None, "no such file") from exc
+
+
 def record_json(dumped: DumpedRecord) -> dict[str, object]:
     """The JSON object of one output line."""
     line: dict[str, object] = {
@@ -192,6 +229,8 @@ def record_json(dumped: DumpedRecord) -> dict[str, object]:
     }
     if dumped.control:
         line["control"] = True
+    if dumped.snapshot is not None:
+        line["snapshot"] = dumped.snapshot
     line["data"] = record_to_json_dict(dumped.record)
     return line
 
