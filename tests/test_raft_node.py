@@ -485,3 +485,25 @@ def test_observer_finds_the_leader_through_any_voter() -> None:
     assert isinstance(ctx.node.state, FollowerState)
     assert ctx.node.leader_id == 3
     assert ready.election_to_persist is None  # observers persist nothing
+
+
+def test_proposals_that_overflow_the_open_batch_seal_it_and_keep_every_record() -> None:
+    """A proposal that does not fit in the open batch seals it and starts a new one; every
+    record lands at the offsets promised (a regression: the second part was once lost)."""
+    ctx = Context(voters=frozenset({1}), config=RaftConfig(records_per_batch_max=10))
+    ctx.poll(advance_ms=2000)
+    ctx.poll()
+    first = ctx.node.propose(
+        [ConfigRecord(ConfigResourceType.TOPIC, "a", "k", str(i)) for i in range(8)], ctx.now_ms
+    )
+    second = ctx.node.propose(
+        [ConfigRecord(ConfigResourceType.TOPIC, "b", "k", str(i)) for i in range(5)], ctx.now_ms
+    )
+    assert second.base_offset == first.last_offset + 1
+    assert ctx.node.next_offset() == second.last_offset + 1
+    ready = ctx.poll()
+    appended = [b for b in ready.entries_to_append if b.base_offset >= first.base_offset]
+    assert [(b.base_offset, b.record_count) for b in appended] == [
+        (first.base_offset, 8),
+        (second.base_offset, 5),
+    ]

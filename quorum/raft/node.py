@@ -304,6 +304,7 @@ class RaftNode:
             or pending.bytes + size > self.config.batch_bytes_max
         ):
             self._seal_pending()
+            pending = self._pending  # sealing starts a new open batch
         if not pending.records:
             pending.since_ms = self._now_ms
         base = self.log.log_end_offset + len(pending.records)
