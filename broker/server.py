@@ -38,13 +38,21 @@ from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
-from quorum.raft.node import RaftNode
+from quorum.raft.messages import SnapshotId
+from quorum.raft.node import RaftNode, Ready
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.server.admin_service import AdminServicer
 from quorum.server.controller import METADATA_PARTITION_DIR, StartupError, raft_config
 from quorum.server.driver import Clock, RaftDriver
 from quorum.server.service import SERVER_OPTIONS, PeerClients
+from quorum.server.snapshotting import (
+    SnapshotStartupError,
+    download_snapshot,
+    install_in_loop,
+    load_at_startup,
+)
 from quorum.storage import SegmentedLog
+from quorum.storage.snapshots import CorruptSnapshotError
 
 ADMIN_SERVICE = "quorum.rpc.v1.AdminService"
 REGISTER_RETRY_S = 0.5
@@ -82,10 +90,15 @@ class BrokerNode:
         self.log = structlog.get_logger("broker").bind(node_id=config.node_id)
         properties = meta_properties.check(config)
         self.cluster_id = str(properties[config.metadata_log_dir].cluster_id)
+        self.directory = config.metadata_log_dir / METADATA_PARTITION_DIR
         self.segments = SegmentedLog.open(
-            config.metadata_log_dir / METADATA_PARTITION_DIR,
-            segment_bytes_max=config.metadata_log_segment_bytes,
+            self.directory, segment_bytes_max=config.metadata_log_segment_bytes
         )
+        try:
+            loaded = load_at_startup(self.directory, self.segments, self.log)
+        except SnapshotStartupError as exc:
+            self.segments.close()
+            raise StartupError(str(exc)) from exc
         self.clock = Clock()
         self.node = RaftNode(
             node_id=config.node_id,
@@ -95,7 +108,8 @@ class BrokerNode:
             rng=random.Random(),
             now_ms=self.clock.now_ms(),
             election_state=None,  # observers persist no election state
-            batches=list(self.segments.read_all()),
+            batches=loaded.batches,
+            snapshot=loaded.snapshot,
         )
         self.peers = PeerClients(
             config.controller_quorum_voters, config.controller_quorum_request_timeout_ms
@@ -107,8 +121,11 @@ class BrokerNode:
             send_request=self.peers.send,
             clock=self.clock,
             on_committed=self._on_committed,
+            on_ready=self._on_ready,
         )
-        self.image = MetadataImage.EMPTY
+        self.image = loaded.image
+        self._full_requested = False
+        self._background: set[asyncio.Task[None]] = set()
         self.log_dirs = LogDirs(config.log_dirs, self.log)
         self.controllers = ControllerClient(config.controller_quorum_voters)
         self.incarnation_id = Uuid.random()
@@ -139,6 +156,52 @@ class BrokerNode:
         if topic_id is not None and self.node.metadata_topic_id != topic_id:
             self.node.set_metadata_topic_id(topic_id)
         self._check_caught_up()
+
+    def _on_ready(self, ready: Ready) -> None:
+        if ready.snapshot_to_fetch is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._fetch_snapshot(*ready.snapshot_to_fetch)
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _fetch_snapshot(self, leader_id: int, snapshot: SnapshotId) -> None:
+        """Behind the leader's log start (away too long, or wiped): load its snapshot. Every
+        topic absent from it counts as deleted: the next reconciliation is FULL."""
+        address = self.config.controller_quorum_voters[leader_id]
+        try:
+            await download_snapshot(
+                address=f"{address.host}:{address.port}",
+                directory=self.directory,
+                snapshot=snapshot,
+                cluster_id=self.cluster_id,
+                replica_id=self.broker_id,
+                epoch=self.node.epoch,
+            )
+        except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
+            self.log.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
+            await self.driver.call_in_loop(
+                lambda: self.node.snapshot_fetch_failed(self.clock.now_ms())
+            )
+            return
+
+        def on_image(image: MetadataImage) -> None:
+            self.image = image
+            self._full_requested = True
+            self.image_changed.set()
+            if image.metadata_topic_id is not None:
+                self.node.set_metadata_topic_id(image.metadata_topic_id)
+            self._check_caught_up()
+
+        await self.driver.call_in_loop(
+            lambda: install_in_loop(
+                node=self.node,
+                log=self.segments,
+                directory=self.directory,
+                snapshot=snapshot,
+                on_image=on_image,
+            )
+        )
 
     def _check_caught_up(self) -> None:
         if (
@@ -229,6 +292,9 @@ class BrokerNode:
         mode = ReconcileMode.FULL
         while True:
             self.image_changed.clear()
+            if self._full_requested:  # a snapshot replaced the image: compare everything
+                self._full_requested = False
+                mode = ReconcileMode.FULL
             removed, self._removed = self._removed, set()
             assigned = assigned_partitions(self.image, self.broker_id)
             plan, result = await asyncio.to_thread(

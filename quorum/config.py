@@ -137,6 +137,9 @@ class NodeConfig:
     # A snapshot is written once this many bytes of records were appended since the last one
     # (Kafka: 20 MiB).
     metadata_log_max_record_bytes_between_snapshots: int = 20_971_520
+    # A snapshot is also written once this long has passed since the last one, if anything was
+    # committed meanwhile (Kafka: 1 hour).
+    metadata_log_max_snapshot_interval_ms: int = 3_600_000
     # A broker heartbeats the active controller this often.
     broker_heartbeat_interval_ms: int = 2_000
     # A broker that has not heartbeated for this long is fenced.
@@ -203,6 +206,7 @@ _INT_MINIMUMS: Final[Mapping[str, int]] = {
     "metadata.max.idle.interval.ms": 0,
     "metadata.log.segment.bytes": 1,
     "metadata.log.max.record.bytes.between.snapshots": 1,
+    "metadata.log.max.snapshot.interval.ms": 0,
     "broker.heartbeat.interval.ms": 1,
     "broker.session.timeout.ms": 1,
     "delete.topic.delay.ms": 0,
@@ -211,6 +215,7 @@ _INT64_KEYS: Final = frozenset(
     {
         "metadata.log.segment.bytes",
         "metadata.log.max.record.bytes.between.snapshots",
+        "metadata.log.max.snapshot.interval.ms",
         "delete.topic.delay.ms",
     }
 )

@@ -139,6 +139,13 @@ class ControllerStateMachine:
         self._latest = delta.apply()
         self._pending.append((base_offset, base_offset + len(records) - 1))
 
+    def reset_to_image(self, image: MetadataImage) -> None:
+        """Replace all state by ``image`` (a snapshot this node installed from the leader)."""
+        self._committed = image
+        self._latest = image
+        self._pending.clear()
+        self._sessions.clear()
+
     def reset_to_committed(self) -> None:
         """Forget uncommitted proposals and broker sessions (leadership lost or resigned)."""
         self._latest = self._committed

@@ -14,6 +14,7 @@ import random
 import signal
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import structlog
@@ -25,15 +26,25 @@ from quorum.config import NodeConfig
 from quorum.controller.state_machine import ControllerConfig, ControllerStateMachine
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
+from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import MetadataRecord, Record
 from quorum.raft.config import RaftConfig
+from quorum.raft.messages import SnapshotId
 from quorum.raft.node import NotLeaderError, Proposal, RaftNode, Ready
 from quorum.raft.state import LeaderState
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.server.admin_service import AdminServicer
 from quorum.server.driver import Clock, RaftDriver, ShuttingDownError
 from quorum.server.service import SERVER_OPTIONS, PeerClients, QuorumServicer
+from quorum.server.snapshotting import (
+    SnapshotStartupError,
+    Snapshotter,
+    download_snapshot,
+    install_in_loop,
+    load_at_startup,
+)
 from quorum.storage import ElectionStore, SegmentedLog
+from quorum.storage.snapshots import CorruptSnapshotError
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 QUORUM_STATE_FILE = "quorum-state"
@@ -98,7 +109,12 @@ class ControllerNode:
                 "new cluster."
             )
         self.clock = Clock()
-        batches = list(self.segments.read_all())
+        self.directory = directory
+        try:
+            loaded = load_at_startup(directory, self.segments, self.log)
+        except SnapshotStartupError as exc:
+            self.segments.close()
+            raise StartupError(str(exc)) from exc
         self.node = RaftNode(
             node_id=config.node_id,
             voters=voters,
@@ -107,8 +123,11 @@ class ControllerNode:
             rng=random.Random(),
             now_ms=self.clock.now_ms(),
             election_state=election,
-            batches=batches,
+            batches=loaded.batches,
+            snapshot=loaded.snapshot,
         )
+        if loaded.image.metadata_topic_id is not None:
+            self.node.set_metadata_topic_id(loaded.image.metadata_topic_id)
         self.peers = PeerClients(
             {
                 nid: address
@@ -120,7 +139,8 @@ class ControllerNode:
         self.health = health.aio.HealthServicer()
         self._serving: bool | None = None
         self.state_machine = ControllerStateMachine(
-            config=ControllerConfig(broker_session_timeout_ms=config.broker_session_timeout_ms)
+            loaded.image,
+            config=ControllerConfig(broker_session_timeout_ms=config.broker_session_timeout_ms),
         )
         # The epoch in which this node made the proposals the state machine holds as pending.
         self._proposing_epoch: int | None = None
@@ -135,6 +155,15 @@ class ControllerNode:
             on_ready=self._on_ready,
             on_proposed=self._on_proposed,
         )
+        self.snapshotter = Snapshotter(
+            directory=directory,
+            log=self.segments,
+            driver=self.driver,
+            bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+            interval_ms=config.metadata_log_max_snapshot_interval_ms,
+            logger=self.log,
+        )
+        self._background: set[asyncio.Task[None]] = set()
         self.server: grpc.aio.Server | None = None
         self.log.info(
             "controller_loaded",
@@ -161,6 +190,7 @@ class ControllerNode:
         sm = self.state_machine
         for batch in batches:
             sm.replay_committed(decode_batch(batch.data))
+        self.snapshotter.on_committed(batches)
         topic_id = sm.committed_image.metadata_topic_id
         if topic_id is not None and self.node.metadata_topic_id != topic_id:
             self.node.set_metadata_topic_id(topic_id)
@@ -181,8 +211,17 @@ class ControllerNode:
             and self.state_machine.committed_image.offset >= state.epoch_start_offset
         )
 
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _on_ready(self, ready: Ready) -> None:
         self._drop_stale_pending()
+        if self.snapshotter.due() and not self.state_machine.has_pending:
+            self._spawn(self.snapshotter.take(self.state_machine.committed_image))
+        if ready.snapshot_to_fetch is not None:
+            self._spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
         serving = self.node.leader_id is not None
         if serving != self._serving:
             self._serving = serving
@@ -201,6 +240,42 @@ class ControllerNode:
             self._metadata_topic_task = asyncio.get_running_loop().create_task(
                 self._assign_metadata_topic_id()
             )
+
+    async def _fetch_snapshot(self, leader_id: int, snapshot: SnapshotId) -> None:
+        """Behind the leader's log start: download its snapshot and install it."""
+        address = self.config.controller_quorum_voters[leader_id]
+        try:
+            await download_snapshot(
+                address=f"{address.host}:{address.port}",
+                directory=self.directory,
+                snapshot=snapshot,
+                cluster_id=self.cluster_id,
+                replica_id=self.config.node_id,
+                epoch=self.node.epoch,
+            )
+        except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
+            self.log.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
+            await self.driver.call_in_loop(
+                lambda: self.node.snapshot_fetch_failed(self.clock.now_ms())
+            )
+            return
+
+        def install() -> None:
+            def on_image(image: MetadataImage) -> None:
+                self.state_machine.reset_to_image(image)
+                self._proposing_epoch = None
+                if image.metadata_topic_id is not None:
+                    self.node.set_metadata_topic_id(image.metadata_topic_id)
+
+            install_in_loop(
+                node=self.node,
+                log=self.segments,
+                directory=self.directory,
+                snapshot=snapshot,
+                on_image=on_image,
+            )
+
+        await self.driver.call_in_loop(install)
 
     async def _assign_metadata_topic_id(self) -> None:
         """KIP-516: after its election the leader gives __cluster_metadata its own id."""
@@ -245,6 +320,7 @@ class ControllerNode:
                 cluster_id=self.cluster_id,
                 endpoints=endpoints_of(self.config),
                 leader_stub=self.peers.stub,
+                snapshot_dir=self.directory,
             ),
             server,
         )
@@ -309,6 +385,8 @@ class ControllerNode:
         await self._close()
 
     async def _close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
         if self.server is not None:
             await self.server.stop(SERVER_GRACE_S)
         await self.peers.close()

@@ -121,6 +121,7 @@ class RaftDriver:
         self._on_proposed = on_proposed
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=limits.INBOX_ENVELOPES_MAX)
         self._operations: list[_Submitted] = []
+        self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._replies: dict[int, asyncio.Future[Message]] = {}
         self._commits: list[_Commit] = []
         self._inbound_ids = itertools.count(INBOUND_CORRELATION_BASE)
@@ -168,6 +169,17 @@ class RaftDriver:
         proposal, answer = await future
         return proposal, answer
 
+    async def call_in_loop(self, function: Callable[[], T]) -> T:
+        """Run ``function`` in the loop between two Readies (when the node may be changed:
+        compaction, installing a snapshot). Returns its result."""
+        if self._stopping:
+            raise ShuttingDownError("the node is shutting down")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._calls.append((function, future))
+        self._wakeup.set()
+        result: T = await future
+        return result
+
     async def propose(self, records: Sequence[Record]) -> Proposal:
         """Append ``records`` as one atomic batch; returns where they will land."""
         proposal, _ = await self.submit(lambda _offset: (records, None))
@@ -202,6 +214,10 @@ class RaftDriver:
             if self._resign_requested:
                 self._resign_requested = False
                 node.resign(now)
+            calls, self._calls = self._calls, []
+            for function, call_future in calls:
+                if not call_future.done():
+                    call_future.set_result(function())
             self._run_operations(now)
             ready = node.poll(now)
             early, later = _split_by_durability(ready)
@@ -219,11 +235,11 @@ class RaftDriver:
                 self._state_changed.notify_all()
             if self._stopping:
                 return
-            if not self._inbox.empty() or self._operations:
+            if not self._inbox.empty() or self._operations or self._calls:
                 continue
             delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
             self._wakeup.clear()
-            if not self._inbox.empty() or self._operations:
+            if not self._inbox.empty() or self._operations or self._calls:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), delay_s)
@@ -353,6 +369,9 @@ class RaftDriver:
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(ShuttingDownError("the node is shutting down"))
+        for _, call_future in self._calls:
+            if not call_future.done():
+                call_future.set_exception(ShuttingDownError("the node is shutting down"))
         for submitted in self._operations:
             if not submitted.future.done():
                 submitted.future.set_exception(ShuttingDownError("the node is shutting down"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,16 +29,25 @@ from quorum.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
-from quorum.rpc.v1 import raft_pb2_grpc
+from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
+from quorum.storage.snapshots import (
+    PositionOutOfRangeError,
+    SnapshotNotFoundError,
+    read_chunk,
+    snapshot_size,
+)
 
 # The slack a handler allows beyond the long-poll wait before giving up on the core.
 HANDLER_TIMEOUT_S = 5.0
 MESSAGE_BYTES_MAX = 16 * 1024 * 1024  # a full 8 MiB fetch plus framing, with room
+# A FetchSnapshot answer stays well under the message cap.
+CHUNK_BYTES_MAX = 4 * 1024 * 1024
 
 # Requests a node accepts are small (Fetch is pull: the large messages are responses); an admin
 # request above this is refused by gRPC with RESOURCE_EXHAUSTED before it is parsed.
@@ -77,11 +87,54 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         cluster_id: str,
         endpoints: Mapping[int, list[str]],
         leader_stub: Callable[[int], Any],
+        snapshot_dir: Path | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._endpoints = endpoints
         self._leader_stub = leader_stub
+        self._snapshot_dir = snapshot_dir
+
+    async def FetchSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """KIP-630: a chunk of the leader's snapshot. Errors: INCONSISTENT_CLUSTER_ID,
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+        SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE."""
+        node = self._driver.node
+        response = raft_pb2.FetchSnapshotResponse()
+        response.current_leader.leader_id = node.leader_id if node.leader_id is not None else -1
+        response.current_leader.leader_epoch = node.epoch
+        response.snapshot_id.CopyFrom(request.snapshot_id)
+        code = ErrorCode.NONE
+        if request.cluster_id != self._cluster_id:
+            code = ErrorCode.INCONSISTENT_CLUSTER_ID
+        elif request.partition_index != 0:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not node.is_leader():
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif request.current_leader_epoch < node.epoch:
+            code = ErrorCode.FENCED_LEADER_EPOCH
+        if code is not ErrorCode.NONE or self._snapshot_dir is None:
+            response.error_code = int(code or ErrorCode.SNAPSHOT_NOT_FOUND)
+            return response
+        snapshot = SnapshotId(request.snapshot_id.end_offset, request.snapshot_id.epoch)
+        max_bytes = max(1, min(request.max_bytes or CHUNK_BYTES_MAX, CHUNK_BYTES_MAX))
+        try:
+            size = snapshot_size(self._snapshot_dir, snapshot)
+            data = await asyncio.to_thread(
+                read_chunk, self._snapshot_dir, snapshot, request.position, max_bytes
+            )
+        except SnapshotNotFoundError as exc:
+            response.error_code = int(ErrorCode.SNAPSHOT_NOT_FOUND)
+            response.error_message = str(exc)
+            return response
+        except PositionOutOfRangeError as exc:
+            response.error_code = int(ErrorCode.POSITION_OUT_OF_RANGE)
+            response.error_message = str(exc)
+            return response
+        response.size = size
+        response.position = request.position
+        response.unaligned_records = data
+        return response
 
     async def _handle(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:

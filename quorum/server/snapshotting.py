@@ -1,0 +1,238 @@
+"""Snapshots in the I/O shell (KIP-630), shared by controllers and brokers.
+
+- Start-up: the newest valid snapshot (a corrupt newer one is reported and skipped, as long as
+  the log still covers the gap) plus the log after it.
+- Taking one: when ``metadata.log.max.record.bytes.between.snapshots`` of committed batches
+  have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` passed),
+  the committed image (immutable) is written in a worker thread; then, inside the driver loop,
+  the core drops the log it covers, whole segments before it are deleted and older snapshots
+  removed.
+- Fetching one: when the core reports it is behind the leader's log start, the snapshot is
+  downloaded with FetchSnapshot in chunks, validated, and installed inside the driver loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.metadata.batch import LogBatch
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.snapshot_records import image_to_records
+from quorum.raft.messages import SnapshotId
+from quorum.raft.node import RaftNode
+from quorum.rpc.v1 import raft_pb2
+from quorum.server.driver import RaftDriver
+from quorum.storage import SegmentedLog
+from quorum.storage.snapshots import (
+    SnapshotDownload,
+    delete_snapshots_before,
+    load_snapshot_image,
+    newest_valid_snapshot,
+    remove_partial_snapshots,
+    write_snapshot,
+)
+
+CHUNK_BYTES = 1024 * 1024
+FETCH_SNAPSHOT_TIMEOUT_S = 10.0
+
+
+class SnapshotStartupError(Exception):
+    """The log and the snapshots do not fit together; the message says what to do."""
+
+
+@dataclass
+class Loaded:
+    snapshot: SnapshotId | None
+    image: MetadataImage
+    batches: list[LogBatch]
+
+
+def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
+    """The newest valid snapshot and the log batches after it."""
+    for removed in remove_partial_snapshots(directory):
+        logger.warning("partial_snapshot_removed", path=str(removed))
+    valid = newest_valid_snapshot(directory)
+    if valid is not None:
+        for skipped in valid.skipped:
+            logger.error("corrupt_snapshot_skipped", problem=str(skipped))
+    if valid is None:
+        if log.log_start_offset > 0:
+            raise SnapshotStartupError(
+                f"the metadata log in {directory} starts at offset {log.log_start_offset} but no "
+                "valid snapshot covers what comes before: move the directory aside and restart "
+                "the node empty; it will fetch a snapshot from the leader"
+            )
+        return Loaded(None, MetadataImage.EMPTY, list(log.read_all()))
+    snapshot = valid.snapshot_id
+    if log.log_start_offset > snapshot.end_offset:
+        raise SnapshotStartupError(
+            f"the newest valid snapshot in {directory} ends at offset {snapshot.end_offset}, but "
+            f"the log starts at {log.log_start_offset}: offsets in between are lost. Move the "
+            "directory aside and restart the node empty; it will fetch a snapshot from the leader"
+        )
+    image = load_snapshot_image(directory, snapshot)
+    batches = [b for b in log.read_all() if b.base_offset >= snapshot.end_offset]
+    if batches and batches[0].base_offset != snapshot.end_offset:
+        raise SnapshotStartupError(
+            f"snapshot {snapshot} ends inside a log batch (next batch at "
+            f"{batches[0].base_offset}) in {directory}"
+        )
+    logger.info(
+        "snapshot_loaded",
+        end_offset=snapshot.end_offset,
+        epoch=snapshot.epoch,
+        topics=len(image.topics_by_id),
+        log_batches_after=len(batches),
+    )
+    return Loaded(snapshot, image, batches)
+
+
+class Snapshotter:
+    def __init__(
+        self,
+        *,
+        directory: Path,
+        log: SegmentedLog,
+        driver: RaftDriver,
+        bytes_between: int,
+        interval_ms: int,
+        logger: Any,
+    ) -> None:
+        self.directory = directory
+        self.log = log
+        self.driver = driver
+        self.node: RaftNode = driver.node
+        self.bytes_between = bytes_between
+        self.interval_ms = interval_ms
+        self.logger = logger
+        self.bytes_since = 0
+        self.last_taken_s = time.monotonic()
+        self.taken = 0
+        self._running = False
+
+    def on_committed(self, batches: Sequence[LogBatch]) -> None:
+        self.bytes_since += sum(len(b.data) for b in batches)
+
+    def due(self) -> bool:
+        if self._running or self.bytes_since == 0:
+            return False
+        elapsed_ms = (time.monotonic() - self.last_taken_s) * 1000
+        return self.bytes_since >= self.bytes_between or elapsed_ms >= self.interval_ms
+
+    async def take(self, image: MetadataImage) -> SnapshotId | None:
+        """Snapshot ``image`` (the committed image, immutable) and compact the log."""
+        node = self.node
+        end = image.offset + 1
+        current = node.snapshot_id
+        if image.offset < 0 or (current is not None and end <= current.end_offset):
+            return None
+        if end > node.high_watermark or not node.log.is_batch_boundary(end):
+            return None
+        self._running = True
+        try:
+            epoch = node.log.epoch_of(image.offset)
+            started = time.monotonic()
+            snapshot = await asyncio.to_thread(
+                write_snapshot,
+                self.directory,
+                end,
+                epoch,
+                image_to_records(image),
+                int(time.time() * 1000),
+            )
+            await self.driver.call_in_loop(lambda: self._compact(snapshot))
+            self.bytes_since = 0
+            self.last_taken_s = time.monotonic()
+            self.taken += 1
+            self.logger.info(
+                "snapshot_written",
+                end_offset=snapshot.end_offset,
+                epoch=snapshot.epoch,
+                seconds=round(time.monotonic() - started, 3),
+                log_start_offset=self.log.log_start_offset,
+            )
+            return snapshot
+        finally:
+            self._running = False
+
+    def _compact(self, snapshot: SnapshotId) -> None:
+        node = self.node
+        current = node.snapshot_id
+        if current is not None and snapshot.end_offset <= current.end_offset:
+            return
+        node.compact(snapshot)
+        self.log.delete_before(snapshot.end_offset)
+        delete_snapshots_before(self.directory, snapshot)
+
+
+async def download_snapshot(
+    *,
+    address: str,
+    directory: Path,
+    snapshot: SnapshotId,
+    cluster_id: str,
+    replica_id: int,
+    epoch: int,
+) -> None:
+    """FetchSnapshot from the leader at ``address`` in chunks into a validated snapshot file."""
+    from quorum.rpc.v1 import raft_pb2_grpc  # noqa: PLC0415 - keep module import light
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = raft_pb2_grpc.QuorumServiceStub(channel)
+        position = 0
+        with SnapshotDownload(directory, snapshot) as download:
+            while True:
+                answer = await stub.FetchSnapshot(
+                    raft_pb2.FetchSnapshotRequest(
+                        cluster_id=cluster_id,
+                        topic_id=METADATA_TOPIC_ID.bytes,
+                        partition_index=0,
+                        replica_id=replica_id,
+                        current_leader_epoch=epoch,
+                        snapshot_id=raft_pb2.SnapshotId(
+                            end_offset=snapshot.end_offset, epoch=snapshot.epoch
+                        ),
+                        position=position,
+                        max_bytes=CHUNK_BYTES,
+                    ),
+                    timeout=FETCH_SNAPSHOT_TIMEOUT_S,
+                )
+                if answer.error_code != ErrorCode.NONE:
+                    raise OSError(
+                        f"FetchSnapshot {snapshot} at {position}: error {answer.error_code} "
+                        f"{answer.error_message}"
+                    )
+                download.append(position, answer.unaligned_records)
+                position += len(answer.unaligned_records)
+                if position >= answer.size:
+                    break
+            download.complete()
+
+
+def install_in_loop(
+    *,
+    node: RaftNode,
+    log: SegmentedLog,
+    directory: Path,
+    snapshot: SnapshotId,
+    on_image: Callable[[MetadataImage], None],
+) -> None:
+    """Inside the driver loop: make the downloaded snapshot the node's state."""
+    image = load_snapshot_image(directory, snapshot)
+    log.truncate_fully_and_start_at(snapshot.end_offset)
+    on_image(image)
+    node.install_snapshot(snapshot, int(time.monotonic() * 1000))
+    delete_snapshots_before(directory, snapshot)
+    structlog.get_logger("quorum.snapshot").info(
+        "snapshot_installed", end_offset=snapshot.end_offset, topics=len(image.topics_by_id)
+    )
