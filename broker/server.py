@@ -44,15 +44,13 @@ from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.server.admin_service import AdminServicer
 from quorum.server.controller import METADATA_PARTITION_DIR, StartupError, raft_config
 from quorum.server.driver import Clock, RaftDriver
-from quorum.server.service import SERVER_OPTIONS, PeerClients
+from quorum.server.service import SERVER_OPTIONS, BindError, PeerClients, bind
 from quorum.server.snapshotting import (
     SnapshotStartupError,
-    download_snapshot,
-    install_in_loop,
+    fetch_and_install,
     load_at_startup,
 )
 from quorum.storage import SegmentedLog
-from quorum.storage.snapshots import CorruptSnapshotError
 
 ADMIN_SERVICE = "quorum.rpc.v1.AdminService"
 REGISTER_RETRY_S = 0.5
@@ -169,39 +167,23 @@ class BrokerNode:
         """Behind the leader's log start (away too long, or wiped): load its snapshot. Every
         topic absent from it counts as deleted: the next reconciliation is FULL."""
         address = self.config.controller_quorum_voters[leader_id]
-        try:
-            await download_snapshot(
-                address=f"{address.host}:{address.port}",
-                directory=self.directory,
-                snapshot=snapshot,
-                cluster_id=self.cluster_id,
-                replica_id=self.broker_id,
-                epoch=self.node.epoch,
-            )
-        except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
-            self.log.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
-            await self.driver.call_in_loop(
-                lambda: self.node.snapshot_fetch_failed(self.clock.now_ms())
-            )
-            return
 
         def on_image(image: MetadataImage) -> None:
             self.image = image
             self._full_requested = True
             self.image_changed.set()
-            if image.metadata_topic_id is not None:
-                self.node.set_metadata_topic_id(image.metadata_topic_id)
-            self._check_caught_up()
 
-        await self.driver.call_in_loop(
-            lambda: install_in_loop(
-                node=self.node,
-                log=self.segments,
-                directory=self.directory,
-                snapshot=snapshot,
-                on_image=on_image,
-            )
+        await fetch_and_install(
+            driver=self.driver,
+            log=self.segments,
+            directory=self.directory,
+            address=f"{address.host}:{address.port}",
+            snapshot=snapshot,
+            cluster_id=self.cluster_id,
+            on_image=on_image,
+            logger=self.log,
         )
+        self._check_caught_up()
 
     def _check_caught_up(self) -> None:
         if (
@@ -353,13 +335,10 @@ class BrokerNode:
             server,
         )
         listener = self.config.listener
-        address = f"{listener.host}:{listener.port}"
         try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {address}: {exc}") from exc
-        if port == 0:
-            raise StartupError(f"cannot listen on {address}: the port is in use")
+            address = bind(server, listener.host, listener.port)
+        except BindError as exc:
+            raise StartupError(str(exc)) from exc
         await server.start()
         self.server = server
         self.log.info("listening", address=address, cluster_id=self.cluster_id)

@@ -35,16 +35,20 @@ from quorum.raft.state import LeaderState
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.server.admin_service import AdminServicer
 from quorum.server.driver import Clock, RaftDriver, ShuttingDownError
-from quorum.server.service import SERVER_OPTIONS, PeerClients, QuorumServicer
+from quorum.server.service import (
+    SERVER_OPTIONS,
+    BindError,
+    PeerClients,
+    QuorumServicer,
+    bind,
+)
 from quorum.server.snapshotting import (
     SnapshotStartupError,
     Snapshotter,
-    download_snapshot,
-    install_in_loop,
+    fetch_and_install,
     load_at_startup,
 )
 from quorum.storage import ElectionStore, SegmentedLog
-from quorum.storage.snapshots import CorruptSnapshotError
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 QUORUM_STATE_FILE = "quorum-state"
@@ -244,38 +248,21 @@ class ControllerNode:
     async def _fetch_snapshot(self, leader_id: int, snapshot: SnapshotId) -> None:
         """Behind the leader's log start: download its snapshot and install it."""
         address = self.config.controller_quorum_voters[leader_id]
-        try:
-            await download_snapshot(
-                address=f"{address.host}:{address.port}",
-                directory=self.directory,
-                snapshot=snapshot,
-                cluster_id=self.cluster_id,
-                replica_id=self.config.node_id,
-                epoch=self.node.epoch,
-            )
-        except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
-            self.log.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
-            await self.driver.call_in_loop(
-                lambda: self.node.snapshot_fetch_failed(self.clock.now_ms())
-            )
-            return
 
-        def install() -> None:
-            def on_image(image: MetadataImage) -> None:
-                self.state_machine.reset_to_image(image)
-                self._proposing_epoch = None
-                if image.metadata_topic_id is not None:
-                    self.node.set_metadata_topic_id(image.metadata_topic_id)
+        def on_image(image: MetadataImage) -> None:
+            self.state_machine.reset_to_image(image)
+            self._proposing_epoch = None
 
-            install_in_loop(
-                node=self.node,
-                log=self.segments,
-                directory=self.directory,
-                snapshot=snapshot,
-                on_image=on_image,
-            )
-
-        await self.driver.call_in_loop(install)
+        await fetch_and_install(
+            driver=self.driver,
+            log=self.segments,
+            directory=self.directory,
+            address=f"{address.host}:{address.port}",
+            snapshot=snapshot,
+            cluster_id=self.cluster_id,
+            on_image=on_image,
+            logger=self.log,
+        )
 
     async def _assign_metadata_topic_id(self) -> None:
         """KIP-516: after its election the leader gives __cluster_metadata its own id."""
@@ -347,13 +334,10 @@ class ControllerNode:
             server,
         )
         listener = self.config.listener
-        address = f"{listener.host}:{listener.port}"
         try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {address}: {exc}") from exc
-        if port == 0:
-            raise StartupError(f"cannot listen on {address}: the port is in use")
+            address = bind(server, listener.host, listener.port)
+        except BindError as exc:
+            raise StartupError(str(exc)) from exc
         await server.start()
         self.server = server
         self.log.info("listening", address=address, cluster_id=self.cluster_id)

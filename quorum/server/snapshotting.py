@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import structlog
 
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
@@ -34,6 +33,7 @@ from quorum.rpc.v1 import raft_pb2
 from quorum.server.driver import RaftDriver
 from quorum.storage import SegmentedLog
 from quorum.storage.snapshots import (
+    CorruptSnapshotError,
     SnapshotDownload,
     delete_snapshots_before,
     load_snapshot_image,
@@ -219,20 +219,45 @@ async def download_snapshot(
             download.complete()
 
 
-def install_in_loop(
+async def fetch_and_install(
     *,
-    node: RaftNode,
+    driver: RaftDriver,
     log: SegmentedLog,
     directory: Path,
+    address: str,
     snapshot: SnapshotId,
+    cluster_id: str,
     on_image: Callable[[MetadataImage], None],
+    logger: Any,
 ) -> None:
-    """Inside the driver loop: make the downloaded snapshot the node's state."""
-    image = load_snapshot_image(directory, snapshot)
-    log.truncate_fully_and_start_at(snapshot.end_offset)
-    on_image(image)
-    node.install_snapshot(snapshot, int(time.monotonic() * 1000))
-    delete_snapshots_before(directory, snapshot)
-    structlog.get_logger("quorum.snapshot").info(
-        "snapshot_installed", end_offset=snapshot.end_offset, topics=len(image.topics_by_id)
-    )
+    """Behind the leader's log start: download its snapshot, then, inside the driver loop, make
+    it the node's state (``on_image`` replaces the node's image). On failure the core is told
+    to fetch again (the leader names its current snapshot)."""
+    node = driver.node
+    try:
+        await download_snapshot(
+            address=address,
+            directory=directory,
+            snapshot=snapshot,
+            cluster_id=cluster_id,
+            replica_id=node.node_id,
+            epoch=node.epoch,
+        )
+    except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
+        logger.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
+        await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
+        return
+
+    def install() -> None:
+        image = load_snapshot_image(directory, snapshot)
+        log.truncate_fully_and_start_at(snapshot.end_offset)
+        on_image(image)
+        if image.metadata_topic_id is not None:
+            node.set_metadata_topic_id(image.metadata_topic_id)
+        node.install_snapshot(snapshot, driver.clock.now_ms())
+        delete_snapshots_before(directory, snapshot)
+        logger.info(
+            "snapshot_installed", end_offset=snapshot.end_offset, topics=len(image.topics_by_id)
+        )
+
+    await driver.call_in_loop(install)
