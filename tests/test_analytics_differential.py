@@ -29,7 +29,9 @@ from quorum.metadata.batch import LogBatch, decode_batch, encode_batch
 from quorum.metadata.delta import replay_batches
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint, MetadataRecord
+from quorum.metadata.snapshot_records import image_to_records
 from quorum.storage import SegmentedLog
+from quorum.storage.snapshots import write_snapshot
 
 pytestmark = pytest.mark.spark
 
@@ -149,3 +151,29 @@ def test_state_as_of_equals_the_image(spark: Any, tmp_path: Path) -> None:
             key=lambda r: (r[1], r[3]),
         )
         assert spark_rows == image_rows(image), f"seed {SEED}: state as of {end - 1} differs"
+
+
+def test_snapshot_rows_carry_topic_identity(spark: Any, tmp_path: Path) -> None:
+    """A checkpoint written from a real image (snapshot-only records included) is read with
+    includeSnapshots: every live topic's creation offset and every deleted id come back."""
+    batches = history(random.Random(SEED))
+    image = replay_batches(MetadataImage.EMPTY, [decode_batch(b.data) for b in batches])
+    directory = tmp_path / "__cluster_metadata-0"
+    log = SegmentedLog.open(directory, segment_bytes_max=4096)
+    log.append(batches)
+    log.flush()
+    log.close()
+    write_snapshot(directory, image.offset + 1, 1, image_to_records(image), 0)
+    rows = load(spark, directory, includeSnapshots=True).filter("snapshot_end_offset IS NOT NULL")
+    identities = {
+        (r["topic_id"], r["creation_offset"])
+        for r in rows.filter("record_type = 'TopicIdentityRecord'").collect()
+    }
+    expected = {
+        (str(t.topic_id), t.creation_offset)
+        for t in image.topics_by_id.values()
+        if t.name != "__cluster_metadata"
+    }
+    assert expected <= identities
+    deleted = rows.filter("record_type = 'DeletedTopicRecord'").count()
+    assert deleted == len(image.deleted_topics) > 0

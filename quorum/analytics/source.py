@@ -135,8 +135,10 @@ from quorum.metadata.records import (
     INT64_MAX,
     NO_LEADER,
     RECORD_CLASSES,
+    SNAPSHOT_RECORD_CLASSES,
     BrokerEndpoint,
     ConfigRecord,
+    DeletedTopicRecord,
     FenceBrokerRecord,
     InvalidRecordError,
     LeaderChangeMessage,
@@ -149,6 +151,7 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
     SnapshotFooter,
     SnapshotHeader,
+    TopicIdentityRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
@@ -232,6 +235,9 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("voters", "ARRAY<INT>"),
     ("snapshot_version", "INT"),
     ("last_contained_log_timestamp_ms", "BIGINT"),
+    # Snapshot-only records (topic identity survives snapshots).
+    ("creation_offset", "BIGINT"),
+    ("deletion_offset", "BIGINT"),
 )
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 _COLUMN_TYPES: Final = dict(COLUMNS)
@@ -381,6 +387,16 @@ _RECORD_COLUMNS: Final[Mapping[type[Record], tuple[_Field, ...]]] = {
         ),
     ),
     SnapshotFooter: (_Field("version", "snapshot_version", "int", 0, INT16_MAX),),
+    TopicIdentityRecord: (
+        _TOPIC_ID,
+        _Field("creation_offset", "creation_offset", "int", 0, INT64_MAX),
+    ),
+    DeletedTopicRecord: (
+        _Field("name", "name", "str"),
+        _TOPIC_ID,
+        _Field("creation_offset", "creation_offset", "int", 0, INT64_MAX),
+        _Field("deletion_offset", "deletion_offset", "int", 0, INT64_MAX),
+    ),
 }
 
 _KIND_SQL_TYPES: Final = {
@@ -398,7 +414,8 @@ _KIND_SQL_TYPES: Final = {
 
 def _check_record_columns() -> None:
     """The table above covers every record class, field by field, in wire order."""
-    assert set(_RECORD_COLUMNS) == set(RECORD_CLASSES.values()), "a record type has no columns"
+    every_class = set(RECORD_CLASSES.values()) | set(SNAPSHOT_RECORD_CLASSES.values())
+    assert set(_RECORD_COLUMNS) == every_class, "a record type has no columns"
     for cls, fields in _RECORD_COLUMNS.items():
         names = tuple(f.name for f in dataclasses.fields(cls))
         assert names == tuple(f.field for f in fields), (cls.__name__, names)
