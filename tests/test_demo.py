@@ -13,6 +13,7 @@ from tests.process_cluster import REPO
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 
+@pytest.mark.timeout(600)
 def test_dev_up_tells_the_kip516_story() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "quorum.cli", "dev", "up"],
