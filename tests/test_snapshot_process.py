@@ -104,3 +104,36 @@ def test_wiped_broker_is_brought_back_by_fetch_snapshot(tmp_path: Path) -> None:
         events = [json.loads(line) for line in cluster.logs(102).splitlines() if "{" in line]
         assert any(e.get("event") == "reconciled" and e.get("mode") == "FULL" for e in events)
         admin.close()
+
+
+def test_truncated_newest_checkpoint_is_reported(tmp_path: Path) -> None:
+    """A truncated newest .checkpoint is reported; with the log before it cleaned away there is
+    nothing to fall back on, so the controller refuses to start and says what to do."""
+    from tests.process_cluster import run_cli  # noqa: PLC0415
+
+    tiny = {
+        "metadata.log.max.record.bytes.between.snapshots": 1500,
+        "metadata.log.segment.bytes": 1024,
+        "metadata.max.idle.interval.ms": 100,
+    }
+    with process_cluster(tmp_path, settings=tiny) as cluster:
+        cluster.format()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        victim = next(n for n in cluster.controller_ids if cluster.leader()[0] != n)  # type: ignore[index]
+        # NoOps alone fill the log; wait for a snapshot that cleaned it.
+        wait_until(
+            lambda: checkpoints(cluster, victim) and cluster.log_dump(victim)[0]["offset"] > 0,
+            60,
+            "a snapshot and a cleaned log",
+        )
+        cluster.kill(victim, signal.SIGKILL)
+        newest = checkpoints(cluster, victim)[-1]
+        newest.write_bytes(newest.read_bytes()[:-7])
+        result = run_cli(
+            "controller", "start", "--config", str(cluster.nodes[victim].config), check=False,
+            timeout_s=60,
+        )  # fmt: skip
+        assert result.returncode != 0
+        assert newest.name in result.stdout + result.stderr
+        assert "move the directory aside" in result.stderr
