@@ -489,9 +489,11 @@ class RaftNode:
         voted = getattr(state, "voted_id", None) if state.epoch == epoch else None
         if isinstance(state, CandidateState) and state.epoch == epoch:
             voted = self.node_id
-        last_success = None
-        if isinstance(state, FollowerState | ProspectiveState) and state.epoch == epoch:
-            last_success = state.last_fetch_success_ms if isinstance(state, FollowerState) else None
+        last_success = (
+            state.last_fetch_success_ms
+            if isinstance(state, FollowerState) and state.epoch == epoch
+            else None
+        )
         self._transition(
             FollowerState(
                 epoch,
@@ -1122,9 +1124,7 @@ class RaftNode:
             if batch.epoch < self.log.last_fetched_epoch or batch.epoch > state.epoch:
                 break
             self._append_local(batch)
-        new_hw = min(response.high_watermark, self.log.log_end_offset)
-        if self.log.update_high_watermark(new_hw):
-            pass
+        self.log.update_high_watermark(min(response.high_watermark, self.log.log_end_offset))
         self._fetch_retry_at_ms = self._now_ms
 
     # ----- timers (poll) --------------------------------------------------------------------
