@@ -525,23 +525,31 @@ def add_controller_commands(subparsers: Subparsers) -> None:
     start.set_defaults(handler=controller_start)
 
 
-def controller_start(args: argparse.Namespace) -> int:
+def _run_node(args: argparse.Namespace, role: str) -> int:
+    """``controller start`` / ``broker start``: check the role, set up logging, run the
+    process until it stops. Start-up refusals become a one-line error."""
     import asyncio
 
+    from broker.server import run_broker
     from quorum.logs import configure_logging
     from quorum.server.controller import StartupError, run_controller
 
     config = config_from_args(args)
-    if not config.is_controller:
+    if role not in config.process_roles:
         raise CommandError(
             f"{config.describe_source()} has process.roles {sorted(config.process_roles)}; "
-            "'controller start' needs the controller role"
+            f"'{role} start' needs the {role} role"
         )
-    configure_logging("controller")
+    configure_logging(role)
+    run = run_controller if role == "controller" else run_broker
     try:
-        return asyncio.run(run_controller(config))
+        return asyncio.run(run(config))
     except StartupError as exc:
         raise CommandError(str(exc)) from exc
+
+
+def controller_start(args: argparse.Namespace) -> int:
+    return _run_node(args, "controller")
 
 
 # ----- broker ----------------------------------------------------------------------------------
@@ -577,23 +585,7 @@ def add_broker_commands(subparsers: Subparsers) -> None:
 
 
 def broker_start(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from broker.server import run_broker
-    from quorum.logs import configure_logging
-    from quorum.server.controller import StartupError
-
-    config = config_from_args(args)
-    if not config.is_broker:
-        raise CommandError(
-            f"{config.describe_source()} has process.roles {sorted(config.process_roles)}; "
-            "'broker start' needs the broker role"
-        )
-    configure_logging("broker")
-    try:
-        return asyncio.run(run_broker(config))
-    except StartupError as exc:
-        raise CommandError(str(exc)) from exc
+    return _run_node(args, "broker")
 
 
 def broker_pending_deletions(args: argparse.Namespace) -> int:
