@@ -52,11 +52,11 @@ import gc
 import os
 import re
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Self
 
 import structlog
 
@@ -256,7 +256,45 @@ def remove_partial_snapshots(directory: Path) -> list[Path]:
 # ----- writing ----------------------------------------------------------------------------
 
 
-class SnapshotWriter:
+class _PartFile:
+    """A snapshot file being built as ``<name>.part``: published whole by an fsync, a rename
+    and a directory fsync, or deleted. Shared by ``SnapshotWriter`` and ``SnapshotDownload``."""
+
+    _path: Path
+    _part: Path
+    _fd: int
+    _done: bool
+
+    def _publish(self, check: Callable[[], object] | None, during: str) -> None:
+        """fsync and close the ``.part``, run ``check`` on it, rename it into place."""
+        fsutil.fsync_fd(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        if check is not None:
+            check()
+        if self._path.exists():
+            raise SnapshotExistsError(f"snapshot {self._path} appeared {during}")
+        os.rename(self._part, self._path)
+        fsutil.fsync_directory(self._path.parent)
+
+    def abort(self) -> None:
+        """Give the snapshot up: close and delete the ``.part``. Idempotent."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if not self._done:
+            self._part.unlink(missing_ok=True)
+        self._done = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self._done:
+            self.abort()
+
+
+class SnapshotWriter(_PartFile):
     """Writes one snapshot: ``append`` records (any number of calls), then ``freeze``.
 
     Kafka's ``SnapshotWriter``. Frames go to ``<name>.part``; ``freeze`` writes the footer,
@@ -317,13 +355,7 @@ class SnapshotWriter:
         try:
             self._write_batches(self._builder.finish())
             self._flush_buffer()
-            fsutil.fsync_fd(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-            if self._path.exists():
-                raise SnapshotExistsError(f"snapshot {self._path} appeared while being written")
-            os.rename(self._part, self._path)
-            fsutil.fsync_directory(self._path.parent)
+            self._publish(None, "while being written")
         except BaseException:
             self.abort()
             raise
@@ -337,22 +369,6 @@ class SnapshotWriter:
             size_bytes=self._written_bytes,
         )
         return self._snapshot_id
-
-    def abort(self) -> None:
-        """Forget the snapshot: close and delete the ``.part``. Idempotent."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if not self._done:
-            self._part.unlink(missing_ok=True)
-        self._done = True
-
-    def __enter__(self) -> SnapshotWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if not self._done:
-            self.abort()
 
     def _write_batches(self, batches: Sequence[LogBatch]) -> None:
         for batch in batches:
@@ -723,7 +739,7 @@ def read_chunk(directory: Path, snapshot_id: SnapshotId, position: int, max_byte
         os.close(fd)
 
 
-class SnapshotDownload:
+class SnapshotDownload(_PartFile):
     """A snapshot received from the leader in chunks (the follower's side of FetchSnapshot).
 
     ``append(position, data)`` writes each chunk at the end of ``<name>.part`` (positions must
@@ -795,14 +811,9 @@ class SnapshotDownload:
                     self._position,
                     f"the download ended at {self._position} of {self._size_bytes} bytes",
                 )
-            fsutil.fsync_fd(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-            validate_snapshot(self._part, self._snapshot_id)
-            if self._path.exists():
-                raise SnapshotExistsError(f"snapshot {self._path} appeared during the download")
-            os.rename(self._part, self._path)
-            fsutil.fsync_directory(self._path.parent)
+            self._publish(
+                lambda: validate_snapshot(self._part, self._snapshot_id), "during the download"
+            )
         except BaseException:
             self.abort()
             raise
@@ -815,22 +826,6 @@ class SnapshotDownload:
             size_bytes=self._position,
         )
         return self._snapshot_id
-
-    def abort(self) -> None:
-        """Give the download up: close and delete the ``.part``. Idempotent."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if not self._done:
-            self._part.unlink(missing_ok=True)
-        self._done = True
-
-    def __enter__(self) -> SnapshotDownload:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if not self._done:
-            self.abort()
 
 
 # ----- retention --------------------------------------------------------------------------
