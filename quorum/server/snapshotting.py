@@ -154,12 +154,11 @@ class Snapshotter:
             self.bytes_since = 0
             self.last_taken_s = time.monotonic()
             self.taken += 1
+            # storage logs snapshot_written, the core log_compacted; this adds the duration
             self.logger.info(
-                "snapshot_written",
+                "snapshot_taken",
                 end_offset=snapshot.end_offset,
-                epoch=snapshot.epoch,
                 seconds=round(time.monotonic() - started, 3),
-                log_start_offset=self.log.log_start_offset,
             )
             return snapshot
         finally:
@@ -255,9 +254,6 @@ async def fetch_and_install(
         if image.metadata_topic_id is not None:
             node.set_metadata_topic_id(image.metadata_topic_id)
         node.install_snapshot(snapshot, driver.clock.now_ms())
-        delete_snapshots_before(directory, snapshot)
-        logger.info(
-            "snapshot_installed", end_offset=snapshot.end_offset, topics=len(image.topics_by_id)
-        )
+        delete_snapshots_before(directory, snapshot)  # the core logs snapshot_installed
 
     await driver.call_in_loop(install)
