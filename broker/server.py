@@ -22,6 +22,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import structlog
@@ -47,6 +48,7 @@ from quorum.server.driver import Clock, RaftDriver
 from quorum.server.service import SERVER_OPTIONS, BindError, PeerClients, bind
 from quorum.server.snapshotting import (
     SnapshotStartupError,
+    Snapshotter,
     fetch_and_install,
     load_at_startup,
 )
@@ -121,6 +123,18 @@ class BrokerNode:
             on_committed=self._on_committed,
             on_ready=self._on_ready,
         )
+        # Brokers snapshot their image too (same triggers and retention as controllers), so
+        # their copy of the log stays bounded and a restart replays only the suffix.
+        self.snapshotter = Snapshotter(
+            directory=self.directory,
+            log=self.segments,
+            driver=self.driver,
+            bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+            interval_ms=config.metadata_log_max_snapshot_interval_ms,
+            retention_bytes=config.metadata_max_retention_bytes,
+            retention_ms=config.metadata_max_retention_ms,
+            logger=self.log,
+        )
         self.image = loaded.image
         self._full_requested = False
         self._background: set[asyncio.Task[None]] = set()
@@ -150,18 +164,22 @@ class BrokerNode:
             self._removed.update((lost.topic_id, p) for p in lost.partitions)
         if self.image.topics_by_id is not before.topics_by_id or changes.creates or changes.deletes:
             self.image_changed.set()
+        self.snapshotter.on_committed(batches)
         topic_id = self.image.metadata_topic_id
         if topic_id is not None and self.node.metadata_topic_id != topic_id:
             self.node.set_metadata_topic_id(topic_id)
         self._check_caught_up()
 
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _on_ready(self, ready: Ready) -> None:
+        if self.snapshotter.due():
+            self._spawn(self.snapshotter.take(self.image))
         if ready.snapshot_to_fetch is not None:
-            task = asyncio.get_running_loop().create_task(
-                self._fetch_snapshot(*ready.snapshot_to_fetch)
-            )
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
 
     async def _fetch_snapshot(self, leader_id: int, snapshot: SnapshotId) -> None:
         """Behind the leader's log start (away too long, or wiped): load its snapshot. Every

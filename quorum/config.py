@@ -140,6 +140,13 @@ class NodeConfig:
     # A snapshot is also written once this long has passed since the last one, if anything was
     # committed meanwhile (Kafka: 1 hour).
     metadata_log_max_snapshot_interval_ms: int = 3_600_000
+    # Snapshots and log kept on disk (Kafka's soft limits): while the log plus the snapshots
+    # exceed this many bytes, the oldest snapshot is deleted with the log before the next one.
+    # The newest snapshot is always kept; -1 disables the rule (Kafka: 100 MiB).
+    metadata_max_retention_bytes: int = 104_857_600
+    # ... and while the oldest snapshot's newest record is older than this (Kafka: 7 days; -1
+    # disables the rule).
+    metadata_max_retention_ms: int = 604_800_000
     # A broker heartbeats the active controller this often.
     broker_heartbeat_interval_ms: int = 2_000
     # A broker that has not heartbeated for this long is fenced.
@@ -207,6 +214,8 @@ _INT_MINIMUMS: Final[Mapping[str, int]] = {
     "metadata.log.segment.bytes": 1,
     "metadata.log.max.record.bytes.between.snapshots": 1,
     "metadata.log.max.snapshot.interval.ms": 0,
+    "metadata.max.retention.bytes": -1,
+    "metadata.max.retention.ms": -1,
     "broker.heartbeat.interval.ms": 1,
     "broker.session.timeout.ms": 1,
     "delete.topic.delay.ms": 0,
@@ -216,6 +225,8 @@ _INT64_KEYS: Final = frozenset(
         "metadata.log.segment.bytes",
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.retention.bytes",
+        "metadata.max.retention.ms",
         "delete.topic.delay.ms",
     }
 )

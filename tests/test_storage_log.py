@@ -890,3 +890,20 @@ def test_random_damage_only_yields_a_prefix_or_corrupt_log_error(tmp_path: Path)
         shutil.rmtree(directory)
     assert outcomes["prefix"] > 0
     assert outcomes["corrupt"] > 0
+
+
+@pytest.mark.parametrize("segment_bytes_max", [300, 1 << 20])
+def test_read_all_from_an_offset_starts_at_the_batch_containing_it(
+    tmp_path: Path, rng: random.Random, segment_bytes_max: int
+) -> None:
+    """Start-up after a snapshot reads only the log after it (through the index)."""
+    batches = make_batches(rng, 200)
+    write_log(tmp_path, batches, segment_bytes_max=segment_bytes_max, index_interval_bytes=256)
+    with reopen(tmp_path, segment_bytes_max=segment_bytes_max) as log:
+        for batch_index in rng.sample(range(len(batches)), 25):
+            batch = batches[batch_index]
+            offset = rng.randrange(batch.base_offset, batch.end_offset)
+            assert list(log.read_all(offset)) == batches[batch_index:], (batch_index, offset)
+        assert list(log.read_all(0)) == batches
+        assert list(log.read_all(batches[-1].end_offset)) == []
+        assert list(log.read_all(batches[-1].end_offset + 10)) == []

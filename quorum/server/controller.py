@@ -165,6 +165,8 @@ class ControllerNode:
             driver=self.driver,
             bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
             interval_ms=config.metadata_log_max_snapshot_interval_ms,
+            retention_bytes=config.metadata_max_retention_bytes,
+            retention_ms=config.metadata_max_retention_ms,
             logger=self.log,
         )
         self._background: set[asyncio.Task[None]] = set()

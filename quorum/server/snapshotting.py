@@ -5,8 +5,12 @@
 - Taking one: when ``metadata.log.max.record.bytes.between.snapshots`` of committed batches
   have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` passed),
   the committed image (immutable) is written in a worker thread; then, inside the driver loop,
-  the core drops the log it covers, whole segments before it are deleted and older snapshots
-  removed.
+  the core drops the in-memory log it covers (a fetcher behind it is sent this snapshot).
+- Cleaning (Kafka's ``maybeClean``): on disk, older snapshots and the log between them are
+  kept within ``metadata.max.retention.bytes`` / ``.ms``; beyond, the oldest snapshot goes
+  with the whole segments before the next one. The newest snapshot always stays, and the disk
+  log always covers every snapshot kept, so a corrupt newest snapshot can fall back to an older
+  one at start-up.
 - Fetching one: when the core reports it is behind the leader's log start, the snapshot is
   downloaded with FetchSnapshot in chunks, validated, and installed inside the driver loop.
 """
@@ -35,9 +39,13 @@ from quorum.storage import SegmentedLog
 from quorum.storage.snapshots import (
     CorruptSnapshotError,
     SnapshotDownload,
+    SnapshotNotFoundError,
     delete_snapshots_before,
+    describe_snapshot,
+    list_snapshots,
     load_snapshot_image,
     newest_valid_snapshot,
+    plan_retention,
     remove_partial_snapshots,
     write_snapshot,
 )
@@ -80,8 +88,23 @@ def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
             f"the log starts at {log.log_start_offset}: offsets in between are lost. Move the "
             "directory aside and restart the node empty; it will fetch a snapshot from the leader"
         )
+    for skipped in valid.skipped:
+        # Kept for a person to look at, under a name no snapshot listing matches, so a new
+        # snapshot with the same id can be written later.
+        aside = skipped.path.with_name(skipped.path.name + ".corrupt")
+        skipped.path.replace(aside)
+        logger.warning("corrupt_snapshot_moved_aside", path=str(aside))
     image = load_snapshot_image(directory, snapshot)
-    batches = [b for b in log.read_all() if b.base_offset >= snapshot.end_offset]
+    if log.log_end_offset < snapshot.end_offset:
+        # The snapshot is durable but the log it was taken from was not fsynced that far
+        # before a crash: the snapshot holds all of it, the log continues after it.
+        logger.warning(
+            "log_behind_snapshot",
+            log_end_offset=log.log_end_offset,
+            snapshot_end_offset=snapshot.end_offset,
+        )
+        log.truncate_fully_and_start_at(snapshot.end_offset)
+    batches = list(log.read_all(snapshot.end_offset))
     if batches and batches[0].base_offset != snapshot.end_offset:
         raise SnapshotStartupError(
             f"snapshot {snapshot} ends inside a log batch (next batch at "
@@ -106,9 +129,13 @@ class Snapshotter:
         driver: RaftDriver,
         bytes_between: int,
         interval_ms: int,
+        retention_bytes: int,
+        retention_ms: int,
         logger: Any,
     ) -> None:
         self.directory = directory
+        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms
         self.log = log
         self.driver = driver
         self.node: RaftNode = driver.node
@@ -170,8 +197,28 @@ class Snapshotter:
         if current is not None and snapshot.end_offset <= current.end_offset:
             return
         node.compact(snapshot)
-        self.log.delete_before(snapshot.end_offset)
-        delete_snapshots_before(self.directory, snapshot)
+        self.clean()
+
+    def clean(self) -> None:
+        """Apply ``metadata.max.retention.bytes`` / ``.ms`` to the snapshots and log on disk."""
+        infos = []
+        for snapshot in list_snapshots(self.directory):
+            try:
+                infos.append(describe_snapshot(self.directory, snapshot))
+            except (CorruptSnapshotError, SnapshotNotFoundError) as exc:
+                # Left out of the plan: deleted once a snapshot after it is the oldest kept.
+                self.logger.warning("snapshot_unreadable", snapshot=str(snapshot), problem=str(exc))
+        plan = plan_retention(
+            infos,
+            self.log.segments,
+            retention_bytes=self.retention_bytes,
+            retention_ms=self.retention_ms,
+            now_ms=int(time.time() * 1000),
+        )
+        if plan.keep_from is not None:
+            delete_snapshots_before(self.directory, plan.keep_from)
+        if plan.log_start_offset is not None:
+            self.log.delete_before(plan.log_start_offset)
 
 
 async def download_snapshot(

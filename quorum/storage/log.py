@@ -751,12 +751,26 @@ class SegmentedLog:
             position, skip_before = 0, None
         return batches
 
-    def read_all(self) -> Iterator[LogBatch]:
-        """Every batch in offset order, for replay on startup. Do not modify the log meanwhile."""
+    def read_all(self, from_offset: int | None = None) -> Iterator[LogBatch]:
+        """Every batch in offset order, for replay on startup; with ``from_offset``, from the
+        batch containing it (found through the index; the log before it is not read). Nothing
+        when ``from_offset`` is at or past the log end offset. Do not modify the log meanwhile.
+        """
         self._check_usable()
-        for segment in list(self._segments):
-            for _, batch, _ in self._iter_frames(segment, 0):
+        if from_offset is None or from_offset <= self.log_start_offset:
+            for segment in list(self._segments):
+                for _, batch, _ in self._iter_frames(segment, 0):
+                    yield batch
+            return
+        if from_offset >= self.log_end_offset:
+            return
+        first = self._segment_index_for(from_offset)
+        position = self._index_lookup(self._segments[first], from_offset)
+        skip_before: int | None = from_offset
+        for segment in list(self._segments[first:]):
+            for _, batch, _ in self._iter_frames(segment, position, skip_before=skip_before):
                 yield batch
+            position, skip_before = 0, None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's ``endOffsetForEpoch``: ``(largest epoch <= epoch in the log, its end offset)``.
