@@ -320,3 +320,36 @@ def test_a_fenced_broker_unheard_by_this_controller_does_not_block_a_new_incarna
         RegisterBrokerRequest(0, Uuid.random(h.rng)), next_offset=h.next_offset, now_ms=h.now_ms
     )
     assert blocked.response.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
+def test_the_active_controller_fences_one_broker_per_operation_longest_silent_first() -> None:
+    h = make_cluster()
+    h.now_ms += 100
+    keep_alive(h, 0)  # 0 was heard from last; 1 and 2 only at the start
+    h.now_ms += 50
+    keep_alive(h, 1)
+    h.now_ms += SESSION_MS + 1
+    assert h.propose(
+        h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset, max_brokers=1)
+    ) == (2,)
+    assert h.propose(
+        h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset, max_brokers=1)
+    ) == (0,)
+    assert h.propose(
+        h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset, max_brokers=1)
+    ) == (1,)
+    assert h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset).records == ()
+    assert h.sm.committed_image.unfenced_broker_ids() == ()
+    h.check_replay()
+
+
+def test_forgetting_sessions_at_a_new_term_fences_nobody_heard_by_another_leader() -> None:
+    """A controller that led, lost leadership without proposing, and leads again must not
+    judge brokers by heartbeats from its first term (they heartbeated the other leader)."""
+    h = make_cluster()
+    keep_alive(h, 0, 1, 2)
+    h.now_ms += 2 * SESSION_MS  # another controller led meanwhile
+    h.sm.forget_broker_sessions()
+    assert h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset).records == ()
+    h.now_ms += SESSION_MS + 1  # a fresh session still expires
+    assert fence(h) == (0, 1, 2)

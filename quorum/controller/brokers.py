@@ -298,9 +298,17 @@ def broker_heartbeat(
 
 
 def fence_stale_brokers(
-    image: MetadataImage, sessions: BrokerSessions, *, now_ms: int
+    image: MetadataImage,
+    sessions: BrokerSessions,
+    *,
+    now_ms: int,
+    max_brokers: int | None = None,
 ) -> ControllerResult[tuple[int, ...]]:
-    """Fence every unfenced broker whose session expired; the response lists them."""
+    """Fence unfenced brokers whose session expired, the longest silent first, at most
+    ``max_brokers`` of them (None: all); the response lists them in id order. The active
+    controller fences one per operation (Kafka's ``maybeFenceOneStaleBroker``): with a million
+    partitions one fence is a large batch of partition changes, and many at once would stall
+    the loop that must also answer fetches and heartbeats."""
     sessions.forget_absent(image.brokers.keys())
     stale: list[int] = []
     for broker_id in sorted(image.brokers):
@@ -311,6 +319,9 @@ def fence_stale_brokers(
             stale.append(broker_id)
     if not stale:
         return ControllerResult((), ())
+    if max_brokers is not None:
+        stale.sort(key=lambda b: (sessions.last_contact_ms(b), b))
+        stale = sorted(stale[:max_brokers])
     records: list[MetadataRecord] = list(fencing_changes(image, stale))
     records.extend(
         FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch) for b in stale

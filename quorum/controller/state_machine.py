@@ -146,6 +146,11 @@ class ControllerStateMachine:
         self._pending.clear()
         self._sessions.clear()
 
+    def forget_broker_sessions(self) -> None:
+        """A new term of leadership starts: heartbeats seen in an earlier term say nothing about
+        now (Kafka's controller starts every broker's session afresh when it becomes active)."""
+        self._sessions.clear()
+
     def reset_to_committed(self) -> None:
         """Forget uncommitted proposals and broker sessions (leadership lost or resigned)."""
         self._latest = self._committed
@@ -226,12 +231,15 @@ class ControllerStateMachine:
         return broker_ops.broker_heartbeat(self._latest, self._sessions, request, now_ms=now_ms)
 
     def fence_stale_brokers(
-        self, *, now_ms: int, next_offset: int
+        self, *, now_ms: int, next_offset: int, max_brokers: int | None = None
     ) -> ControllerResult[tuple[int, ...]]:
-        """Fence unfenced brokers silent for longer than the session timeout (response: their
-        ids); their partitions lose them from ISRs and move leadership."""
+        """Fence unfenced brokers silent for longer than the session timeout, at most
+        ``max_brokers`` (the longest silent first; None: all) (response: their ids); their
+        partitions lose them from ISRs and move leadership."""
         self._check_next_offset(next_offset)
-        return broker_ops.fence_stale_brokers(self._latest, self._sessions, now_ms=now_ms)
+        return broker_ops.fence_stale_brokers(
+            self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers
+        )
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""

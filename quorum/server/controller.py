@@ -148,6 +148,8 @@ class ControllerNode:
         )
         # The epoch in which this node made the proposals the state machine holds as pending.
         self._proposing_epoch: int | None = None
+        # The epoch this node leads (None: not the leader), as last seen by the loop.
+        self._leading_epoch: int | None = None
         self._metadata_topic_task: asyncio.Task[None] | None = None
         self.driver = RaftDriver(
             node=self.node,
@@ -183,11 +185,18 @@ class ControllerNode:
 
     def _drop_stale_pending(self) -> None:
         """Pending proposals belong to the epoch this node led when it made them; once it no
-        longer leads that epoch, their fate is decided by the new leader's log."""
+        longer leads that epoch, their fate is decided by the new leader's log. Broker sessions
+        belong to one term of leadership: whenever the epoch this node leads changes (also
+        after a term in which it proposed nothing), they start afresh, or brokers that
+        heartbeated another leader meanwhile would be fenced at once."""
+        node = self.node
+        leading = node.epoch if node.is_leader() else None
+        if leading != self._leading_epoch:
+            self._leading_epoch = leading
+            self.state_machine.forget_broker_sessions()
         if self._proposing_epoch is None:
             return
-        node = self.node
-        if not node.is_leader() or node.epoch != self._proposing_epoch:
+        if leading != self._proposing_epoch:
             self.state_machine.reset_to_committed()
             self._proposing_epoch = None
 
@@ -284,14 +293,19 @@ class ControllerNode:
     async def _fence_stale_brokers(self) -> None:
         """The active controller fences brokers whose heartbeats stopped
         (``broker.session.timeout.ms``); their partitions lose them from ISRs and leaders."""
+        fenced_one = False
         while True:
-            await asyncio.sleep(FENCE_SWEEP_INTERVAL_S)
+            if not fenced_one:  # after a fence, look for the next stale broker at once
+                await asyncio.sleep(FENCE_SWEEP_INTERVAL_S)
+            fenced_one = False
             if not self.controller_ready():
                 continue
             now = self.clock.now_ms()
 
             def operation(next_offset: int, now: int = now) -> tuple[tuple[Record, ...], object]:
-                result = self.state_machine.fence_stale_brokers(now_ms=now, next_offset=next_offset)
+                result = self.state_machine.fence_stale_brokers(
+                    now_ms=now, next_offset=next_offset, max_brokers=1
+                )
                 return result.records, result.response
 
             try:
@@ -299,6 +313,7 @@ class ControllerNode:
             except (NotLeaderError, ShuttingDownError):
                 continue
             if proposal is not None:
+                fenced_one = True
                 self.log.warning("brokers_fenced", broker_ids=list(fenced))  # type: ignore[call-overload]
 
     async def start_server(self) -> None:
