@@ -30,6 +30,7 @@ import grpc
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.batch import LogBatch
+from quorum.metadata.delta import MetadataReplayError
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.snapshot_records import image_to_records
 from quorum.raft.messages import SnapshotId
@@ -312,8 +313,15 @@ async def fetch_and_install(
         await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
         return
 
+    try:
+        # Decoding a large snapshot takes seconds: off the loop, which keeps fetching.
+        image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)
+    except (OSError, CorruptSnapshotError, MetadataReplayError) as exc:
+        logger.warning("snapshot_load_failed", snapshot=str(snapshot), reason=str(exc))
+        await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
+        return
+
     def install() -> None:
-        image = load_snapshot_image(directory, snapshot)
         log.truncate_fully_and_start_at(snapshot.end_offset)
         on_image(image)
         if image.metadata_topic_id is not None:
