@@ -346,3 +346,118 @@ def cluster_with_brokers(tmp_path: Path, brokers: int = 3) -> Iterator[ProcessCl
             yield cluster
         finally:
             test_brokers.stop()
+
+
+class ConcurrentFakeBrokers(FakeBrokers):
+    """``FakeBrokers`` for large runs (scripts/bench/scale.py): one channel per controller kept
+    open, and every heartbeat of a round in flight at once. ``FakeBrokers`` opens a channel per
+    call and heartbeats one broker after another, which with a hundred brokers and a busy
+    leader can take longer than ``broker.session.timeout.ms``. Rounds and their durations are
+    counted so a benchmark can report whether heartbeats kept up."""
+
+    def __init__(
+        self,
+        cluster: ProcessCluster,
+        broker_ids: list[int],
+        interval_s: float = HEARTBEAT_INTERVAL_S,
+        round_timeout_s: float = 20,
+        call_timeout_s: float = 5.0,
+    ) -> None:
+        super().__init__(cluster, broker_ids)
+        self.interval_s = interval_s
+        self.round_timeout_s = round_timeout_s
+        self.call_timeout_s = call_timeout_s  # a real broker's (broker/controller_client.py)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._leader_address: str | None = None
+        self.rounds = 0
+        self.failed_rounds = 0
+        self.slowest_round_s = 0.0
+        self.fenced_answers = 0
+
+    def _stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = grpc.insecure_channel(address)
+        return admin_pb2_grpc.AdminServiceStub(channel)
+
+    def _candidates(self) -> list[str]:
+        alive = [
+            self.cluster.nodes[n].address
+            for n in self.cluster.controller_ids
+            if self.cluster.nodes[n].alive
+        ]
+        if self._leader_address in alive:
+            alive.remove(self._leader_address)
+            alive.insert(0, self._leader_address)
+        return alive
+
+    def _send_round(
+        self, addresses: list[str], pending: dict[int, int], timeout_s: float
+    ) -> tuple[dict[int, Any], str | None]:
+        """Every pending heartbeat to every address at once; the first answer per broker that
+        is not NOT_CONTROLLER wins. Returns those answers and the address that gave them."""
+        futures = [
+            (
+                address,
+                broker_id,
+                self._stub(address).BrokerHeartbeat.future(
+                    admin_pb2.BrokerHeartbeatRequest(
+                        broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1 << 40
+                    ),
+                    timeout=timeout_s,
+                ),
+            )
+            for address in addresses
+            for broker_id, epoch in pending.items()
+        ]
+        answers: dict[int, Any] = {}
+        leader: str | None = None
+        for address, broker_id, future in futures:
+            try:
+                answer = future.result()
+            except grpc.RpcError:
+                continue
+            if answer.error_code == ErrorCode.NOT_CONTROLLER or broker_id in answers:
+                continue
+            answers[broker_id] = answer
+            leader = address
+        return answers, leader
+
+    def heartbeat_all(self) -> bool:
+        """One round: to the controller that answered last time; whatever it did not answer
+        goes to every live controller at once, until the round times out."""
+        started = time.monotonic()
+        pending = dict(self.epochs)
+        fenced = False
+        targets = [self._leader_address] if self._leader_address else []
+        while pending and time.monotonic() - started < self.round_timeout_s:
+            alive = self._candidates()
+            addresses = [a for a in targets if a in alive] or alive
+            answers, leader = self._send_round(addresses, pending, self.call_timeout_s)
+            if leader is not None:
+                self._leader_address = leader
+            for broker_id, answer in answers.items():
+                del pending[broker_id]
+                fenced |= bool(answer.is_fenced)
+            targets = []  # next attempt: every live controller
+            if pending and not answers:
+                time.sleep(0.05)
+        took = time.monotonic() - started
+        self.rounds += 1
+        self.slowest_round_s = max(self.slowest_round_s, took)
+        if pending:
+            self.failed_rounds += 1
+            return False
+        self.fenced_answers += int(fenced)
+        return not fenced
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with contextlib.suppress(AssertionError):
+                self.heartbeat_all()
+
+    def stop(self) -> None:
+        super().stop()
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
