@@ -51,6 +51,7 @@ from quorum.storage.snapshots import (
     newest_valid_snapshot,
     plan_retention,
     remove_partial_snapshots,
+    snapshot_path,
 )
 
 CHUNK_BYTES = 1024 * 1024
@@ -176,7 +177,12 @@ class Snapshotter:
         try:
             epoch = node.log.epoch_of(image.offset)
             started = time.monotonic()
-            snapshot = await self._write(image, SnapshotId(end, epoch))
+            snapshot = SnapshotId(end, epoch)
+            if snapshot_path(self.directory, snapshot).is_file():
+                # Fetched from the leader already (same id, same committed prefix).
+                self.logger.info("snapshot_already_local", snapshot=str(snapshot))
+            else:
+                snapshot = await self._write(image, snapshot)
             await self.driver.call_in_loop(lambda: self._compact(snapshot))
             self.bytes_since = 0
             self.last_taken_s = time.monotonic()
@@ -300,15 +306,21 @@ async def fetch_and_install(
     to fetch again (the leader names its current snapshot)."""
     node = driver.node
     try:
-        await download_snapshot(
-            address=address,
-            directory=directory,
-            snapshot=snapshot,
-            cluster_id=cluster_id,
-            replica_id=node.node_id,
-            epoch=node.epoch,
-        )
-    except (OSError, grpc.aio.AioRpcError, CorruptSnapshotError) as exc:
+        if snapshot_path(directory, snapshot).is_file():
+            # This node wrote the same snapshot itself (same end offset and epoch: the same
+            # committed prefix), e.g. just before its log diverged from the new leader's.
+            logger.info("snapshot_already_local", snapshot=str(snapshot))
+        else:
+            await download_snapshot(
+                address=address,
+                directory=directory,
+                snapshot=snapshot,
+                cluster_id=cluster_id,
+                replica_id=node.node_id,
+                epoch=node.epoch,
+            )
+    except (OSError, grpc.aio.AioRpcError, StorageError) as exc:
+        # Any failure must reach the core, or it would wait for this snapshot forever.
         logger.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
         await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
         return
@@ -316,7 +328,7 @@ async def fetch_and_install(
     try:
         # Decoding a large snapshot takes seconds: off the loop, which keeps fetching.
         image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)
-    except (OSError, CorruptSnapshotError, MetadataReplayError) as exc:
+    except (OSError, StorageError, MetadataReplayError) as exc:
         logger.warning("snapshot_load_failed", snapshot=str(snapshot), reason=str(exc))
         await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
         return
