@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Iterator
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,10 @@ def scripted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def records(spark: Any, scripted_dir: Path) -> Any:
-    return source.load(spark, scripted_dir)
+def records(spark: Any, scripted_dir: Path) -> Iterator[Any]:
+    df = source.load(spark, scripted_dir).cache()  # decoded once for the module's jobs
+    yield df
+    df.unpersist()
 
 
 def millis(df: Any, *columns: str) -> Any:
@@ -247,7 +250,8 @@ def python_state(history: list[tuple[int, list[Record]]], as_of: int) -> list[tu
 
 def states_at(df: Any, offsets: list[int]) -> dict[int, list[tuple[Any, ...]]]:
     """``state_as_of`` at several offsets in one Spark job."""
-    frames = [jobs.state_as_of(df, n).withColumn("as_of", F.lit(n)) for n in offsets]
+    coverage = jobs.Coverage.of(df)
+    frames = [jobs.state_as_of(df, n, coverage).withColumn("as_of", F.lit(n)) for n in offsets]
     rows = reduce(lambda a, b: a.unionByName(b), frames).collect()
     by_offset: dict[int, list[tuple[Any, ...]]] = {n: [] for n in offsets}
     for row in rows:

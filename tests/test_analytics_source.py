@@ -402,6 +402,49 @@ def test_malformed_record_arrays_are_reported_not_skipped(mutate: Any, message: 
     assert message in str(caught.value)
 
 
+def _body_frame(body: dict[str, Any], *, tail: bytes = b"", count: int = 1) -> Any:
+    return source._Frame(0, 0, 1, count, pack_msgpack(body) + tail)
+
+
+_BODY: dict[str, Any] = {
+    "base_offset": 0,
+    "epoch": 1,
+    "timestamp_ms": 5,
+    "control": False,
+    "records": [record_to_wire(TopicRecord("orders", TOPIC_A, False))],
+}
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (_body_frame({**_BODY, "extra": 1}), "unexpected keys ['extra']"),
+        (_body_frame({k: v for k, v in _BODY.items() if k != "epoch"}), "missing keys"),
+        (_body_frame(_BODY, tail=b"\x00"), "not valid msgpack"),
+        (_body_frame({**_BODY, "epoch": True}), "epoch must be an int"),
+        (_body_frame({**_BODY, "epoch": 2**31}), "epoch must be an int"),
+        (_body_frame({**_BODY, "timestamp_ms": -1}), "timestamp_ms must be an int"),
+        (_body_frame({**_BODY, "control": 1}), "control must be a bool"),
+        (_body_frame({**_BODY, "control": True}), "a control batch holds TopicRecord"),
+        (_body_frame({**_BODY, "records": []}), "records must be a non-empty array"),
+        (_body_frame(_BODY, count=2), "disagrees with the body's"),
+        (
+            source._Frame(
+                0, 0, 1, 1, pack_msgpack(_BODY).replace(b"orders", b"\xff\xfe\xfd\xfc\xfb\xfa")
+            ),
+            "not valid msgpack",
+        ),
+    ],
+)
+def test_the_typed_decoding_leaves_envelope_errors_to_the_reference(
+    frame: Any, message: str
+) -> None:
+    """Whatever is wrong with a batch body, the error is the reference decoder's."""
+    with pytest.raises(LogReadError, match="cannot decode the batch at base offset 0") as caught:
+        _decode(frame)
+    assert message in str(caught.value)
+
+
 def test_fast_and_reference_paths_agree_on_a_mixed_log(tmp_path: Path) -> None:
     """A generated history (several batches, every common type) read both ways."""
     rng = random.Random(7)
@@ -425,8 +468,8 @@ def test_fast_and_reference_paths_agree_on_a_mixed_log(tmp_path: Path) -> None:
     write_log(tmp_path / METADATA_DIR, batches, segment_bytes=4096)
     (partition,) = plan_partitions(ReadOptions(str(tmp_path)))[:1]
     frames = list(source._iter_frames(partition))
-    fast = source._chunk_to_batches(_chunk(frames, fast=True), None, checked=False)
-    reference = source._chunk_to_batches(_chunk(frames, fast=False), None, checked=True)
+    fast = source._chunk_to_batches(_chunk(frames, fast=True), None)
+    reference = source._chunk_to_batches(_chunk(frames, fast=False), None)
     assert [b.to_pylist() for b in fast] == [b.to_pylist() for b in reference]
     expected = [row for frame in frames for row in _reference_rows(frame)]
     got = sorted(pa.Table.from_batches(fast).to_pylist(), key=lambda row: row["offset"])
@@ -595,6 +638,10 @@ def test_options_are_checked() -> None:
         "/x", 5, 9
     )
     assert ReadOptions.parse({"path": "/x", "includeSnapshots": "TRUE"}).include_snapshots
+    assert ReadOptions.parse({"path": "/x", "splitBytes": "0"}).split_bytes == 0
+    assert ReadOptions.parse({"path": "/x"}).split_bytes == source.SPLIT_BYTES_DEFAULT
+    with pytest.raises(ValueError, match="splitBytes must be an integer"):
+        ReadOptions.parse({"path": "/x", "splitBytes": "1MB"})
     with pytest.raises(ValueError, match="unknown option"):
         ReadOptions.parse({"path": "/x", "startOfset": "5"})
     with pytest.raises(ValueError, match="needs a path"):
@@ -632,6 +679,10 @@ def test_spark_reads_typed_rows_in_parallel(spark: Any, tmp_path: Path) -> None:
     )
     ranged = source.load(spark, directory, startOffset=10, endOffset=20).orderBy("offset")
     assert [row["offset"] for row in ranged.select("offset").collect()] == list(range(10, 20))
+    # Segments read as byte ranges: more tasks, the same rows.
+    split = source.load(spark, directory, splitBytes=150)
+    assert split.rdd.getNumPartitions() > df.rdd.getNumPartitions()
+    assert [r.asDict(recursive=True) for r in split.orderBy("offset").collect()] == expected
 
 
 @pytest.mark.spark
@@ -654,3 +705,136 @@ def test_spark_reads_torn_tails_and_surfaces_decode_errors(spark: Any, tmp_path:
         f.write(encode_frame(bad))
     with pytest.raises(Exception, match="unknown metadata record type 99"):
         source.load(spark, directory).count()
+
+
+# ----- what a read covers: the base of a state as of N (no Spark) ----------------------------
+
+
+def test_coverage_picks_the_newest_snapshot_the_log_continues_from(tmp_path: Path) -> None:
+    from quorum.analytics.jobs import Coverage, StateNotAvailableError  # noqa: PLC0415
+
+    whole = Coverage(0)
+    assert [whole.base_for(n) for n in (0, 5, 10**9)] == [0, 0, 0]
+    assert whole.earliest() == 0
+
+    # Snapshots ending at 100 and 250, the log from 200 (a controller kept the older snapshot
+    # and cleaned the segments before the newer one).
+    cleaned = Coverage(200, (100, 250))
+    assert cleaned.base_for(99) == 100  # exactly the older snapshot
+    assert cleaned.base_for(249) == 250  # exactly the newer one
+    assert cleaned.base_for(250) == cleaned.base_for(10**6) == 250  # then the log after it
+    assert cleaned.available() == ([99], 249)
+    assert cleaned.earliest() == 99
+    for n in (0, 98, 100, 150, 210, 248):
+        with pytest.raises(StateNotAvailableError, match="earliest offset available is 99"):
+            cleaned.base_for(n)
+    with pytest.raises(StateNotAvailableError, match=r"records 100\.\.199 are gone"):
+        cleaned.base_for(150)
+    # A log from 200 read without its snapshots determines no state at all.
+    with pytest.raises(StateNotAvailableError, match="includeSnapshots"):
+        Coverage(200).base_for(300)
+    assert Coverage(200).earliest() is None
+    # Everything cleaned behind the snapshot: no log rows, the snapshot is the state.
+    assert Coverage.from_parts(None, [300]) == Coverage(300, (300,))
+    assert Coverage.from_parts(None, [300]).base_for(10**6) == 300
+    # A log from 0 read with a snapshot: the snapshot is the base from its end on.
+    both = Coverage(0, (50,))
+    assert [both.base_for(n) for n in (10, 48, 49, 60)] == [0, 0, 50, 50]
+    assert both.oldest_onward_base() == 0 and cleaned.oldest_onward_base() == 250
+
+    # From the file names alone, with the options of the load.
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    segments, _ = list_log_files(directory)
+    for end in (12, 20):
+        (directory / f"{end:020d}-{2:010d}.checkpoint").write_bytes(b"")
+    assert Coverage.of_listing(directory) == Coverage(0)
+    assert Coverage.of_listing(directory, includeSnapshots=True) == Coverage(0, (12, 20))
+    assert Coverage.of_listing(directory, includeSnapshots=True, endOffset=15) == Coverage(0, (12,))
+    for segment in segments[:2]:
+        Path(segment.path).unlink()
+    assert Coverage.of_listing(directory, includeSnapshots=True) == Coverage(
+        segments[2].base_offset, (12, 20)
+    )
+
+
+# ----- segments read as several byte ranges ---------------------------------------------------
+
+
+def write_indexed_log(directory: Path, batches: Sequence[tuple[int, Sequence[Record]]]) -> None:
+    """Like ``write_log``, with 4 KiB segments and an offset index entry every ~200 bytes."""
+    log = SegmentedLog.open(directory, segment_bytes_max=4096, index_interval_bytes=200)
+    offset = 0
+    try:
+        for epoch, records in batches:
+            batch = encode_batch(
+                base_offset=offset, epoch=epoch, timestamp_ms=timestamp_ms(offset), records=records
+            )
+            log.append([batch])
+            offset = batch.end_offset
+    finally:
+        log.close()
+
+
+def wide_history(batches: int) -> list[tuple[int, list[Record]]]:
+    """Batches of 1-9 partition changes (so frames have many sizes), epochs 1 then 2."""
+    return [
+        (
+            1 if number < batches // 2 else 2,
+            [
+                PartitionChangeRecord(TOPIC_A, number % 5, leader=n % 3)
+                for n in range(number % 9 + 1)
+            ],
+        )
+        for number in range(batches)
+    ]
+
+
+def test_segments_are_read_as_byte_ranges_that_give_the_same_rows(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_indexed_log(directory, wide_history(400))
+    segments, _ = list_log_files(directory)
+    assert len(segments) >= 3
+    whole = read_rows(directory, split_bytes=0)
+    assert len(plan_partitions(ReadOptions(str(directory), split_bytes=0))) == len(segments)
+    assert [row["offset"] for row in whole] == list(range(len(whole)))
+    for split in (97, 333, 1000, 4096):
+        partitions = plan_partitions(ReadOptions(str(directory), split_bytes=split))
+        assert len(partitions) >= len(segments) * min(4096 // split, 3)
+        offsets = [row["offset"] for p in partitions for row in rows_of([p])]
+        assert sorted(offsets) == list(range(len(whole))), split  # each batch in one range
+        assert rows_of(partitions) == whole
+    # Offset ranges inside split segments.
+    inside = read_rows(directory, split_bytes=300, start_offset=50, end_offset=1200)
+    assert inside == [row for row in whole if 50 <= row["offset"] < 1200]
+    # A damaged or missing offset index only costs a walk from the segment's start.
+    for index in directory.glob("*.index"):
+        index.write_bytes(bytes(range(200)))
+    assert read_rows(directory, split_bytes=300) == whole
+    for index in directory.glob("*.index"):
+        index.unlink()
+    assert read_rows(directory, split_bytes=300) == whole
+
+
+def test_byte_ranges_keep_the_tail_and_corruption_rules(tmp_path: Path) -> None:
+    directory = tmp_path / METADATA_DIR
+    write_indexed_log(directory, wide_history(300))
+    segments, _ = list_log_files(directory)
+    whole = read_rows(directory, split_bytes=0)
+    last = Path(segments[-1].path)
+    size = last.stat().st_size
+    partial = encode_frame(
+        encode_batch(base_offset=len(whole), epoch=2, timestamp_ms=1, records=[NoOpRecord()])
+    )
+    with last.open("ab") as f:
+        f.write(partial[:-3])  # a batch being appended
+    assert read_rows(directory, split_bytes=200) == whole
+    os.truncate(last, size)
+    # A flipped byte in the middle of a segment, valid batches after it: corruption, whichever
+    # range it falls in.
+    middle = Path(segments[1].path)
+    data = bytearray(middle.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    middle.write_bytes(bytes(data))
+    with pytest.raises(LogReadError, match="yet a valid batch follows"):
+        read_rows(directory, split_bytes=200)

@@ -1,10 +1,9 @@
 """Replay jobs over the ``metaquorum`` table (``quorum.analytics.source``).
 
 Each job is a function of the records DataFrame (``load(spark, path)``, or any DataFrame with
-the source's schema, e.g. one read back from Parquet) that returns a DataFrame; nothing is
-computed until an action runs. The jobs read log rows only (``snapshot_end_offset IS NULL``).
-Times are ``TIMESTAMP`` columns made from the batch timestamps (the leader's clock when it
-wrote the batch); ``*_ms`` columns are plain milliseconds.
+the source's schema, e.g. one read back from Parquet) that returns a DataFrame. Times are
+``TIMESTAMP`` columns made from the batch timestamps (the leader's clock when it wrote the
+batch); ``*_ms`` columns are plain milliseconds.
 
 ==============================  ===============================================================
 job                             one row per
@@ -23,6 +22,33 @@ job                             one row per
                                 at or below ``offset``
 ==============================  ===============================================================
 
+Snapshots. Retention deletes the log segments before a snapshot (metadata.max.retention.*), so
+a log may not start at offset 0; its history before the log start is then only in ``.checkpoint`` files,
+which the source reads with ``includeSnapshots`` (rows with ``snapshot_end_offset`` set, whose
+``offset`` is a position inside the snapshot). The jobs use them as follows:
+
+- ``state_as_of(N)`` starts from a *base*: the newest snapshot whose end offset E is at most
+  ``N + 1`` (the image at E - 1), or the empty image before offset 0, and applies the log rows
+  at offsets E..N on top. It is exact whenever the rows read cover that (``N = E - 1``, or a
+  log that starts at or before E); for any other N it raises ``StateNotAvailableError``, which
+  names the offsets whose state can be computed (the earliest among them first).
+- ``topic_lifecycle`` and ``name_reuse`` also list the topics a snapshot knows: live ones from
+  its ``TopicRecord`` + ``TopicIdentityRecord`` (the creation offset) and removed ones from its
+  ``DeletedTopicRecord`` (creation and deletion offsets). A creation or deletion that happened
+  before the log start has no time (NULL); a topic known only from a ``DeletedTopicRecord``
+  has NULL ``partitions`` and ``internal``.
+- ``partitions_per_broker_over_time`` starts from the oldest base from which the rows read run
+  without a gap to the end of the log (a snapshot's partitions appear at offset E - 1, with the
+  snapshot's timestamp: that of the last batch it covers).
+- ``leadership_timeline`` and ``broker_events`` are events: they exist for the log read only.
+
+Which snapshots the rows hold and where their log starts is a ``Coverage``. The jobs that need
+it (``state_as_of``, ``partitions_per_broker_over_time``) take it as an argument; without one
+they compute it with one small action on ``df`` (``Coverage.of(df)``: cheap once ``df`` is
+persisted, a full decode of the log otherwise). ``Coverage.of_listing(path, **options)`` gives
+the same from the file names alone, without reading anything. Every other job is lazy: nothing
+is computed until an action runs.
+
 The jobs keep to one scan of the source where they can (conditional aggregates instead of
 self-joins), because each scan of the source decodes the log again; ``metaquorum replay``
 persists the decoded records once and runs every job on that.
@@ -30,6 +56,9 @@ persists the decoded records once and runs every job on that.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pyspark.sql import Column, Window
@@ -40,6 +69,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOBS",
+    "Coverage",
+    "StateNotAvailableError",
     "broker_events",
     "leadership_timeline",
     "log_records",
@@ -52,6 +83,8 @@ __all__ = [
 _TYPE: Final = "record_type"
 TOPIC: Final = "TopicRecord"
 REMOVE_TOPIC: Final = "RemoveTopicRecord"
+TOPIC_IDENTITY: Final = "TopicIdentityRecord"  # snapshots only
+DELETED_TOPIC: Final = "DeletedTopicRecord"  # snapshots only
 PARTITION: Final = "PartitionRecord"
 PARTITION_CHANGE: Final = "PartitionChangeRecord"
 LEADER_CHANGE: Final = "LeaderChangeMessage"
@@ -78,23 +111,186 @@ def log_records(df: DataFrame) -> DataFrame:
     return df.filter(F.col("snapshot_end_offset").isNull())
 
 
+# ----- what the rows cover: log start and snapshots ------------------------------------------
+
+
+class StateNotAvailableError(ValueError):
+    """The rows read do not determine the image at the offset asked for (it lies before the
+    oldest snapshot read, or in a stretch of the log that was deleted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Where the log rows of a records DataFrame start and which snapshots it holds.
+
+    ``log_start`` is the first log offset read; the source checks that log rows are contiguous
+    from there to the end of the log. A log without rows (everything was cleaned behind the
+    newest snapshot) starts at that snapshot's end offset, or at 0 if there is none.
+    ``snapshot_ends`` are the end offsets of the snapshots read, ascending.
+    """
+
+    log_start: int
+    snapshot_ends: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.log_start < 0 or any(end < 0 for end in self.snapshot_ends):
+            raise ValueError(f"offsets must be >= 0: {self}")
+        if list(self.snapshot_ends) != sorted(set(self.snapshot_ends)):
+            raise ValueError(f"snapshot_ends must be ascending and distinct: {self}")
+
+    @classmethod
+    def of(cls, df: DataFrame) -> Coverage:
+        """The coverage of ``df`` (an action: one aggregate over it; persist ``df`` first, or use
+        ``of_listing``, if it is a fresh ``load``)."""
+        rows = df.groupBy("snapshot_end_offset").agg(F.min("offset").alias("first")).collect()
+        snapshot_ends = sorted(r["snapshot_end_offset"] for r in rows if r[0] is not None)
+        firsts = [r["first"] for r in rows if r["snapshot_end_offset"] is None]
+        return cls.from_parts(firsts[0] if firsts else None, snapshot_ends)
+
+    @classmethod
+    def of_listing(cls, path: str | Path, **options: object) -> Coverage:
+        """The coverage of ``source.load(spark, path, **options)`` from the file names alone
+        (nothing is opened). The options must be those of the load."""
+        from quorum.analytics.source import ReadOptions, list_log_files  # noqa: PLC0415
+
+        texts = {
+            key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in options.items()
+        }
+        read = ReadOptions.parse({"path": str(path), **texts})
+        segments, checkpoints = list_log_files(read.path)
+        end = read.end_offset
+        log_start = None
+        if segments and (end is None or segments[0].base_offset < end):
+            log_start = max(segments[0].base_offset, read.start_offset)
+        ends = []
+        if read.include_snapshots:
+            ends = sorted(
+                {
+                    c.base_offset
+                    for c in checkpoints
+                    if read.start_offset <= c.base_offset and (end is None or c.base_offset <= end)
+                }
+            )
+        return cls.from_parts(log_start, ends)
+
+    @classmethod
+    def from_parts(cls, log_start: int | None, snapshot_ends: Iterable[int]) -> Coverage:
+        """``log_start`` None: no log rows were read."""
+        ends = tuple(sorted(set(snapshot_ends)))
+        if log_start is None:
+            log_start = ends[-1] if ends else 0
+        return cls(log_start, ends)
+
+    def _serves_onwards(self, base: int) -> bool:
+        """Whether the log rows run without a gap from ``base`` (0: the empty image)."""
+        return self.log_start <= base
+
+    def base_for(self, offset: int) -> int:
+        """The base of the state as of ``offset``: the end offset E of the snapshot to start
+        from, or 0 for the empty image; the log rows at E..``offset`` go on top. Raises
+        ``StateNotAvailableError`` if the rows read do not determine that state."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        base = max([0, *(end for end in self.snapshot_ends if end <= offset + 1)])
+        if base == offset + 1 or self._serves_onwards(base):
+            return base
+        if base == 0:
+            why = f"the log read starts at offset {self.log_start} and no snapshot read ends at "
+            why += f"or before offset {offset + 1}"
+        else:
+            why = (
+                f"the newest snapshot at or before it ends at offset {base} (the image as of "
+                f"{base - 1}) but the log read starts at offset {self.log_start}, so the records "
+                f"{base}..{self.log_start - 1} are gone"
+            )
+        hint = "" if self.snapshot_ends else " (were the snapshots read? includeSnapshots=true)"
+        raise StateNotAvailableError(
+            f"the state as of offset {offset} cannot be computed: {why}. {self.describe()}{hint}"
+        )
+
+    def available(self) -> tuple[list[int], int | None]:
+        """(single offsets, first offset of the open range): the offsets whose state can be
+        computed, i.e. each older snapshot's last offset and everything from the oldest base
+        the log runs on from (None: no such base)."""
+        onwards = [b for b in (0, *self.snapshot_ends) if self._serves_onwards(b)]
+        start = max(onwards[0] - 1, 0) if onwards else None
+        points = [e - 1 for e in self.snapshot_ends if e > 0 and (start is None or e - 1 < start)]
+        return points, start
+
+    def earliest(self) -> int | None:
+        """The earliest offset whose state can be computed (None: none)."""
+        points, start = self.available()
+        candidates = [*points, *([] if start is None else [start])]
+        return min(candidates) if candidates else None
+
+    def describe(self) -> str:
+        points, start = self.available()
+        parts = [f"{p:,}" for p in points]
+        if start is not None:
+            parts.append(f"{start:,} and later")
+        if not parts:
+            return "The state as of no offset can be computed from these rows."
+        return (
+            f"The earliest offset available is {self.earliest():,}; states can be computed "
+            f"as of offsets {', '.join(parts)}."
+        )
+
+    def oldest_onward_base(self) -> int | None:
+        """The oldest base from which the log rows run to the end (None: none does)."""
+        onwards = [b for b in (0, *self.snapshot_ends) if self._serves_onwards(b)]
+        return onwards[0] if onwards else None
+
+
+def _from_base(df: DataFrame, base: int, upto: int | None = None) -> DataFrame:
+    """The records that rebuild the image from ``base`` (see ``Coverage.base_for``): the
+    snapshot ending at ``base`` with its rows placed at offset ``base - 1`` (a snapshot holds one
+    record per topic and per partition, so they need no order among them), then the log rows at
+    ``base``..``upto``. Base 0 is the empty image: log rows only."""
+    log = log_records(df).filter(F.col("offset") >= F.lit(base))
+    if upto is not None:
+        log = log.filter(F.col("offset") <= F.lit(upto))
+    if base == 0:
+        return log
+    snapshot = df.filter(F.col("snapshot_end_offset") == F.lit(base)).withColumn(
+        "offset", F.lit(base - 1).cast("bigint")
+    )
+    return snapshot.unionByName(log)
+
+
 # ----- topic lifecycle and name reuse -------------------------------------------------------
 
 
 def _lifecycle_ms(df: DataFrame) -> DataFrame:
-    """Per topic id, in one pass: its TopicRecord, its RemoveTopicRecord, its partitions."""
-    rows = log_records(df).filter(F.col(_TYPE).isin(TOPIC, REMOVE_TOPIC, PARTITION))
-    topic, remove = _is(TOPIC), _is(REMOVE_TOPIC)
-    aggregated = rows.groupBy("topic_id").agg(
-        F.max(F.when(topic, F.col("name"))).alias("name"),
-        F.min(F.when(topic, F.col("offset"))).alias("created_offset"),
-        F.min(F.when(topic, F.col("batch_timestamp_ms"))).alias("created_ms"),
-        F.max(F.when(topic, F.col("internal"))).alias("internal"),
-        F.min(F.when(remove, F.col("offset"))).alias("deleted_offset"),
-        F.min(F.when(remove, F.col("batch_timestamp_ms"))).alias("deleted_ms"),
-        F.size(F.collect_set(F.when(_is(PARTITION), F.col("partition")))).alias("partitions"),
+    """Per topic id, in one pass over the log and snapshot rows: its TopicRecord and
+    RemoveTopicRecord in the log, what snapshots say of it (TopicRecord, TopicIdentityRecord,
+    DeletedTopicRecord), its partitions. The log wins where both know a value (they agree)."""
+    rows = df.filter(
+        F.col(_TYPE).isin(TOPIC, REMOVE_TOPIC, PARTITION, TOPIC_IDENTITY, DELETED_TOPIC)
     )
-    # Ids whose TopicRecord is not in the rows read (before startOffset) have no name to show.
+    in_log = F.col("snapshot_end_offset").isNull()
+    topic, remove, deleted = _is(TOPIC), _is(REMOVE_TOPIC), _is(DELETED_TOPIC)
+    snapshot_created = (_is(TOPIC_IDENTITY) | deleted) & ~in_log
+    aggregated = rows.groupBy("topic_id").agg(
+        F.max(F.when(topic | deleted, F.col("name"))).alias("name"),
+        F.coalesce(
+            F.min(F.when(topic & in_log, F.col("offset"))),
+            F.min(F.when(snapshot_created, F.col("creation_offset"))),
+        ).alias("created_offset"),
+        F.min(F.when(topic & in_log, F.col("batch_timestamp_ms"))).alias("created_ms"),
+        F.max(F.when(topic, F.col("internal"))).alias("internal"),
+        F.coalesce(
+            F.min(F.when(remove & in_log, F.col("offset"))),
+            F.min(F.when(deleted & ~in_log, F.col("deletion_offset"))),
+        ).alias("deleted_offset"),
+        F.min(F.when(remove & in_log, F.col("batch_timestamp_ms"))).alias("deleted_ms"),
+        # Unknown (NULL) for an id known only from a DeletedTopicRecord.
+        F.when(
+            F.max(topic), F.size(F.collect_set(F.when(_is(PARTITION), F.col("partition"))))
+        ).alias("partitions"),
+    )
+    # Ids whose creation is in none of the rows read (a RemoveTopicRecord just after the
+    # startOffset, say) have no name to show.
     return aggregated.filter(F.col("created_offset").isNotNull())
 
 
@@ -157,13 +353,18 @@ def name_reuse(df: DataFrame) -> DataFrame:
 # ----- partitions per broker ----------------------------------------------------------------
 
 
-def partitions_per_broker_over_time(df: DataFrame) -> DataFrame:
+def partitions_per_broker_over_time(df: DataFrame, coverage: Coverage | None = None) -> DataFrame:
     """broker_id, offset, time, partitions (replicas hosted), leaders (partitions led): one row
     per offset at which either count of a broker changes, with the counts after that offset.
 
     Built from PartitionRecord (a new assignment), PartitionChangeRecord (NULL replicas or
-    leader: unchanged) and RemoveTopicRecord (every partition of the topic goes away)."""
-    log = log_records(df)
+    leader: unchanged) and RemoveTopicRecord (every partition of the topic goes away), from the
+    oldest base the log runs on from (``Coverage.oldest_onward_base``): a snapshot's partitions
+    count at its offset E - 1. If there is no such base (a log that does not start at 0 read
+    without its snapshots), the counts start from zero at the log start."""
+    coverage = Coverage.of(df) if coverage is None else coverage
+    base = coverage.oldest_onward_base()
+    log = log_records(df) if base is None else _from_base(df, base)
     changes = log.filter(F.col(_TYPE).isin(PARTITION, PARTITION_CHANGE)).select(
         "topic_id", "partition", "offset", "batch_timestamp_ms", "replicas", "leader"
     )
@@ -307,9 +508,14 @@ STATE_COLUMNS: Final = (
 _PARTITION_FIELDS: Final = ("replicas", "isr", "leader", "leader_epoch", "partition_epoch")
 
 
-def state_as_of(df: DataFrame, offset: int) -> DataFrame:
+def state_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> DataFrame:
     """The topics and partitions of the image after every record at or below ``offset``: one
     row per (topic_id, partition) with the columns of ``STATE_COLUMNS``.
+
+    The image is rebuilt from a base (``Coverage.base_for``: the newest snapshot ending at or
+    before ``offset + 1``, or the empty image) plus the log rows after it up to ``offset``;
+    ``StateNotAvailableError`` if the rows read do not determine it. Without ``coverage`` it is
+    computed from ``df`` with one small action (see the module docstring).
 
     Replay rules (as the controller's image applies them): a TopicRecord creates the id, a
     RemoveTopicRecord removes the topic and its partitions; the last PartitionRecord of a
@@ -320,7 +526,8 @@ def state_as_of(df: DataFrame, offset: int) -> DataFrame:
     """
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
-    upto = log_records(df).filter(F.col("offset") <= F.lit(offset))
+    coverage = Coverage.of(df) if coverage is None else coverage
+    upto = _from_base(df, coverage.base_for(offset), offset)
     topics = (
         upto.filter(F.col(_TYPE).isin(TOPIC, REMOVE_TOPIC))
         .groupBy("topic_id")
@@ -351,11 +558,22 @@ def state_as_of(df: DataFrame, offset: int) -> DataFrame:
     )
 
 
-JOBS: Final = {
-    "topic_lifecycle": topic_lifecycle,
-    "name_reuse": name_reuse,
+def _without_coverage(job: Callable[[DataFrame], DataFrame]) -> _Job:
+    def run(df: DataFrame, coverage: Coverage) -> DataFrame:
+        del coverage  # the job reads the log rows only, or every snapshot row
+        return job(df)
+
+    return run
+
+
+_Job = Callable[["DataFrame", Coverage], "DataFrame"]
+
+JOBS: Final[dict[str, _Job]] = {
+    "topic_lifecycle": _without_coverage(topic_lifecycle),
+    "name_reuse": _without_coverage(name_reuse),
     "partitions_per_broker_over_time": partitions_per_broker_over_time,
-    "leadership_timeline": leadership_timeline,
-    "broker_events": broker_events,
+    "leadership_timeline": _without_coverage(leadership_timeline),
+    "broker_events": _without_coverage(broker_events),
 }
-"""The full-history jobs by output name (``state_as_of`` takes an offset too)."""
+"""The full-history jobs by output name, each called as ``job(df, coverage)`` (``state_as_of``
+takes an offset too)."""

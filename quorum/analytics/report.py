@@ -44,6 +44,7 @@ class ReplaySummary:
     brokers: int
     outputs: list[str] = field(default_factory=list)  # Parquet directories, relative to out/
     plots: list[tuple[str, str]] = field(default_factory=list)  # (title, file name)
+    snapshot_ends: list[int] = field(default_factory=list)  # snapshots read, by end offset
     stage_seconds: list[tuple[str, float]] = field(default_factory=list)
 
 
@@ -149,6 +150,15 @@ def write_report(out: Path, summary: ReplaySummary, name_reuse_table: str) -> Pa
         f"Log: `{summary.log_dir}`: {summary.records:,} records, offsets "
         f"{number(summary.first_offset)} to {number(summary.last_offset)}.",
         "",
+    ]
+    if summary.snapshot_ends:
+        ends = ", ".join(f"{end:,}" for end in summary.snapshot_ends)
+        lines += [
+            f"Snapshots read (end offsets): {ends}. Topics created before the log start come "
+            "from them (without creation times).",
+            "",
+        ]
+    lines += [
         "| figure | value |",
         "| --- | ---: |",
         f"| topic ids ever created | {summary.topic_ids:,} |",
