@@ -22,10 +22,11 @@ job                             one row per
                                 at or below ``offset``
 ==============================  ===============================================================
 
-Snapshots. Retention deletes the log segments before a snapshot (metadata.max.retention.*), so
-a log may not start at offset 0; its history before the log start is then only in ``.checkpoint`` files,
-which the source reads with ``includeSnapshots`` (rows with ``snapshot_end_offset`` set, whose
-``offset`` is a position inside the snapshot). The jobs use them as follows:
+Snapshots. Retention deletes the log segments before a snapshot (metadata.max.retention.*),
+so a log may not start at offset 0; its history before the log start is then only in
+``.checkpoint`` files, which the source reads with ``includeSnapshots`` (rows with
+``snapshot_end_offset`` set, whose ``offset`` is a position inside the snapshot). The jobs use
+them as follows:
 
 - ``state_as_of(N)`` starts from a *base*: the newest snapshot whose end offset E is at most
   ``N + 1`` (the image at E - 1), or the empty image before offset 0, and applies the log rows
