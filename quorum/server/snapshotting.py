@@ -4,15 +4,17 @@
   the log still covers the gap) plus the log after it.
 - Taking one: when ``metadata.log.max.record.bytes.between.snapshots`` of committed batches
   have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` passed),
-  the committed image (immutable) is written in a worker thread; then, inside the driver loop,
-  the core drops the in-memory log it covers (a fetcher behind it is sent this snapshot).
+  the committed image (immutable) is encoded on the event loop in slices (fsync and rename in a
+  worker thread); then the core drops the in-memory log it covers (a fetcher behind it is sent
+  this snapshot).
 - Cleaning (Kafka's ``maybeClean``): on disk, older snapshots and the log between them are
   kept within ``metadata.max.retention.bytes`` / ``.ms``; beyond, the oldest snapshot goes
   with the whole segments before the next one. The newest snapshot always stays, and the disk
   log always covers every snapshot kept, so a corrupt newest snapshot can fall back to an older
   one at start-up.
 - Fetching one: when the core reports it is behind the leader's log start, the snapshot is
-  downloaded with FetchSnapshot in chunks, validated, and installed inside the driver loop.
+  downloaded with FetchSnapshot in chunks (unless this node wrote the same one itself),
+  validated, decoded in a worker thread, and installed inside the driver loop.
 """
 
 from __future__ import annotations
@@ -319,17 +321,14 @@ async def fetch_and_install(
                 replica_id=node.node_id,
                 epoch=node.epoch,
             )
-    except (OSError, grpc.aio.AioRpcError, StorageError) as exc:
+        # Decoding a large snapshot takes seconds: off the loop, which keeps serving.
+        image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)
+    except (OSError, grpc.aio.AioRpcError, StorageError, MetadataReplayError) as exc:
         # Any failure must reach the core, or it would wait for this snapshot forever.
         logger.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
-        await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
-        return
-
-    try:
-        # Decoding a large snapshot takes seconds: off the loop, which keeps fetching.
-        image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)
-    except (OSError, StorageError, MetadataReplayError) as exc:
-        logger.warning("snapshot_load_failed", snapshot=str(snapshot), reason=str(exc))
+        if isinstance(exc, CorruptSnapshotError) and exc.path.is_file():
+            # A damaged local copy: set it aside so the next attempt downloads the snapshot.
+            exc.path.replace(exc.path.with_name(exc.path.name + ".corrupt"))
         await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
         return
 
