@@ -619,13 +619,25 @@ def add_replay_commands(subparsers: Subparsers) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     parser.add_argument("--as-of-offset", type=int, default=None, help="state as of this offset")
+    parser.add_argument(
+        "--include-snapshots",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read the .checkpoint files too (default: when the log does not start at offset 0)",
+    )
     parser.set_defaults(handler=replay)
 
 
 def replay(args: argparse.Namespace) -> int:
     from quorum.analytics.replay import run_replay
 
-    return run_replay(args.log_dir, args.out, master=args.master, as_of_offset=args.as_of_offset)
+    return run_replay(
+        args.log_dir,
+        args.out,
+        master=args.master,
+        as_of_offset=args.as_of_offset,
+        include_snapshots=args.include_snapshots,
+    )
 
 
 # ----- dev -------------------------------------------------------------------------------------
