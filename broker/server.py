@@ -125,15 +125,8 @@ class BrokerNode:
         )
         # Brokers snapshot their image too (same triggers and retention as controllers), so
         # their copy of the log stays bounded and a restart replays only the suffix.
-        self.snapshotter = Snapshotter(
-            directory=self.directory,
-            log=self.segments,
-            driver=self.driver,
-            bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
-            interval_ms=config.metadata_log_max_snapshot_interval_ms,
-            retention_bytes=config.metadata_max_retention_bytes,
-            retention_ms=config.metadata_max_retention_ms,
-            logger=self.log,
+        self.snapshotter = Snapshotter.for_node(
+            config, directory=self.directory, log=self.segments, driver=self.driver, logger=self.log
         )
         self.image = loaded.image
         self._full_requested = False

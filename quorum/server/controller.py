@@ -161,15 +161,8 @@ class ControllerNode:
             on_ready=self._on_ready,
             on_proposed=self._on_proposed,
         )
-        self.snapshotter = Snapshotter(
-            directory=directory,
-            log=self.segments,
-            driver=self.driver,
-            bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
-            interval_ms=config.metadata_log_max_snapshot_interval_ms,
-            retention_bytes=config.metadata_max_retention_bytes,
-            retention_ms=config.metadata_max_retention_ms,
-            logger=self.log,
+        self.snapshotter = Snapshotter.for_node(
+            config, directory=directory, log=self.segments, driver=self.driver, logger=self.log
         )
         self._background: set[asyncio.Task[None]] = set()
         self.server: grpc.aio.Server | None = None

@@ -29,6 +29,7 @@ from typing import Any
 
 import grpc
 
+from quorum.config import NodeConfig
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.batch import LogBatch
@@ -156,6 +157,29 @@ class Snapshotter:
         self.taken = 0
         self._running = False
         self._retry_at_s = 0.0
+
+    @classmethod
+    def for_node(
+        cls,
+        config: NodeConfig,
+        *,
+        directory: Path,
+        log: SegmentedLog,
+        driver: RaftDriver,
+        logger: Any,
+    ) -> Snapshotter:
+        """A controller's or broker's snapshotter, with the node's snapshot and retention
+        settings (``metadata.log.max.*``, ``metadata.max.retention.*``)."""
+        return cls(
+            directory=directory,
+            log=log,
+            driver=driver,
+            bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+            interval_ms=config.metadata_log_max_snapshot_interval_ms,
+            retention_bytes=config.metadata_max_retention_bytes,
+            retention_ms=config.metadata_max_retention_ms,
+            logger=logger,
+        )
 
     def on_committed(self, batches: Sequence[LogBatch]) -> None:
         self.bytes_since += sum(len(b.data) for b in batches)
