@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
+# Kafka's int32 fields (epochs, broker and node ids, partitions, record counts) end here.
+INT32_MAX: Final = 2**31 - 1
+
 # Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTES and KRaft's MAX_BATCH_SIZE_BYTES: 8 MiB.
 FETCH_RESPONSE_BYTES_MAX: Final = 8 * 1024 * 1024
 BATCH_BYTES_MAX: Final = 8 * 1024 * 1024
