@@ -1,4 +1,5 @@
-"""Partition-directory reconciliation as a pure plan (DESIGN.md section 6, RELIABILITY.md I11).
+"""Partition-directory reconciliation as a pure plan (docs/architecture.md#brokers,
+docs/invariants.md I11).
 
 ``plan_reconciliation`` compares what the committed metadata image assigns to this broker with
 what a scan of ``log.dirs`` found, and returns a ``ReconcilePlan``; ``broker/logdirs.py`` scans
@@ -43,7 +44,7 @@ The rules, every decision keyed by (topic_id, partition), never by name alone:
 The seed's "Migration" step (adopt a partition without ``partition.metadata`` by writing one
 with the image's id) does not apply: this project creates every partition
 directory with its file already inside, so a directory without one is damaged or foreign and
-is treated as stale, as DESIGN.md says.
+is treated as stale (docs/architecture.md#brokers).
 
 Stale names in ``deleting/``: ``{topic_id}_{partition}`` when both are known (KIP-516
 "Deletion"); an unknown id becomes ``unknown-{h}`` and an unknown partition ``unknown``, where
@@ -63,12 +64,14 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from quorum.ids import Uuid
+from quorum.limits import INT32_MAX
 
 # ----- names ---------------------------------------------------------------------------------
 
 # Kafka's Topic.java: MAX_NAME_LENGTH and the legal characters.
 TOPIC_NAME_CHARS_MAX: Final = 249
-PARTITION_MAX: Final = 2**31 - 1
+# A partition index is a Kafka int32.
+PARTITION_MAX: Final = INT32_MAX
 # Linux NAME_MAX; Kafka caps its suffixed names to it (logDirNameWithSuffixCappedLength).
 DIR_NAME_BYTES_MAX: Final = 255
 DELETING_DIR: Final = "deleting"
@@ -84,9 +87,9 @@ _PARTITION_RE: Final = re.compile(r"0|[1-9][0-9]{0,9}")
 _BUILD_RE: Final = re.compile(r"(?P<base>.+)\.tmp-(?P<token>[a-z]+)")
 _BUILD_TOKEN_RE: Final = re.compile(rf"[a-z]{{{BUILD_TOKEN_CHARS}}}")
 
-# Negative control (RELIABILITY.md): when True, the "is (topic_id, partition) assigned here"
-# predicate is inverted, as in KAFKA-13127, and ``check_plan_safety`` is skipped, so only the I11
-# checker of the tests stands between the bug and the disk. Never set outside tests.
+# Negative control (docs/invariants.md#negative-controls): when True, the "is (topic_id, partition)
+# assigned here" predicate is inverted, as in KAFKA-13127, and ``check_plan_safety`` is skipped, so
+# only the I11 checker of the tests stands between the bug and the disk. Never set outside tests.
 UNSAFE_STRAY_INVERT = False
 
 
@@ -628,7 +631,7 @@ def i11_violations(
     before: DiskSnapshot,
     after: DiskSnapshot,
 ) -> list[str]:
-    """RELIABILITY.md I11 after a FULL reconciliation converged; empty when it holds.
+    """docs/invariants.md I11 after a FULL reconciliation converged; empty when it holds.
 
     (a) every live copy of an assigned partition before is still the same directory after (same
     inode: not moved aside and recreated); the live set equals the assigned set, one copy each;

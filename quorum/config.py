@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import Final
 
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
+from quorum.limits import INT32_MAX
 
 ROLE_CONTROLLER: Final = "controller"
 ROLE_BROKER: Final = "broker"
 ROLES: Final = frozenset({ROLE_CONTROLLER, ROLE_BROKER})
 
-INT32_MAX: Final = 2**31 - 1
 PORT_MAX: Final = 65_535
 
 
@@ -152,7 +152,7 @@ class NodeConfig:
     # A broker that has not heartbeated for this long is fenced.
     broker_session_timeout_ms: int = 9_000
     # A stale partition directory moved to log.dirs/deleting/ is deleted after this long. The
-    # seed's "14400 (4 hours)" read as 4 hours, in milliseconds (DESIGN.md section 6).
+    # seed's "14400 (4 hours)" read as 4 hours, in milliseconds (docs/architecture.md, "Brokers").
     delete_topic_delay_ms: int = 14_400_000
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)

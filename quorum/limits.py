@@ -1,4 +1,12 @@
-"""Every bound of the system in one place (TigerStyle: units and qualifiers last)."""
+"""Bounds shared across modules, and the protocol's bounds (docs/conventions.md#limits).
+
+What lives here: the int32 range of Kafka's fields, the Raft wire bounds (Fetch bytes, batch
+bytes and records, long-poll wait, inbox size) and the limits of the admin operations, with the
+Kafka figure each one comes from. A bound that only one module uses may live beside its code
+(for example the log's segment sizes in ``quorum/storage/log.py`` or the directory-name bounds
+in ``broker/reconcile.py``), still named ``*_max`` with units and qualifiers last.
+``tests/test_architecture.py`` fails on a constant here that nothing uses.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +22,14 @@ BATCH_BYTES_MAX: Final = 8 * 1024 * 1024
 RECORDS_PER_BATCH_MAX: Final = 10_000
 # Kafka bounds a long-poll Fetch at 500 ms (KafkaRaftClient's fetchMaxWaitMs).
 FETCH_MAX_WAIT_MS: Final = 500
-VOTERS_MAX: Final = 7
-# Observers the leader remembers in DescribeQuorum; older ones are dropped first.
-OBSERVERS_TRACKED_MAX: Final = 1_000
 INBOX_ENVELOPES_MAX: Final = 10_000
 
 # ----- the controller's admin operations (quorum/controller) ----------------------------------
 # Kafka's Topic.MAX_NAME_LENGTH: 249, so "{name}-{partition}" and the ".deleted"/"-stray"
 # suffixes fit a 255-byte directory name.
 TOPIC_NAME_CHARS_MAX: Final = 249
-# RELIABILITY.md "Figures": an admin request holds at most 1,000 topics (Kafka has no such cap,
-# only MAX_RECORDS_PER_USER_OP = 10,000 records, our RECORDS_PER_BATCH_MAX).
+# An admin request holds at most 1,000 topics (our choice, docs/conventions.md#limits); Kafka has no
+# such cap, only MAX_RECORDS_PER_USER_OP = 10,000 records, our RECORDS_PER_BATCH_MAX.
 CREATE_TOPICS_TOPICS_MAX: Final = 1_000
 DELETE_TOPICS_TOPICS_MAX: Final = 1_000
 DESCRIBE_TOPICS_TOPICS_MAX: Final = 1_000

@@ -25,6 +25,7 @@ from typing import Final
 
 from quorum.config import NodeConfig
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
+from quorum.limits import INT32_MAX
 from quorum.storage.fsutil import ensure_directory, write_file_atomically
 
 META_PROPERTIES_FILE: Final = "meta.properties"
@@ -57,7 +58,7 @@ class MetaProperties:
 
     def __post_init__(self) -> None:
         assert self.version == META_PROPERTIES_VERSION, self
-        assert 0 <= self.node_id < 2**31, self
+        assert 0 <= self.node_id <= INT32_MAX, self
         assert self.cluster_id not in RESERVED_UUIDS, self
 
     def render(self) -> str:
@@ -126,9 +127,9 @@ def parse(text: str, *, source: Path) -> MetaProperties:
             directory=directory,
         )
     node_id_text = values["node.id"]
-    if not node_id_text.isdigit() or int(node_id_text) >= 2**31:
+    if not node_id_text.isdigit() or int(node_id_text) > INT32_MAX:
         raise MetaPropertiesError(
-            f"{source}: node.id {node_id_text!r} is not an integer from 0 to {2**31 - 1}",
+            f"{source}: node.id {node_id_text!r} is not an integer from 0 to {INT32_MAX}",
             directory=directory,
         )
     directory_id = (

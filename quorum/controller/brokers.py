@@ -5,7 +5,7 @@ the image. The only state they touch is ``BrokerSessions``, the active controlle
 table of when each broker was last heard from (Kafka's ``BrokerHeartbeatManager``): it is not in
 the log, and a newly active controller starts with an empty one.
 
-Rules (DESIGN.md section 5):
+Rules (docs/architecture.md#the-controller):
 
 - ``RegisterBroker``: the broker epoch is the offset of its ``RegisterBrokerRecord``. The same
   id with another incarnation id while the old registration's session lives is
@@ -52,9 +52,9 @@ from quorum.controller.requests import (
 from quorum.controller.result import ControllerResult
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
+from quorum.limits import INT32_MAX
 from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
 from quorum.metadata.records import (
-    INT32_MAX,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,

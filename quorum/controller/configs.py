@@ -34,6 +34,7 @@ from typing import Final
 
 from quorum.controller.names import quote
 from quorum.limits import (
+    INT32_MAX,
     TOPIC_CONFIG_NAME_CHARS_MAX,
     TOPIC_CONFIG_VALUE_CHARS_MAX,
     TOPIC_CONFIGS_MAX,
@@ -50,7 +51,6 @@ __all__ = [
 CONFIG_INTERNAL: Final = "internal"
 CONFIG_MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 
-INT32_MAX: Final = (1 << 31) - 1
 INT64_MAX: Final = (1 << 63) - 1
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from quorum.limits import INT32_MAX
 from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
     Record,
@@ -57,12 +58,12 @@ class LogBatch:
 # ----- the batch body codec ---------------------------------------------------------------
 #
 # A batch body is the msgpack map {"base_offset", "epoch", "timestamp_ms", "control", "records"}
-# (DESIGN.md section 4), where "records" holds the record arrays of ``record_to_wire``. The map
-# repeats base_offset and epoch so a body read on its own (Spark, ``log dump``) is complete, and
-# so ``decode_log_batch`` can check it against the header it travelled with.
+# (docs/architecture.md#records-and-batches), where "records" holds the record arrays of
+# ``record_to_wire``. The map repeats base_offset and epoch so a body read on its own (Spark, ``log
+# dump``) is complete, and so ``decode_log_batch`` can check it against the header it travelled
+# with.
 
 BATCH_KEYS: Final = frozenset({"base_offset", "epoch", "timestamp_ms", "control", "records"})
-_INT32_MAX: Final = (1 << 31) - 1
 _INT64_MAX: Final = (1 << 63) - 1
 
 
@@ -86,7 +87,7 @@ def encode_batch(
     metadata changes without decoding every record.
     """
     _check_header_int("base_offset", base_offset, _INT64_MAX)
-    _check_header_int("epoch", epoch, _INT32_MAX)
+    _check_header_int("epoch", epoch, INT32_MAX)
     _check_header_int("timestamp_ms", timestamp_ms, _INT64_MAX)
     if type(control) is not bool:
         raise ValueError(f"control must be a bool, got {control!r}")
@@ -174,7 +175,7 @@ def decode_batch(data: bytes) -> DecodedBatch:
     wire_records = body["records"]
     for name, value, maximum in (
         ("base_offset", base_offset, _INT64_MAX),
-        ("epoch", epoch, _INT32_MAX),
+        ("epoch", epoch, INT32_MAX),
         ("timestamp_ms", timestamp_ms, _INT64_MAX),
     ):
         if type(value) is not int or not 0 <= value <= maximum:

@@ -4,11 +4,11 @@ Names and type codes follow Kafka's KIP-631 metadata records (``TopicRecord`` is
 here). Each record class is a frozen, slotted dataclass that checks its field types and wire
 ranges when it is built, so a record that exists can always be encoded.
 
-Wire form (DESIGN.md section 4): every record is the msgpack array ``[type, version, fields]``,
-where ``fields`` lists the field values in declaration order. A ``Uuid`` is a 16-byte bin, a
-tuple is an array, a ``BrokerEndpoint`` is ``[name, host, port]`` and ``None`` is nil. Batches
-(``quorum.metadata.batch``) carry the array form; ``encode_record`` / ``decode_record`` give the
-standalone bytes of one record.
+Wire form (docs/architecture.md#records-and-batches): every record is the msgpack array ``[type,
+version, fields]``, where ``fields`` lists the field values in declaration order. A ``Uuid`` is a
+16-byte bin, a tuple is an array, a ``BrokerEndpoint`` is ``[name, host, port]`` and ``None`` is
+nil. Batches (``quorum.metadata.batch``) carry the array form; ``encode_record`` / ``decode_record``
+give the standalone bytes of one record.
 
 Versioning follows Kafka's ``ApiMessageAndVersion``: each class writes ``VERSION`` and the
 decoder keeps, per type code, the versions it can read. A type or version this build cannot read
@@ -20,9 +20,9 @@ from 1000 up, apart from Kafka's metadata record codes; they appear only in cont
 
 Snapshot-only records (``TopicIdentityRecord`` 200, ``DeletedTopicRecord`` 201) are metaquorum's
 own, numbered far from Kafka's metadata codes (which stay below 100) and from the control codes.
-A snapshot is a state, not a history, yet topic identity (DESIGN.md section 5) is historical: a
-topic's creation offset and the ids of removed topics (never reused) cannot be said with
-Kafka's records, so a snapshot says them with these two. They travel in ordinary (non-control)
+A snapshot is a state, not a history, yet topic identity (docs/architecture.md#the-controller) is
+historical: a topic's creation offset and the ids of removed topics (never reused) cannot be said
+with Kafka's records, so a snapshot says them with these two. They travel in ordinary (non-control)
 batches of ``.checkpoint`` files only; ``RECORD_CLASSES`` lists the records of the log and
 ``SNAPSHOT_RECORD_CLASSES`` these, and replay refuses them outside a snapshot
 (``quorum.metadata.delta``). The codec reads both families everywhere, so a reader reports one
@@ -43,9 +43,12 @@ from typing import Any, ClassVar, Final, NoReturn, TypeAlias
 import msgpack
 
 from quorum.ids import UUID_BYTES, Uuid
+from quorum.limits import INT32_MAX
 
 __all__ = [
     "CONTROL_RECORD_TYPES",
+    # Re-exported beside INT8_MAX .. INT64_MAX for the readers of the field ranges.
+    "INT32_MAX",
     "RECORD_CLASSES",
     "SNAPSHOT_RECORD_CLASSES",
     "BrokerEndpoint",
@@ -89,7 +92,6 @@ __all__ = [
 # Kafka's schema types for these fields (metadata/src/main/resources/common/metadata/*.json).
 INT8_MAX: Final = (1 << 7) - 1
 INT16_MAX: Final = (1 << 15) - 1
-INT32_MAX: Final = (1 << 31) - 1
 INT64_MAX: Final = (1 << 63) - 1
 PORT_MAX: Final = 65535
 
@@ -456,9 +458,9 @@ class TopicIdentityRecord:
 class DeletedTopicRecord:
     """Snapshot only: a removed topic (metaquorum; Kafka has none).
 
-    Ids are never reused (DESIGN.md section 5), so an image remembers every removed topic;
-    a snapshot carries one of these per removed topic, with the offsets of its ``TopicRecord``
-    and of its ``RemoveTopicRecord``.
+    Ids are never reused (docs/architecture.md#the-controller), so an image remembers every removed
+    topic; a snapshot carries one of these per removed topic, with the offsets of its
+    ``TopicRecord`` and of its ``RemoveTopicRecord``.
     """
 
     name: str
@@ -687,7 +689,8 @@ def encode_record(record: Record) -> bytes:
 # ``record_from_wire`` turns into a ``RecordDecodeError``.
 
 # Topic ids repeat across a topic's PartitionRecords and PartitionChangeRecords; caching their
-# decoded ``Uuid`` halves the cost of decoding those records. Bounded (L7): cleared when full.
+# decoded ``Uuid`` halves the cost of decoding those records. Bounded
+# (docs/conventions.md#limits): cleared when full.
 _UUID_CACHE_ENTRIES_MAX: Final = 16_384
 _uuid_cache: dict[bytes, Uuid] = {}
 

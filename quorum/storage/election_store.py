@@ -24,6 +24,7 @@ from typing import TypeGuard
 import crc32c
 import structlog
 
+from quorum.limits import INT32_MAX
 from quorum.raft.election import ElectionState
 from quorum.storage import fsutil
 from quorum.storage.errors import CorruptElectionStateError, StorageInvariantError
@@ -32,11 +33,10 @@ _log = structlog.get_logger("quorum.storage.election_store")
 
 QUORUM_STATE_FILE_NAME = "quorum-state"
 DATA_VERSION = 0
-# A state with VOTERS_MAX voters is about 200 bytes; anything much larger is not ours, and
+# A state with seven voters is about 200 bytes; anything much larger is not ours, and
 # reading it whole could be an allocation bomb.
 QUORUM_STATE_BYTES_MAX = 64 * 1024
 _NONE_ID = -1
-_INT32_MAX = 2**31 - 1
 _FIELDS = frozenset({"leaderId", "leaderEpoch", "votedId", "currentVoters", "data_version"})
 
 
@@ -86,7 +86,7 @@ class ElectionStore:
 
 
 def _check_transition(last: ElectionState | None, state: ElectionState) -> None:
-    if state.epoch > _INT32_MAX:
+    if state.epoch > INT32_MAX:
         raise StorageInvariantError(f"epoch of {state} does not fit in an i32")
     if last is None:
         return
@@ -149,7 +149,7 @@ def decode_election_state(path: Path, raw: bytes) -> ElectionState:
         unexpected = sorted(document.keys() - _FIELDS)
         raise corrupt(f"wrong fields (missing {missing}, unexpected {unexpected})")
     epoch = document["leaderEpoch"]
-    if not _is_int(epoch) or not 0 <= epoch <= _INT32_MAX:
+    if not _is_int(epoch) or not 0 <= epoch <= INT32_MAX:
         raise corrupt(f"leaderEpoch {epoch!r} is not an epoch (0 <= epoch < 2^31)")
     leader_id = _optional_id(path, document["leaderId"], "leaderId")
     voted_id = _optional_id(path, document["votedId"], "votedId")
@@ -179,6 +179,6 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _optional_id(path: Path, value: object, name: str) -> int | None:
     """A node id field: -1 means none."""
-    if not _is_int(value) or not _NONE_ID <= value <= _INT32_MAX:
+    if not _is_int(value) or not _NONE_ID <= value <= INT32_MAX:
         raise CorruptElectionStateError(path, f"{name} {value!r} is not a node id or -1")
     return None if value == _NONE_ID else value
