@@ -4,7 +4,7 @@ This is the only module that touches partition directories; ``broker/reconcile.p
 what to do. Every fsync goes through ``quorum.storage.fsutil``. The calls block (renames,
 fsyncs, ``rmtree``): the broker runs them in a worker thread, one at a time.
 
-Durability, step by step (RELIABILITY.md I11d, F16, F22):
+Durability, step by step (docs/invariants.md I11d, F16, F22):
 
 * **create**: ``mkdir {topic}-{p}.tmp-{token}``; write ``partition.metadata`` into it through
   ``write_file_atomically`` (temp file, fsync, rename, fsync of the build dir); rename the build
@@ -84,7 +84,7 @@ PARTITION_DIR_MODE: Final = 0o755
 # Build-dir names drawn before giving up; a clash needs 26^10 bad luck or a seeded rng.
 BUILD_DIR_ATTEMPTS_MAX: Final = 8
 
-# Named crash points (RELIABILITY.md F19/F22). ``LogDirs(failpoint=...)`` is called with each
+# Named crash points (docs/invariants.md F19/F22). ``LogDirs(failpoint=...)`` is called with each
 # name; a test or a FAILPOINTS hook raises or sleeps there.
 FAILPOINT_BEFORE_MOVE_ASIDE: Final = "broker_before_move_aside"
 FAILPOINT_AFTER_RENAME_BEFORE_DIRFSYNC: Final = "broker_after_rename_before_dirfsync"

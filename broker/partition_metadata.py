@@ -12,9 +12,9 @@ whitespace are tolerated; anything else (a missing key, a key given twice, an un
 unknown version, a reserved or malformed id, non-UTF-8 bytes, a NUL, a file larger than
 ``PARTITION_METADATA_BYTES_MAX``) raises ``InvalidPartitionMetadata`` naming the problem.
 
-A partition whose file cannot be parsed is treated as stale by reconciliation, never as a reason
-to refuse to start (DESIGN.md section 6, KAFKA-16814). ``broker/logdirs.py`` writes the file with
-a temp file, fsync and rename, inside a build directory that is renamed into place only after
+A partition whose file cannot be parsed is treated as stale by reconciliation, never as a reason to
+refuse to start (docs/architecture.md#brokers, KAFKA-16814). ``broker/logdirs.py`` writes the file
+with a temp file, fsync and rename, inside a build directory that is renamed into place only after
 the file is durable, so a partition directory created by this project always has one.
 """
 

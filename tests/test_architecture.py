@@ -1,5 +1,6 @@
-"""The pure packages stay sans-I/O (STYLE.md L14, Kafka's import-control): no sockets, clocks,
-threads, files or gRPC in the Raft core, the record codec or the controller state machine."""
+"""The pure packages stay sans-I/O (docs/conventions.md#pure-core, Kafka's import-control): no
+sockets, clocks, threads, files or gRPC in the Raft core, the record codec or the controller state
+machine."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def deleting(cluster: ProcessCluster, broker_id: int) -> set[str]:
 
 
 def assigned(admin: AdminClient, broker_id: int) -> dict[str, Uuid]:
-    """What the committed image assigns to the broker (RELIABILITY.md I11)."""
+    """What the committed image assigns to the broker (docs/invariants.md I11)."""
     expected: dict[str, Uuid] = {}
     names = [t.name for t in admin.list_topics(exclude_internal=True).listings()]
     if not names:

@@ -1,6 +1,6 @@
 """The controller state machine's topic operations: every CreateTopics / DeleteTopics /
 DescribeTopics rule and error code, each refusal checked to leave the state unchanged
-(RELIABILITY.md I15 and its bad-input catalogue)."""
+(docs/invariants.md I15 and #bad-input)."""
 
 from __future__ import annotations
 

@@ -106,7 +106,8 @@ def test_generated_module_imports_by_package_path(proto: Path) -> None:
 
 
 def test_every_proto_field_is_commented() -> None:
-    """Every field says what it is, as Kafka's JSON schemas' "about" strings do (STYLE.md L9):
+    """Every field says what it is, as Kafka's JSON schemas' "about" strings do
+    (docs/conventions.md#wire):
     the line before each field declaration is a comment."""
     field = re.compile(r"^\s*(?:repeated |optional )?[\w.]+ \w+ = \d+;")
     missing: list[str] = []

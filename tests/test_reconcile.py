@@ -1,6 +1,7 @@
 """broker/reconcile.py: directory names, partition.metadata, and the plan as tables and properties.
 
-Every rule of DESIGN.md section 6 and RELIABILITY.md I11 has a row here, without touching disk.
+Every rule of docs/architecture.md#brokers and docs/invariants.md I11 has a row here, without
+touching disk.
 """
 
 from __future__ import annotations

@@ -831,9 +831,9 @@ def test_frame_that_rots_after_open_is_never_served(tmp_path: Path) -> None:
 
 
 def test_random_damage_only_yields_a_prefix_or_corrupt_log_error(tmp_path: Path) -> None:
-    """Fuzz recovery with the damage RELIABILITY.md lists (bit flips at p in {1e-3, 1e-4},
-    cuts, zeroed sectors, garbage tails, lost segments). Only two outcomes are documented: the
-    log opens holding a contiguous run of what was written, starting at its log start offset,
+    """Fuzz recovery with the damage docs/invariants.md lists for F13/F14 (bit flips at p in {1e-3,
+    1e-4}, cuts, zeroed sectors, garbage tails, lost segments). Only two outcomes are documented:
+    the log opens holding a contiguous run of what was written, starting at its log start offset,
     or ``CorruptLogError``. Anything else (another exception, a batch that was never written, a
     reordered log) fails. A lost *first* segment is indistinguishable from segments deleted
     behind a snapshot, so only that case may start past offset 0: the snapshot layer must check

@@ -1,4 +1,4 @@
-"""Analytics over the metadata log with PySpark (DESIGN.md section 8).
+"""Analytics over the metadata log with PySpark (docs/architecture.md#analytics).
 
 ``source``: the ``metaquorum`` Python data source (one input partition per segment, typed rows);
 ``jobs``: the replay jobs built on it (topic lifecycle, name reuse, partitions per broker,

@@ -1,4 +1,5 @@
-"""The controller's pure propose/replay state machine (DESIGN.md section 5, STYLE.md L10).
+"""The controller's pure propose/replay state machine (docs/architecture.md#the-controller,
+docs/conventions.md#propose-and-replay).
 
 ``state_machine.ControllerStateMachine`` is the entry point; ``topics``, ``brokers`` and
 ``describe`` hold the operations as pure functions of an image, ``requests`` the request and

@@ -5,7 +5,7 @@
 - System topics: ``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``
   (Kafka's coordinators create them) and ``__cluster_metadata`` (the metadata log itself).
   They are always internal and can never be deleted (KIP-619's table).
-- The ``__`` prefix is reserved for them (RELIABILITY.md, security item 15): creating any other
+- The ``__`` prefix is reserved for them (docs/architecture.md#the-controller): creating any other
   ``__``-prefixed name is refused. Kafka only warns; a user who wants an internal topic sets
   ``internal=true`` instead (KIP-619). ``__cluster_metadata`` can never be created at all: its
   ``TopicRecord`` is written by the controller itself (``metadata_topic_record``).

@@ -113,7 +113,7 @@ class DeleteTopic:
 
     ``expected_topic_id`` (by name only) is a precondition: delete ``name`` only if its
     current id is this one, so a topic recreated under the same name is not deleted by mistake
-    (RELIABILITY.md security item 16). Not part of Kafka.
+    (docs/architecture.md#the-controller). Not part of Kafka.
     """
 
     name: str | None = None

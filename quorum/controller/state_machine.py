@@ -1,4 +1,5 @@
-"""The controller's pure propose/replay state machine (DESIGN.md section 5, STYLE.md L10).
+"""The controller's pure propose/replay state machine (docs/architecture.md#the-controller,
+docs/conventions.md#propose-and-replay).
 
 Kafka's ``QuorumController`` structure without its threads: an operation validates a request
 against state and returns a ``ControllerResult`` (records + response); it never changes the

@@ -1,7 +1,8 @@
 """CreateTopics and DeleteTopics: validate against an image, return records and a response.
 
 Pure functions of (image, request, inputs): they never mutate the image; the records they
-return change it only when replayed (STYLE.md L10).
+return change it only when replayed
+(docs/conventions.md#propose-and-replay).
 
 CreateTopics, per topic, in this order (the first failing check decides the code):
 

@@ -8,9 +8,9 @@ replay all go through this one code path.
 Replay is strict. A record that cannot follow the image it is replayed on (a ``TopicRecord``
 whose name is live or whose id was ever used, a record for an unknown topic, partition or
 broker, a stale broker epoch, an offset that does not grow) means the log is corrupt or the
-controller has a bug; ``replay`` raises ``MetadataReplayError`` (an ``AssertionError``, STYLE.md
-L5) naming the offset and the record, and the process should crash rather than serve an image
-that differs from everyone else's.
+controller has a bug; ``replay`` raises ``MetadataReplayError`` (an ``AssertionError``,
+docs/conventions.md#errors) naming the offset and the record, and the process should crash rather
+than serve an image that differs from everyone else's.
 
 Offsets: ``replay`` needs strictly increasing offsets. Control records (``LeaderChangeMessage``,
 snapshot header/footer) and ``NoOpRecord`` only advance the offset.

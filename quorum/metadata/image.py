@@ -1,18 +1,19 @@
 """The metadata image: the state of the cluster after replaying the log up to one offset.
 
 Kafka's ``MetadataImage`` / ``TopicsImage`` / ``ClusterImage``, shared by the controller, the
-brokers and the Spark "state at offset N" job so they cannot drift apart (STYLE.md L11). An image
-is immutable; ``quorum.metadata.delta.MetadataDelta`` replays records on top of one and
-``apply()`` returns the next image.
+brokers and the Spark "state at offset N" job so they cannot drift apart
+(docs/conventions.md#images-and-deltas). An image is immutable;
+``quorum.metadata.delta.MetadataDelta`` replays records on top of one and ``apply()`` returns the
+next image.
 
 Copy-on-write: every map in an image is a ``PersistentMap``, whose ``updated`` copies only the
 shard(s) a change touches and shares the rest, so the next image shares every unchanged topic,
 partition and broker with the previous one. Applying a delta that touched one topic of 100,000
 costs microseconds, not a copy of the cluster.
 
-Identity: a topic is the pair (``topic_id``, ``creation_offset``) (DESIGN.md section 5). Ids are
-never reused: ``deleted_topics`` remembers every id that was removed, and replay refuses a
-``TopicRecord`` that would bring one back.
+Identity: a topic is the pair (``topic_id``, ``creation_offset``)
+(docs/architecture.md#the-controller). Ids are never reused: ``deleted_topics`` remembers every id
+that was removed, and replay refuses a ``TopicRecord`` that would bring one back.
 """
 
 from __future__ import annotations

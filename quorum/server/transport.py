@@ -1,4 +1,5 @@
-"""The one place that maps the Raft core's messages to and from protobuf (STYLE.md L9).
+"""The one place that maps the Raft core's messages to and from protobuf
+(docs/conventions.md#wire).
 
 The core speaks the frozen dataclasses of ``quorum.raft.messages``; the wire is
 ``proto/quorum/rpc/v1/raft.proto``. This module is pure: no channels, no clocks (the caller
@@ -100,8 +101,9 @@ ResponseProto: TypeAlias = (
 
 
 class MalformedMessageError(ValueError):
-    """A message from a peer that cannot be expressed as a core message (STYLE.md L5: a
-    protocol error of the peer). ``message_type`` and ``field`` name what was wrong."""
+    """A message from a peer that cannot be expressed as a core message
+    (docs/conventions.md#errors: a protocol error of the peer). ``message_type`` and ``field`` name
+    what was wrong."""
 
     def __init__(self, message_type: str, field: str, problem: str) -> None:
         self.message_type = message_type

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# Negative control (RELIABILITY.md, "Negative controls"): when True, the fsync helpers return
+# Negative control (docs/invariants.md#negative-controls): when True, the fsync helpers return
 # without syncing and report that they did not, so callers keep *claiming* durability while the
 # power-loss emulation (``SegmentedLog.simulate_crash``) shows the data was never durable. A test
 # that turns this on must see I6/I8 fail under F12. Never set outside tests.

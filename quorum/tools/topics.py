@@ -3,7 +3,7 @@
 Flags are kafka-topics': ``--bootstrap-server`` or ``--bootstrap-controller`` (either name, a
 controller's listener ``HOST:PORT[,HOST:PORT...]``), one of ``--create``, ``--describe``,
 ``--delete``, ``--list`` (or the same words as a subcommand, ``metaquorum topics create ...``,
-as DESIGN.md section 7 writes them), ``--topic``, ``--topic-id``, ``--partitions``,
+as docs/architecture.md#interfaces lists them), ``--topic``, ``--topic-id``, ``--partitions``,
 ``--replication-factor``, ``--config k=v`` (repeatable), ``--replica-assignment``,
 ``--if-exists``, ``--if-not-exists``, ``--exclude-internal``. One flag of ours: ``--timeout-ms``,
 the deadline of each admin call (Kafka reads it from ``--command-config``).
@@ -22,8 +22,8 @@ Behaviour, and where it differs from kafka-topics:
 
   ``TopicId`` is left out when it is ZERO_UUID and ``Leader: none`` means no leader, as in
   Kafka. ``CreationOffset`` is ours: the offset of the topic's TopicRecord, which with the id
-  is the topic's identity (DESIGN.md section 5); it comes last on the line, where Kafka puts
-  ``MarkedForDeletion``, so parsers of Kafka's output keep working; it is left out when
+  is the topic's identity (docs/architecture.md#the-controller); it comes last on the line, where
+  Kafka puts ``MarkedForDeletion``, so parsers of Kafka's output keep working; it is left out when
   unknown (-1). Configs are the explicitly set ones, sorted by key. There is no ELR, so
   ``Elr`` / ``LastKnownElr`` are ``N/A``. Without ``--topic`` / ``--topic-id`` every topic is
   described (sorted by name; ``--exclude-internal`` leaves internal ones out): the tool lists

@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class AdminServiceStub:
-    """The admin API (Kafka's Admin, DESIGN.md sections 5 and 7). All calls are unary.
+    """The admin API (Kafka's Admin; docs/architecture.md#the-controller and #interfaces). All calls
+    are unary.
     """
 
     def __init__(self, channel):
@@ -73,7 +74,8 @@ class AdminServiceStub:
 
 
 class AdminServiceServicer:
-    """The admin API (Kafka's Admin, DESIGN.md sections 5 and 7). All calls are unary.
+    """The admin API (Kafka's Admin; docs/architecture.md#the-controller and #interfaces). All calls
+    are unary.
     """
 
     def CreateTopics(self, request, context):
@@ -174,7 +176,8 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
-    """The admin API (Kafka's Admin, DESIGN.md sections 5 and 7). All calls are unary.
+    """The admin API (Kafka's Admin; docs/architecture.md#the-controller and #interfaces). All calls
+    are unary.
     """
 
     @staticmethod
