@@ -5,6 +5,7 @@ machine."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,157 @@ def test_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     bad.write_text("import time\nfrom os import path\nx = open('f')\n")
     modules = imported_modules(bad)
     assert {"time", "os", "<builtin open()>"} <= modules
+
+
+# ----- documents cited by the code live in the repository (docs/conventions.md#documents) -----
+
+# Directories that are not the project's own text: the virtualenv, caches, run data.
+SKIPPED_DIRS = frozenset(
+    {".git", ".venv", ".data", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+)
+CITING_SUFFIXES = (".py", ".pyi", ".proto", ".toml", ".sh")
+# Markdown files the code writes (``replay``'s report), named in it but not cited as documents.
+WRITTEN_MD_NAMES = frozenset({"report.md"})
+# A Markdown path with an optional anchor: ``docs/architecture.md#the-raft-protocol``.
+MD_CITATION = re.compile(r"(?<![\w/.-])((?:\.{1,2}/)*[\w.-]+(?:/[\w.-]+)*\.md)(?:#([\w-]+))?")
+# The founders' notes outside the repository, however they are reached.
+OUTSIDE_CITATION = re.compile(r"(?:\.\./)+shared\b|(?<![\w.-])/?\bshared/[\w./-]*\.md")
+
+
+def citing_files(root: Path) -> list[Path]:
+    """Every .py/.pyi/.proto/.toml/.sh file and every script (a file under scripts/ or .ci/
+    starting with a shebang), outside the virtualenv and caches."""
+    found: list[Path] = []
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if not path.is_file() or SKIPPED_DIRS.intersection(parts):
+            continue
+        is_script = parts[0] in ("scripts", ".ci") and path.read_bytes()[:2] == b"#!"
+        if path.suffix in CITING_SUFFIXES or is_script:
+            found.append(path)
+    return found
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped,
+    spaces to hyphens."""
+    anchors: set[str] = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def citation_problems(path: Path, root: Path) -> list[str]:
+    """The citations in ``path`` of Markdown documents that are not in the repository at
+    ``root`` (or of an anchor the document lacks), and of the notes outside it."""
+    text = path.read_text(errors="replace")
+    where = path.relative_to(root)
+    problems = [
+        f"{where}:{text.count(chr(10), 0, m.start()) + 1}: cites {m.group(0)!r}, outside the "
+        "repository"
+        for m in OUTSIDE_CITATION.finditer(text)
+    ]
+    for m in MD_CITATION.finditer(text):
+        cited, anchor = m.group(1), m.group(2)
+        line = text.count("\n", 0, m.start()) + 1
+        if Path(cited).name in WRITTEN_MD_NAMES or OUTSIDE_CITATION.search(cited):
+            continue
+        target = (root / cited).resolve()
+        if not target.is_relative_to(root.resolve()):
+            problems.append(f"{where}:{line}: cites {cited!r}, outside the repository")
+        elif not target.is_file():
+            problems.append(f"{where}:{line}: cites {cited!r}, which is not in the repository")
+        elif anchor is not None and anchor not in heading_anchors(target.read_text()):
+            problems.append(f"{where}:{line}: cites {cited}#{anchor}, a heading {cited} lacks")
+    return problems
+
+
+def test_there_are_citing_files_to_check() -> None:
+    names = {str(p.relative_to(ROOT)) for p in citing_files(ROOT)}
+    assert {"pyproject.toml", "proto/quorum/rpc/v1/raft.proto", "scripts/test"} <= names
+    assert not any(name.startswith(".venv") for name in names)
+
+
+def test_cited_documents_are_in_the_repository() -> None:
+    problems = [p for path in citing_files(ROOT) for p in citation_problems(path, ROOT)]
+    assert not problems, "\n".join(problems)
+
+
+def test_checker_catches_a_missing_or_outside_document(tmp_path: Path) -> None:
+    """The citation checker must bite: a missing document, a missing anchor, the notes outside
+    the repository and a path escaping it are each reported; a present one and the report
+    the code writes are not. (The names are assembled so this file cites none of them.)"""
+    md, notes = ".md", "shared"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / f"here{md}").write_text("# Title\n\n## The part\n")
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "run"
+    script.write_text(f"#!/bin/sh\n# see GONE{md}\n")
+    module = tmp_path / "module.py"
+    module.write_text(
+        f'"""docs/here{md}#the-part is fine, docs/here{md}#nowhere not; ../{notes}/NOTES{md}"""\n'
+        f"# writes out/report{md}; see ../elsewhere{md} and docs/here{md}\n"
+    )
+    assert citing_files(tmp_path) == [module, script]
+    problems = citation_problems(module, tmp_path) + citation_problems(script, tmp_path)
+    assert [p.split(": cites ")[0] for p in problems] == [
+        "module.py:1",
+        "module.py:1",
+        "module.py:2",
+        "scripts/run:2",
+    ], problems
+    assert problems[0].endswith("outside the repository")
+    assert problems[1].endswith(f"a heading docs/here{md} lacks")
+    assert problems[2].endswith("outside the repository")
+    assert problems[3].endswith("which is not in the repository")
+
+
+# ----- every bound in quorum/limits.py is used (docs/conventions.md#limits) --------------------
+
+LIMIT_USER_DIRS = ("quorum", "broker", "tests", "scripts")
+
+
+def module_constants(path: Path) -> list[str]:
+    """The upper-case names a module assigns at its top level."""
+    names: list[str] = []
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id.isupper():
+            names.append(target.id)
+    return names
+
+
+def unused_constants(limits: Path, users: list[Path]) -> list[str]:
+    """The constants of ``limits`` that no file of ``users`` (other than ``limits``) names."""
+    text = "\n".join(p.read_text(errors="replace") for p in users if p != limits)
+    return [name for name in module_constants(limits) if not re.search(rf"\b{name}\b", text)]
+
+
+def limit_users(root: Path) -> list[Path]:
+    return [
+        p
+        for p in citing_files(root)
+        if p.relative_to(root).parts[0] in LIMIT_USER_DIRS and p.suffix in ("", ".py")
+    ]
+
+
+def test_every_limit_is_used() -> None:
+    unused = unused_constants(ROOT / "quorum/limits.py", limit_users(ROOT))
+    assert not unused, f"quorum/limits.py defines {unused}, which nothing uses"
+
+
+def test_checker_catches_an_unused_limit(tmp_path: Path) -> None:
+    """The limits checker must bite: a bound only limits.py itself mentions is reported."""
+    (tmp_path / "quorum").mkdir()
+    limits = tmp_path / "quorum" / "limits.py"
+    limits.write_text(
+        "from typing import Final\n\nUSED_MAX: Final = 1\nUNUSED_MAX = 2\nlower = 3\n"
+        "assert UNUSED_MAX > USED_MAX\n"
+    )
+    (tmp_path / "quorum" / "user.py").write_text("from quorum.limits import USED_MAX\n")
+    assert module_constants(limits) == ["USED_MAX", "UNUSED_MAX"]
+    assert unused_constants(limits, limit_users(tmp_path)) == ["UNUSED_MAX"]
