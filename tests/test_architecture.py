@@ -98,7 +98,9 @@ WRITTEN_MD_NAMES = frozenset({"report.md"})
 # A Markdown path with an optional anchor: ``docs/architecture.md#the-raft-protocol``.
 MD_CITATION = re.compile(r"(?<![\w/.-])((?:\.{1,2}/)*[\w.-]+(?:/[\w.-]+)*\.md)(?:#([\w-]+))?")
 # The founders' notes outside the repository, however they are reached.
-OUTSIDE_CITATION = re.compile(r"(?:\.\./)+shared\b|(?<![\w.-])/?\bshared/[\w./-]*\.md")
+OUTSIDE_CITATION = re.compile(
+    r"(?:\.\./)+shared\b|/work/share[d]\b|(?<![\w.-])/?\bshared/[\w./-]*\.md"
+)
 
 
 def citing_files(root: Path) -> list[Path]:
@@ -176,19 +178,21 @@ def test_checker_catches_a_missing_or_outside_document(tmp_path: Path) -> None:
     module.write_text(
         f'"""docs/here{md}#the-part is fine, docs/here{md}#nowhere not; ../{notes}/NOTES{md}"""\n'
         f"# writes out/report{md}; see ../elsewhere{md} and docs/here{md}\n"
+        f"# the notes in /work/{notes} and in {notes}/STYLE{md}\n"
     )
     assert citing_files(tmp_path) == [module, script]
     problems = citation_problems(module, tmp_path) + citation_problems(script, tmp_path)
     assert [p.split(": cites ")[0] for p in problems] == [
         "module.py:1",
+        "module.py:3",
+        "module.py:3",
         "module.py:1",
         "module.py:2",
         "scripts/run:2",
     ], problems
-    assert problems[0].endswith("outside the repository")
-    assert problems[1].endswith(f"a heading docs/here{md} lacks")
-    assert problems[2].endswith("outside the repository")
-    assert problems[3].endswith("which is not in the repository")
+    assert all(problems[i].endswith("outside the repository") for i in (0, 1, 2, 4))
+    assert problems[3].endswith(f"a heading docs/here{md} lacks")
+    assert problems[5].endswith("which is not in the repository")
 
 
 # ----- every bound in quorum/limits.py is used (docs/conventions.md#limits) --------------------
