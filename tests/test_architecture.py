@@ -5,6 +5,7 @@ machine."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -88,9 +89,11 @@ def test_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
 
 # ----- documents cited by the code live in the repository (docs/conventions.md#documents) -----
 
-# Directories that are not the project's own text: the virtualenv, caches, run data.
+# Directories that are not the project's own text: the virtualenv, caches, run data and build
+# output (the git-ignored names of .gitignore).
 SKIPPED_DIRS = frozenset(
     {".git", ".venv", ".data", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    | {".hypothesis", "build", "dist", "spark-warehouse", "metastore_db"}
 )
 CITING_SUFFIXES = (".py", ".pyi", ".proto", ".toml", ".sh")
 # Markdown files the code writes (``replay``'s report), named in it but not cited as documents.
@@ -107,14 +110,16 @@ def citing_files(root: Path) -> list[Path]:
     """Every .py/.pyi/.proto/.toml/.sh file and every script (a file under scripts/ or .ci/
     starting with a shebang), outside the virtualenv and caches."""
     found: list[Path] = []
-    for path in sorted(root.rglob("*")):
-        parts = path.relative_to(root).parts
-        if not path.is_file() or SKIPPED_DIRS.intersection(parts):
-            continue
-        is_script = parts[0] in ("scripts", ".ci") and path.read_bytes()[:2] == b"#!"
-        if path.suffix in CITING_SUFFIXES or is_script:
-            found.append(path)
-    return found
+    for directory, subdirs, files in os.walk(root):
+        # Never descend into them (nor into *.egg-info).
+        subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(directory, name)
+            parts = path.relative_to(root).parts
+            is_script = parts[0] in ("scripts", ".ci") and path.read_bytes()[:2] == b"#!"
+            if path.suffix in CITING_SUFFIXES or is_script:
+                found.append(path)
+    return sorted(found)
 
 
 def heading_anchors(markdown: str) -> set[str]:
