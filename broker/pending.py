@@ -1,7 +1,7 @@
 """``metaquorum broker pending-deletions``: the dry run of reconciliation, offline.
 
-It reads the broker's local copy of the metadata log without modifying it (the same read-only
-frame walk as ``log dump``, stopping at the last complete batch), replays it into an image,
+It reads the broker's local copy of the metadata log without modifying it (the storage layer's
+read-only reader, as ``log dump``, stopping at the last complete batch), replays it into an image,
 scans ``log.dirs`` and plans a FULL reconciliation against that image. Nothing is changed on
 disk. The local log may hold a tail the quorum has not committed yet; the report says which
 offset it replayed up to.
@@ -20,17 +20,17 @@ from quorum.metadata.batch import decode_batch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
 from quorum.server.controller import METADATA_PARTITION_DIR
-from quorum.tools.log_dump import Frame, LogDumpError, iter_frames, segment_files
+from quorum.storage.frames import Frame, read_frames, segment_files
 
 
 def local_image(metadata_dir: Path) -> MetadataImage:
-    """The image the broker's local metadata log describes (read-only)."""
-    try:
-        segments = segment_files(metadata_dir)
-    except LogDumpError:
+    """The image the broker's local metadata log describes (read-only). Damage that is not a
+    torn tail raises ``quorum.storage.frames.CorruptFrameError``."""
+    segments = segment_files(metadata_dir) if metadata_dir.is_dir() else []
+    if not segments:
         return MetadataImage.EMPTY
     delta = MetadataDelta(MetadataImage.EMPTY)
-    for item in iter_frames(segments):
+    for item in read_frames(segments):
         if isinstance(item, Frame):
             delta.replay_batch(decode_batch(item.batch.data))
     return delta.apply()

@@ -61,3 +61,12 @@ assert (
     + CREATE_TOPICS_REPLICAS_MAX * 2 * 5
     <= BATCH_BYTES_MAX
 )
+
+# ----- the torn-tail rule's scan for a later valid frame (quorum/storage/frames.py) -------------
+# One scan examines at most this many candidate positions (the magic byte, a possible length and
+# non-negative fields) and checksums at most this many bytes; hostile bytes (megabytes of magic
+# bytes and plausible lengths) would otherwise cost a CRC per position, quadratic in the file
+# size. A torn tail holds a handful of candidates; a scan that reaches a bound has not ruled a
+# valid frame out, so the damage counts as corruption (nothing is truncated).
+FRAME_SCAN_CANDIDATES_MAX: Final = 100_000
+FRAME_SCAN_CRC_BYTES_MAX: Final = 256 * 1024 * 1024

@@ -57,7 +57,7 @@ from quorum.metadata.records import (
     record_to_wire,
 )
 from quorum.storage import SegmentedLog
-from quorum.storage.log import encode_frame
+from quorum.storage.frames import encode_frame
 
 TOPIC_A = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
 TOPIC_B = Uuid.parse("4CMDPTZOQz-3yIL0ICzIKA")

@@ -26,7 +26,8 @@ from quorum.metadata.records import (
     Record,
     TopicRecord,
 )
-from quorum.storage.log import FRAME_HEADER_BYTES, SegmentedLog, encode_frame, segment_file_name
+from quorum.storage.frames import FRAME_HEADER_BYTES, encode_frame
+from quorum.storage.log import SegmentedLog, segment_file_name
 from quorum.tools.log_dump import dump_log
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -26,11 +26,11 @@ from quorum.metadata.snapshot_records import image_to_records, snapshot_batches
 from quorum.raft.messages import SnapshotId
 from quorum.storage import fsutil
 from quorum.storage.errors import CorruptLogError, StorageInvariantError
+from quorum.storage.frames import encode_frame
 from quorum.storage.log import (
     LOG_START_OFFSET_FILE,
     SegmentedLog,
     SegmentInfo,
-    encode_frame,
     read_log_start_offset,
     segment_file_name,
 )

@@ -29,14 +29,8 @@ from quorum.storage.errors import (
     StorageError,
     StorageInvariantError,
 )
-from quorum.storage.log import (
-    FRAME_HEADER_BYTES,
-    FRAME_LENGTH_MAX,
-    SegmentedLog,
-    encode_frame,
-    index_file_name,
-    segment_file_name,
-)
+from quorum.storage.frames import FRAME_HEADER_BYTES, FRAME_LENGTH_MAX, encode_frame
+from quorum.storage.log import SegmentedLog, index_file_name, segment_file_name
 
 # ------------------------------------------------------------------------------------ helpers
 

@@ -88,12 +88,13 @@ checks the hand-over to the next segment; epochs are checked to never go back wi
 
 Each partition reads its file up to the size seen at listing, so a DataFrame is a stable
 snapshot of the log as it was when planned (a re-run action sees the same rows; a new ``load``
-sees newer batches). Frames are walked with the storage layer's own ``_check_frame`` and
-``_find_valid_frame`` (as ``log dump`` does), so Spark, ``log dump`` and recovery agree on where a
-log ends: damage after which no CRC-valid frame follows, in this segment or a later one, is the
-tail of a log being appended (or a torn write that recovery will cut) and reading stops at the
-last complete batch; damage followed by a valid frame, a batch out of sequence, or a batch that
-does not decode is a ``LogReadError`` naming the file and byte offset. Nothing is modified.
+sees newer batches). Frames are walked with the storage layer's reader
+(``quorum.storage.frames.read_segment``, its byte-range variant), the one ``log dump`` and
+recovery use, so they agree on where a log ends: damage after which no valid frame follows, in
+this segment or a later one, is the tail of a log being appended (or a torn write that recovery
+will cut) and reading stops at the last complete batch; damage followed by a valid frame, a batch
+out of sequence, or a batch that does not decode is a ``LogReadError`` naming the file and byte
+offset. Nothing is modified.
 Unknown record types and versions are errors, never skipped rows.
 
 Decoding. ``read()`` yields ``pyarrow.RecordBatch``es, one per chunk of about 16 Ki records.
@@ -186,15 +187,12 @@ from quorum.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-
-# The storage layer owns the frame format; these are its definitions of "a whole frame with a
-# matching CRC" and "the next such frame". Reusing them keeps Spark, log dump and recovery in
-# agreement on where a log ends.
-from quorum.storage.log import (
-    _INDEX_ENTRY,
-    FRAME_HEADER_BYTES,
-    _check_frame,
-    _find_valid_frame,
+from quorum.storage.frames import (
+    INDEX_ENTRY,
+    CorruptFrameError,
+    Tail,
+    check_frame,
+    read_segment,
 )
 
 if TYPE_CHECKING:
@@ -698,8 +696,8 @@ def _index_hint(file: LogFile, position: int) -> tuple[int, int] | None:
     except OSError:
         return None
     best = None
-    usable = len(data) - len(data) % _INDEX_ENTRY.size
-    for offset, entry_position in _INDEX_ENTRY.iter_unpack(data[:usable]):
+    usable = len(data) - len(data) % INDEX_ENTRY.size
+    for offset, entry_position in INDEX_ENTRY.iter_unpack(data[:usable]):
         if entry_position > position or entry_position >= file.size_bytes:
             break  # entries are ascending
         if offset >= file.base_offset:
@@ -725,6 +723,10 @@ class _Window:
         self.complete = True
         return True
 
+    def rest(self) -> bytes | None:
+        """``read_rest`` as ``read_segment`` asks for it: the contents, or None."""
+        return self.contents if self.read_rest() else None
+
 
 def _open_window(partition: LogFilePartition, byte_end: int) -> tuple[_Window, int | None]:
     """The bytes to walk for the partition's byte range and the base offset expected at their
@@ -739,9 +741,9 @@ def _open_window(partition: LogFilePartition, byte_end: int) -> tuple[_Window, i
     if hint is not None:
         position, offset = hint
         window = _Window(file, position, stop)
-        header = _check_frame(window.contents, 0)
+        header = check_frame(window.contents, 0)
         if isinstance(header, str) and window.read_rest():
-            header = _check_frame(window.contents, 0)
+            header = check_frame(window.contents, 0)
         if not isinstance(header, str) and header.base_offset == offset:
             return window, offset  # a true frame boundary: the walk from here is exact
     return _Window(file, 0, stop), file.base_offset
@@ -760,55 +762,48 @@ def _iter_frames(partition: LogFilePartition) -> Iterator[_Frame]:
     byte_start = partition.byte_start
     byte_end = file.size_bytes if partition.byte_end is None else partition.byte_end
     window, expected = _open_window(partition, byte_end)
-    origin = window.origin
-    view = memoryview(window.contents)
+    later_segments = ((Path(later.path), _read_prefix(later)) for later in partition.later_segments)
+    frames = read_segment(
+        Path(file.path),
+        window.contents,
+        later_segments,
+        origin=window.origin,
+        stop=byte_end,
+        read_rest=window.rest,
+        complete=file.is_checkpoint,
+    )
     start, end = partition.start_offset, partition.end_offset
     epoch_floor = 0
-    position = origin  # in the file; window.contents starts at origin
-    cut = False  # the file is shorter than it was at listing
-    # Each pass consumes one frame (>= FRAME_HEADER_BYTES), reads more of the file, or ends.
-    while position < byte_end:
-        local = position - origin
-        if local >= len(window.contents):
-            if window.read_rest():
-                view = memoryview(window.contents)
-                continue
-            cut = True
-            break
-        header = _check_frame(window.contents, local)
-        if isinstance(header, str):
-            if window.read_rest():
-                view = memoryview(window.contents)
-                continue  # the frame (or what follows the damage) was beyond the first read
-            _raise_unless_tail(partition, window.contents, local, header, origin)
-            return
-        if header.record_count < 1 or header.base_offset < 0 or header.epoch < 0:
-            raise LogReadError(
-                file.path,
-                position,
-                f"a batch frame with base offset {header.base_offset}, epoch {header.epoch} and "
-                f"record count {header.record_count} (corrupt)",
-            )
-        if expected is not None and header.base_offset != expected:
-            raise LogReadError(
-                file.path,
-                position,
-                f"a batch with base offset {header.base_offset} where offset {expected} was "
-                "expected (offsets must be contiguous from the segment's name)",
-            )
-        if header.epoch < epoch_floor:
-            raise LogReadError(
-                file.path, position, f"epoch {header.epoch} after epoch {epoch_floor} (corrupt)"
-            )
-        if end is not None and header.base_offset >= end and not file.is_checkpoint:
-            return
-        after = header.base_offset + header.record_count
-        if position >= byte_start and (file.is_checkpoint or after > start):
-            data = view[local + FRAME_HEADER_BYTES : local + header.frame_bytes]
-            yield _Frame(position, header.base_offset, header.epoch, header.record_count, data)
-        epoch_floor = header.epoch
-        expected = after
-        position += header.frame_bytes
+    position = window.origin  # in the file: where the next frame starts
+    try:
+        for frame in frames:
+            if isinstance(frame, Tail):
+                return
+            position = frame.position
+            if expected is not None and frame.base_offset != expected:
+                raise LogReadError(
+                    file.path,
+                    position,
+                    f"a batch with base offset {frame.base_offset} where offset {expected} was "
+                    "expected (offsets must be contiguous from the segment's name)",
+                )
+            if frame.epoch < epoch_floor:
+                raise LogReadError(
+                    file.path, position, f"epoch {frame.epoch} after epoch {epoch_floor} (corrupt)"
+                )
+            if end is not None and frame.base_offset >= end and not file.is_checkpoint:
+                return
+            after = frame.base_offset + frame.record_count
+            if position >= byte_start and (file.is_checkpoint or after > start):
+                yield _Frame(
+                    position, frame.base_offset, frame.epoch, frame.record_count, frame.data
+                )
+            epoch_floor = frame.epoch
+            expected = after
+            position += frame.frame_bytes
+    except CorruptFrameError as exc:
+        raise LogReadError(exc.path, exc.byte_offset, exc.problem) from None
+    cut = position < byte_end  # the file is shorter than it was at listing
     if position < file.size_bytes and not cut:
         return  # the rest of the file is the next range's
     if partition.later_segments and expected is not None:
@@ -820,39 +815,6 @@ def _iter_frames(partition: LogFilePartition) -> Iterator[_Frame]:
                 f"the segment ends at offset {expected} but the next segment "
                 f"{Path(following.path).name} starts at offset {following.base_offset} "
                 "(a missing, extra or renamed segment)",
-            )
-
-
-def _raise_unless_tail(
-    partition: LogFilePartition, contents: bytes, local: int, problem: str, origin: int = 0
-) -> None:
-    """Apply the storage layer's torn-tail rule to damage at ``contents[local]`` (file position
-    ``origin + local``; ``contents`` runs to the file's size at listing)."""
-    file = partition.file
-    position = origin + local
-    if file.is_checkpoint:
-        raise LogReadError(
-            file.path,
-            position,
-            f"{problem}: a checkpoint is written whole before it is renamed into place, so this "
-            "is corruption",
-        )
-    later_local = _find_valid_frame(contents, local + 1)
-    if later_local is not None:
-        raise LogReadError(
-            file.path,
-            position,
-            f"{problem}, yet a valid batch follows at byte {origin + later_local}: the segment "
-            "is corrupt (not a torn write)",
-        )
-    for later in partition.later_segments:
-        later_position = _find_valid_frame(_read_prefix(later), 0)
-        if later_position is not None:
-            raise LogReadError(
-                file.path,
-                position,
-                f"{problem}, yet the later segment {later.path} holds a valid batch at byte "
-                f"{later_position}: the segment is corrupt (not a torn write)",
             )
 
 

@@ -11,12 +11,14 @@ from quorum.storage.errors import (
     StorageError,
     StorageInvariantError,
 )
-from quorum.storage.log import FRAME_LENGTH_MAX, SegmentedLog, SegmentInfo
+from quorum.storage.frames import FRAME_LENGTH_MAX, CorruptFrameError
+from quorum.storage.log import SegmentedLog, SegmentInfo
 
 __all__ = [
     "FRAME_LENGTH_MAX",
     "QUORUM_STATE_FILE_NAME",
     "CorruptElectionStateError",
+    "CorruptFrameError",
     "CorruptLogError",
     "ElectionStore",
     "LogFailedError",

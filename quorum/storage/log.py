@@ -7,16 +7,11 @@ Layout of one log directory (e.g. ``<metadata.log.dir>/__cluster_metadata-0/``):
     00000000000000004711.log     next segment: its name is the base offset of its first batch
     00000000000000004711.index
 
-Frame of one batch (big-endian)::
+Frames (``quorum.storage.frames``): one batch per frame, ``magic | frame_length | crc32c |
+base_offset | epoch | record_count | data``, with a CRC32C over everything after the CRC.
 
-    magic u8 (0x4D) | frame_length u32 | crc32c u32 | base_offset i64 | epoch i32
-    | record_count i32 | data
-
-``frame_length`` counts the bytes after itself; the CRC32C covers everything after the CRC
-field. ``data`` is the batch as the record codec encoded it; storage never decodes it.
-
-Index entry (big-endian, 12 bytes): ``offset i64 | position u32`` -- the base offset of a batch
-and the byte position of its frame in the segment. The first batch of a segment is always
+Index entry (``frames.INDEX_ENTRY``, 12 bytes): ``offset i64 | position u32`` -- the base offset
+of a batch and the byte position of its frame in the segment. The first batch of a segment is always
 indexed, then the next batch starting at least ``index_interval_bytes`` after the last entry.
 The index is never trusted: open validates every frame anyway, rebuilds the index in memory on
 the way, and rewrites the index file if it is missing or differs. It is not fsynced. The file is
@@ -27,20 +22,14 @@ Durability: ``append`` only writes (to the page cache); ``flush`` fsyncs. ``dura
 is the log end offset covered by the last completed ``flush`` (RELIABILITY.md I8): the Raft layer
 must never count an offset at or past it toward the high watermark.
 
-Recovery on open, and the torn-tail rule. Every frame of every segment is validated in order
-(magic, length within ``FRAME_LENGTH_MAX``, whole, CRC32C, base offsets contiguous within and
-across segments and matching the file names, epochs non-decreasing). At the first damaged frame
-(bad magic, impossible length, incomplete, CRC mismatch) the log decides whether it is the tail:
-
-    The damage is a torn tail if and only if no CRC-valid frame exists anywhere after the
-    damaged position: neither later in the same segment (scanning byte by byte for the magic)
-    nor in any later segment.
-
-A torn write (power loss mid-write, a partly written sector, zero-filled blocks the file system
-allocated but never wrote) leaves only damaged bytes after the last good frame, because the log
-is append-only and truncation shortens the file before anything is written again. Bytes written
-*after* the damaged frame that still carry a valid CRC prove that the damaged frame was complete
-once, so it was corrupted later: a hard error. Consequences, each tested:
+Recovery on open. Every frame of every segment is validated in order with
+``frames.read_segment`` (magic, length within ``FRAME_LENGTH_MAX``, whole, CRC32C, fields a
+writer can produce), and recovery adds what only a whole log shows: base offsets contiguous
+within and across segments and matching the file names, epochs non-decreasing. At the first
+damaged frame the reader applies the torn-tail rule of ``quorum.storage.frames`` (the damage is
+a torn tail if and only if no valid frame exists anywhere after it, in this segment or a later
+one) and either ends at the tail or raises; recovery turns the latter into ``CorruptLogError``.
+Consequences, each tested:
 
 - truncated anywhere, trailing zeros, a zeroed sector in the last frame: torn tail; the segment
   is truncated to the end of the last good frame, fsynced, and ``log_tail_truncated`` is logged;
@@ -53,6 +42,8 @@ once, so it was corrupted later: a hard error. Consequences, each tested:
   ``CorruptLogError`` naming the file and the byte offset;
 - a CRC-valid frame with the wrong base offset, epoch going back, or a non-positive record
   count: ``CorruptLogError`` wherever it is (a torn write cannot produce a valid CRC);
+- damage whose bytes after it the bounded scan for a valid frame cannot clear (see
+  ``limits.FRAME_SCAN_CANDIDATES_MAX``): ``CorruptLogError``, never a truncation;
 - a segment whose name does not continue the log (missing middle segment, overlap): if it and
   every later segment hold no valid frame it is crash debris from a roll that never became
   durable and is deleted; otherwise ``CorruptLogError``;
@@ -85,42 +76,41 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
 import structlog
 
-from quorum import limits
+from quorum.limits import INT32_MAX
 from quorum.metadata.batch import LogBatch
 from quorum.storage import fsutil
 from quorum.storage.errors import CorruptLogError, LogFailedError, StorageInvariantError
+from quorum.storage.frames import (
+    FRAME_HEADER,
+    FRAME_HEADER_BYTES,
+    FRAME_LENGTH_MAX,
+    FRAME_LENGTH_MIN,
+    FRAME_MAGIC,
+    FRAME_PREFIX,
+    INDEX_ENTRY,
+    CorruptFrameError,
+    FrameView,
+    Tail,
+    check_frame,
+    encode_frame,
+    may_hold_valid_frame,
+    read_segment,
+)
 
 _log = structlog.get_logger("quorum.storage.log")
 
-# Bound on frame_length (the bytes of one frame after its length field). Checked before the
-# length is used for anything, so a corrupted length such as 0xFFFFFFFF never allocates.
-# RaftNode.propose caps the encoded records of one batch at limits.BATCH_BYTES_MAX (8 MiB, Kafka's
-# MAX_BATCH_SIZE_BYTES); encode_batch wraps them in an envelope of well under 100 bytes and the
-# frame adds 20. 64 KiB of headroom keeps every legal batch while still refusing a length bomb.
-FRAME_LENGTH_MAX = limits.BATCH_BYTES_MAX + 64 * 1024
 # Kafka's metadata.log.segment.bytes defaults to 1 GiB; the metadata log is small and is
 # cleaned behind snapshots, and recovery reads a whole segment at a time, so 64 MiB.
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 # Kafka's index.interval.bytes default.
 INDEX_INTERVAL_BYTES_DEFAULT = 4096
 
-FRAME_MAGIC = 0x4D
-_FRAME_HEADER = struct.Struct(">BIIqii")  # magic, frame_length, crc, base_offset, epoch, count
-_PREFIX = struct.Struct(">BI")  # magic, frame_length
-_CRC_COVERED = struct.Struct(">qii")  # base_offset, epoch, record_count (then data)
-FRAME_HEADER_BYTES = _FRAME_HEADER.size  # 25
-_CRC_START = _PREFIX.size + 4  # the CRC covers frame[_CRC_START:]
-_FRAME_LENGTH_MIN = FRAME_HEADER_BYTES - _PREFIX.size  # a frame with empty data
-_INDEX_ENTRY = struct.Struct(">qI")
-_INT32_MAX = 2**31 - 1
 # Positions in the index are u32; segments stay far below this.
 _SEGMENT_BYTES_MAX_LIMIT = 2**31 - 1
 # How much a read fetches from a segment at a time (a Fetch at the log end reads at most the
@@ -133,7 +123,6 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 _LOG_START_VERSION = 0
 
 assert FRAME_LENGTH_MAX < _SEGMENT_BYTES_MAX_LIMIT
-assert _FRAME_LENGTH_MIN == 20
 
 
 def _require(condition: bool, message: str) -> None:
@@ -178,65 +167,6 @@ def read_log_start_offset(directory: Path) -> tuple[int, bool] | None:
     if fields["truncating_fully"] not in ("true", "false"):
         raise CorruptLogError(path, None, f"truncating_fully {fields['truncating_fully']!r}")
     return int(offset_text), fields["truncating_fully"] == "true"
-
-
-def encode_frame(batch: LogBatch) -> bytes:
-    """The bytes of ``batch`` as one frame on disk."""
-    covered_header = _CRC_COVERED.pack(batch.base_offset, batch.epoch, batch.record_count)
-    crc = crc32c.crc32c(batch.data, crc32c.crc32c(covered_header))
-    frame_length = 4 + len(covered_header) + len(batch.data)
-    prefix = _PREFIX.pack(FRAME_MAGIC, frame_length)
-    return b"".join((prefix, crc.to_bytes(4, "big"), covered_header, batch.data))
-
-
-@dataclass(frozen=True, slots=True)
-class _FrameHeader:
-    frame_bytes: int  # the whole frame on disk, prefix included
-    base_offset: int
-    epoch: int
-    record_count: int
-
-
-def _check_frame(buf: bytes, pos: int) -> _FrameHeader | str:
-    """The header of the frame at ``buf[pos:]`` if it is whole with a matching CRC, else why not.
-
-    Only checks what a torn write can break. The caller checks the fields of a CRC-valid frame.
-    """
-    available = len(buf) - pos
-    if available < _PREFIX.size:
-        return f"incomplete frame header ({available} bytes)"
-    magic, frame_length = _PREFIX.unpack_from(buf, pos)
-    if magic != FRAME_MAGIC:
-        return f"bad magic byte 0x{magic:02x}"
-    if frame_length < _FRAME_LENGTH_MIN or frame_length > FRAME_LENGTH_MAX:
-        return f"impossible frame length {frame_length}"
-    frame_bytes = _PREFIX.size + frame_length
-    if frame_bytes > available:
-        return f"incomplete frame ({available} of {frame_bytes} bytes present)"
-    _, _, crc_stored, base_offset, epoch, record_count = _FRAME_HEADER.unpack_from(buf, pos)
-    crc_computed = crc32c.crc32c(memoryview(buf)[pos + _CRC_START : pos + frame_bytes])
-    if crc_computed != crc_stored:
-        return f"CRC32C mismatch (stored 0x{crc_stored:08x}, computed 0x{crc_computed:08x})"
-    return _FrameHeader(frame_bytes, base_offset, epoch, record_count)
-
-
-def _find_valid_frame(buf: bytes, start: int) -> int | None:
-    """The position of the first CRC-valid frame at or after ``start``, or None.
-
-    Scans for the magic byte; each candidate is filtered on fields our writer can never produce
-    before its CRC is computed, which keeps a scan through random bytes cheap.
-    """
-    magic = bytes((FRAME_MAGIC,))
-    pos = buf.find(magic, start)
-    # Each pass moves ``pos`` forward by at least one byte, so this ends within len(buf) passes.
-    while pos != -1:
-        if len(buf) - pos >= FRAME_HEADER_BYTES:
-            _, _, _, base_offset, epoch, record_count = _FRAME_HEADER.unpack_from(buf, pos)
-            plausible = base_offset >= 0 and epoch >= 0 and record_count >= 1
-            if plausible and isinstance(_check_frame(buf, pos), _FrameHeader):
-                return pos
-        pos = buf.find(magic, pos + 1)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,10 +324,10 @@ class SegmentedLog:
                 batch.epoch >= epoch_floor,
                 f"append of {batch!r} after epoch {epoch_floor}: epochs must not go back",
             )
-            _require(batch.epoch <= _INT32_MAX, f"epoch of {batch!r} does not fit in an i32")
-            _require(batch.record_count <= _INT32_MAX, f"record count of {batch!r} exceeds i32")
+            _require(batch.epoch <= INT32_MAX, f"epoch of {batch!r} does not fit in an i32")
+            _require(batch.record_count <= INT32_MAX, f"record count of {batch!r} exceeds i32")
             _require(
-                _FRAME_LENGTH_MIN + len(batch.data) <= FRAME_LENGTH_MAX,
+                FRAME_LENGTH_MIN + len(batch.data) <= FRAME_LENGTH_MAX,
                 f"{batch!r} does not fit in a frame (FRAME_LENGTH_MAX={FRAME_LENGTH_MAX})",
             )
             expected_offset = batch.end_offset
@@ -445,10 +375,10 @@ class SegmentedLog:
         fsutil.write_all(segment.fd, chunk.frames, segment.size_bytes)
         if chunk.index_offsets:
             entries = b"".join(
-                _INDEX_ENTRY.pack(offset, position)
+                INDEX_ENTRY.pack(offset, position)
                 for offset, position in zip(chunk.index_offsets, chunk.index_positions, strict=True)
             )
-            index_position = len(segment.index_offsets) * _INDEX_ENTRY.size
+            index_position = len(segment.index_offsets) * INDEX_ENTRY.size
             fsutil.write_all(segment.index_fd, entries, index_position)
         segment.size_bytes += len(chunk.frames)
         segment.end_offset = chunk.end_offset
@@ -581,7 +511,7 @@ class SegmentedLog:
             segment.durable_size_bytes = min(segment.durable_size_bytes, position)
         if segment.index_fd is None:
             segment.index_fd = _open_index(segment.index_path, truncate=False)
-        os.ftruncate(segment.index_fd, len(segment.index_offsets) * _INDEX_ENTRY.size)
+        os.ftruncate(segment.index_fd, len(segment.index_offsets) * INDEX_ENTRY.size)
         self._durable_end_offset = min(self._durable_end_offset, new_end_offset)
 
     def _delete_segment_files(self, segment: _Segment) -> None:
@@ -836,26 +766,28 @@ class SegmentedLog:
                 buffer = _refill(segment, buffer, cursor, frame_position, FRAME_HEADER_BYTES)
                 buffer_position, cursor = frame_position, 0
             if skip_before is not None and len(buffer) - cursor >= FRAME_HEADER_BYTES:
-                magic, frame_length, _, base_offset, _, record_count = _FRAME_HEADER.unpack_from(
+                magic, frame_length, _, base_offset, _, record_count = FRAME_HEADER.unpack_from(
                     buffer, cursor
                 )
                 skippable = (
                     magic == FRAME_MAGIC
-                    and _FRAME_LENGTH_MIN <= frame_length <= FRAME_LENGTH_MAX
-                    and frame_position + _PREFIX.size + frame_length <= end
+                    and FRAME_LENGTH_MIN <= frame_length <= FRAME_LENGTH_MAX
+                    and frame_position + FRAME_PREFIX.size + frame_length <= end
                     and base_offset + record_count <= skip_before
                 )
                 if skippable:
-                    cursor += _PREFIX.size + frame_length  # may pass the buffer: refilled above
+                    cursor += (
+                        FRAME_PREFIX.size + frame_length
+                    )  # may pass the buffer: refilled above
                     continue
-            if len(buffer) - cursor >= _PREFIX.size:
-                _, frame_length = _PREFIX.unpack_from(buffer, cursor)
-                frame_bytes = _PREFIX.size + frame_length
-                # A length past the end is left for _check_frame to report, never allocated.
+            if len(buffer) - cursor >= FRAME_PREFIX.size:
+                _, frame_length = FRAME_PREFIX.unpack_from(buffer, cursor)
+                frame_bytes = FRAME_PREFIX.size + frame_length
+                # A length past the end is left for check_frame to report, never allocated.
                 if len(buffer) - cursor < frame_bytes <= end - frame_position:
                     buffer = _refill(segment, buffer, cursor, frame_position, frame_bytes)
                     buffer_position, cursor = frame_position, 0
-            header = _check_frame(buffer, cursor)
+            header = check_frame(buffer, cursor)
             if isinstance(header, str):
                 raise CorruptLogError(
                     segment.path, frame_position, f"{header} (the frame was valid at open)"
@@ -954,7 +886,8 @@ class SegmentedLog:
             later_paths = [later_path for _, later_path in files[file_index + 1 :]]
             contents = path.read_bytes()
             if file_index > 0 and base_offset != expected_offset:
-                if _find_valid_frame(contents, 0) is None and not _any_valid_frame(later_paths):
+                later_contents = (later_path.read_bytes() for later_path in later_paths)
+                if not any(map(may_hold_valid_frame, [contents, *later_contents])):
                     self._remove_debris([path, *later_paths], "segment_name_gap")
                     break
                 raise CorruptLogError(
@@ -1059,23 +992,27 @@ class SegmentedLog:
         index_positions: list[int] = []
         position = 0
         torn = False
-        # Each pass consumes one frame (>= FRAME_HEADER_BYTES) or ends the loop.
-        while position < len(contents):
-            header = _check_frame(contents, position)
-            if isinstance(header, str):
-                self._raise_unless_torn_tail(path, position, contents, later_paths, header)
-                torn = True
-                break
-            self._check_recovered_frame(path, position, header, expected_offset, epoch_floor)
-            if not index_positions or position - index_positions[-1] >= self._index_interval_bytes:
-                index_offsets.append(header.base_offset)
-                index_positions.append(position)
-            if not self._epoch_epochs or header.epoch > self._epoch_epochs[-1]:
-                self._epoch_epochs.append(header.epoch)
-                self._epoch_start_offsets.append(header.base_offset)
-            epoch_floor = header.epoch
-            expected_offset = header.base_offset + header.record_count
-            position += header.frame_bytes
+        later_segments = ((later_path, later_path.read_bytes()) for later_path in later_paths)
+        try:
+            for frame in read_segment(path, contents, later_segments):
+                if isinstance(frame, Tail):
+                    torn = True
+                    break
+                self._check_recovered_frame(path, frame, expected_offset, epoch_floor)
+                if (
+                    not index_positions
+                    or position - index_positions[-1] >= self._index_interval_bytes
+                ):
+                    index_offsets.append(frame.base_offset)
+                    index_positions.append(position)
+                if not self._epoch_epochs or frame.epoch > self._epoch_epochs[-1]:
+                    self._epoch_epochs.append(frame.epoch)
+                    self._epoch_start_offsets.append(frame.base_offset)
+                epoch_floor = frame.epoch
+                expected_offset = frame.base_offset + frame.record_count
+                position += frame.frame_bytes
+        except CorruptFrameError as exc:
+            raise CorruptLogError(exc.path, exc.byte_offset, exc.problem) from None
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         if torn:
             try:
@@ -1105,50 +1042,27 @@ class SegmentedLog:
         )
         return segment, torn
 
-    def _raise_unless_torn_tail(
-        self, path: Path, position: int, contents: bytes, later_paths: list[Path], problem: str
-    ) -> None:
-        """Apply the torn-tail rule of the module docstring to damage at ``position``."""
-        later_position = _find_valid_frame(contents, position + 1)
-        if later_position is not None:
-            raise CorruptLogError(
-                path,
-                position,
-                f"{problem}, yet a valid batch follows at byte {later_position}: the log was "
-                "corrupted after it was written (this is not a torn write)",
-            )
-        for later_path in later_paths:
-            later_position = _find_valid_frame(later_path.read_bytes(), 0)
-            if later_position is not None:
-                raise CorruptLogError(
-                    path,
-                    position,
-                    f"{problem}, yet the later segment {later_path} holds a valid batch at byte "
-                    f"{later_position}: the log was corrupted after it was written (this is not "
-                    "a torn write)",
-                )
-
     def _check_recovered_frame(
-        self, path: Path, position: int, header: _FrameHeader, expected_offset: int, epoch: int
+        self, path: Path, frame: FrameView, expected_offset: int, epoch: int
     ) -> None:
-        """Fields of a CRC-valid frame. A torn write cannot produce these: always corruption."""
-        if header.base_offset != expected_offset:
+        """Offset and epoch of a valid frame in the log. A torn write cannot produce these:
+        always corruption. (The reader refused a non-positive record count already.)"""
+        position = frame.position
+        if frame.base_offset != expected_offset:
             if position == 0:
                 problem = (
                     f"the segment's name says offset {expected_offset} but its first batch has "
-                    f"base offset {header.base_offset}"
+                    f"base offset {frame.base_offset}"
                 )
             else:
                 problem = (
-                    f"a batch with base offset {header.base_offset} where offset "
+                    f"a batch with base offset {frame.base_offset} where offset "
                     f"{expected_offset} was expected (offsets must be contiguous)"
                 )
             raise CorruptLogError(path, position, problem)
-        if header.record_count < 1:
-            raise CorruptLogError(path, position, f"record count {header.record_count} < 1")
-        if header.epoch < epoch:
+        if frame.epoch < epoch:
             raise CorruptLogError(
-                path, position, f"epoch {header.epoch} after epoch {epoch} (epochs never go back)"
+                path, position, f"epoch {frame.epoch} after epoch {epoch} (epochs never go back)"
             )
 
     def _remove_debris(self, paths: list[Path], reason: str) -> None:
@@ -1171,7 +1085,7 @@ class SegmentedLog:
     def _verify_index_file(self, segment: _Segment) -> None:
         """Rewrite the index file of ``segment`` unless it equals the index rebuilt from it."""
         expected = b"".join(
-            _INDEX_ENTRY.pack(offset, position)
+            INDEX_ENTRY.pack(offset, position)
             for offset, position in zip(segment.index_offsets, segment.index_positions, strict=True)
         )
         try:
@@ -1211,10 +1125,6 @@ class _Chunk:
         self.index_positions = []
         self.epochs = []
         self.epoch_start_offsets = []
-
-
-def _any_valid_frame(paths: list[Path]) -> bool:
-    return any(_find_valid_frame(path.read_bytes(), 0) is not None for path in paths)
 
 
 def _open_index(path: Path, *, truncate: bool) -> int:

@@ -6,7 +6,7 @@ A snapshot lives next to the segments in the metadata log directory, named as Ka
 
 ``end_offset`` is the offset just past the last record it includes and ``epoch`` the epoch of
 that last record (``quorum.raft.messages.SnapshotId``). Its contents are batches framed exactly
-as in segments (``quorum.storage.log``: ``magic | length | crc32c | base_offset | epoch |
+as in segments (``quorum.storage.frames``: ``magic | length | crc32c | base_offset | epoch |
 record_count | data``), laid out by ``quorum.metadata.snapshot_records.SnapshotBatchBuilder``:
 
     control batch [SnapshotHeader(version 0, last_contained_log_timestamp_ms)]   position 0
@@ -51,7 +51,6 @@ from __future__ import annotations
 import gc
 import os
 import re
-import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ import structlog
 
 from quorum import limits
 from quorum.errors import ErrorCode
+from quorum.limits import INT32_MAX
 from quorum.metadata.batch import DecodedBatch, LogBatch, decode_log_batch
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Record, RecordDecodeError, SnapshotFooter, SnapshotHeader
@@ -74,14 +74,13 @@ from quorum.metadata.snapshot_records import (
 from quorum.raft.messages import SnapshotId
 from quorum.storage import fsutil
 from quorum.storage.errors import StorageError, StorageInvariantError
-from quorum.storage.log import (
+from quorum.storage.frames import (
     FRAME_HEADER_BYTES,
-    FRAME_LENGTH_MAX,
-    FRAME_MAGIC,
-    SegmentInfo,
-    _check_frame,
+    CorruptFrameError,
     encode_frame,
+    read_stream_frames,
 )
+from quorum.storage.log import SegmentInfo
 
 __all__ = [
     "CHECKPOINT_SUFFIX",
@@ -120,11 +119,8 @@ _log = structlog.get_logger("quorum.storage.snapshots")
 CHECKPOINT_SUFFIX: Final = ".checkpoint"
 PART_SUFFIX: Final = ".part"
 _NAME: Final = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-_PREFIX: Final = struct.Struct(">BI")  # magic, frame_length (the storage frame's first fields)
-_FRAME_LENGTH_MIN: Final = FRAME_HEADER_BYTES - _PREFIX.size
 # Writes are gathered into buffers of about this size (one pwrite each).
 _WRITE_BUFFER_BYTES: Final = 1024 * 1024
-_INT32_MAX: Final = 2**31 - 1
 _OFFSET_MAX: Final = 10**20 - 1  # what 20 digits hold (and more than an i64)
 
 
@@ -209,13 +205,13 @@ def parse_snapshot_file_name(name: str) -> SnapshotId | None:
     if match is None:
         return None
     epoch = int(match.group(2))
-    if epoch > _INT32_MAX:
+    if epoch > INT32_MAX:
         return None
     return SnapshotId(end_offset=int(match.group(1)), epoch=epoch)
 
 
 def _check_id(snapshot_id: SnapshotId) -> None:
-    if not 0 <= snapshot_id.end_offset <= _OFFSET_MAX or not 0 <= snapshot_id.epoch <= _INT32_MAX:
+    if not 0 <= snapshot_id.end_offset <= _OFFSET_MAX or not 0 <= snapshot_id.epoch <= INT32_MAX:
         raise StorageInvariantError(f"{snapshot_id} is not a valid snapshot id")
 
 
@@ -414,37 +410,10 @@ def write_snapshot(
 
 def _frames(path: Path, file: BinaryIO) -> Iterator[tuple[int, LogBatch]]:
     """``(byte position, batch)`` of every frame of an open snapshot file; any damage raises."""
-    position = 0
-    # Each pass consumes one whole frame (at least FRAME_HEADER_BYTES) or ends the file.
-    while True:
-        prefix = file.read(_PREFIX.size)
-        if not prefix:
-            return
-        if len(prefix) < _PREFIX.size:
-            raise CorruptSnapshotError(
-                path, position, f"incomplete frame header ({len(prefix)} bytes)"
-            )
-        magic, frame_length = _PREFIX.unpack(prefix)
-        if magic != FRAME_MAGIC:
-            raise CorruptSnapshotError(path, position, f"bad magic byte 0x{magic:02x}")
-        if not _FRAME_LENGTH_MIN <= frame_length <= FRAME_LENGTH_MAX:
-            raise CorruptSnapshotError(path, position, f"impossible frame length {frame_length}")
-        frame = prefix + file.read(frame_length)
-        header = _check_frame(frame, 0)
-        if isinstance(header, str):
-            raise CorruptSnapshotError(path, position, header)
-        if header.record_count < 1 or header.base_offset < 0 or header.epoch < 0:
-            raise CorruptSnapshotError(
-                path,
-                position,
-                f"a batch frame with base offset {header.base_offset}, epoch {header.epoch} and "
-                f"record count {header.record_count}",
-            )
-        batch = LogBatch(
-            header.base_offset, header.epoch, header.record_count, frame[FRAME_HEADER_BYTES:]
-        )
-        yield position, batch
-        position += header.frame_bytes
+    try:
+        yield from read_stream_frames(path, file)
+    except CorruptFrameError as exc:
+        raise CorruptSnapshotError(path, exc.byte_offset, exc.problem) from None
 
 
 def _decode(path: Path, position: int, batch: LogBatch) -> DecodedBatch:

@@ -10,8 +10,9 @@ Records of control batches (``LeaderChangeMessage``, ...) carry ``"control": tru
 base64 text.
 
 A dump never changes what it reads. It does not open the log with ``SegmentedLog`` (whose
-recovery cuts a torn tail and rewrites indexes); it reads the segment bytes and walks the frames
-with the storage layer's own frame check, so it agrees with recovery on where a log ends:
+recovery cuts a torn tail and rewrites indexes); it walks the segments with the storage layer's
+read-only reader (``quorum.storage.frames.read_frames``), the one recovery uses too, so it
+agrees with recovery on where a log ends:
 
 - Damage after which no CRC-valid frame follows (in the segment or in a later segment of the
   same directory) is the tail: a write in progress on a log a controller is appending to, or a
@@ -31,7 +32,6 @@ A directory still means its segments only.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,17 +39,15 @@ from itertools import islice
 from pathlib import Path
 from typing import Final, TextIO
 
-from quorum.metadata.batch import LogBatch, decode_log_batch
+from quorum.metadata.batch import decode_log_batch
 from quorum.metadata.records import (
     Record,
     RecordDecodeError,
     record_to_json_dict,
     record_type_name,
 )
-
-# The storage layer owns the frame format; these are its definitions of "a whole frame with a
-# matching CRC" and "the next such frame". Reusing them keeps a dump and recovery in agreement.
-from quorum.storage.log import FRAME_HEADER_BYTES, _check_frame, _find_valid_frame
+from quorum.storage.frames import CorruptFrameError, Frame, Tail, read_frames
+from quorum.storage.frames import segment_files as log_segment_files
 from quorum.storage.snapshots import (
     CorruptSnapshotError,
     SnapshotNotFoundError,
@@ -57,9 +55,23 @@ from quorum.storage.snapshots import (
     parse_snapshot_file_name,
 )
 
+__all__ = [
+    "METADATA_PARTITION_DIR",
+    "DumpedRecord",
+    "Frame",
+    "LogDumpError",
+    "Summary",
+    "Tail",
+    "dump_log",
+    "iter_frames",
+    "iter_records",
+    "iter_snapshot_records",
+    "record_json",
+    "segment_files",
+]
+
 # The log directory of __cluster_metadata partition 0 inside metadata.log.dir.
 METADATA_PARTITION_DIR: Final = "__cluster_metadata-0"
-_SEGMENT_NAME: Final = re.compile(r"^\d{20}\.log$")
 
 
 class LogDumpError(Exception):
@@ -71,26 +83,6 @@ class LogDumpError(Exception):
         self.problem = problem
         where = str(path) if byte_offset is None else f"{path} at byte {byte_offset}"
         super().__init__(f"{where}: {problem}")
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One CRC-valid batch frame at byte ``position`` of segment ``path``."""
-
-    path: Path
-    position: int
-    batch: LogBatch
-
-
-@dataclass(frozen=True, slots=True)
-class Tail:
-    """Where a segment's whole frames end: ``bytes_left`` bytes that are not a whole valid frame
-    and are followed by none (a write in progress, or a torn tail)."""
-
-    path: Path
-    position: int
-    bytes_left: int
-    problem: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +104,7 @@ def segment_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise LogDumpError(path, None, "no such file or directory")
-    segments = sorted(p for p in path.iterdir() if _SEGMENT_NAME.match(p.name) and p.is_file())
+    segments = log_segment_files(path)
     if not segments and (path / METADATA_PARTITION_DIR).is_dir():
         return segment_files(path / METADATA_PARTITION_DIR)
     if not segments:
@@ -127,51 +119,13 @@ def segment_files(path: Path) -> list[Path]:
 
 def iter_frames(segments: Sequence[Path]) -> Iterator[Frame | Tail]:
     """Every whole frame of ``segments`` (one log, in order), then a ``Tail`` if the last
-    segment read ends in damage that no valid frame follows. Raises ``LogDumpError`` for damage
-    that a valid frame follows. Each segment is read once, as it is at that moment."""
-    for index, path in enumerate(segments):
-        contents = path.read_bytes()
-        position = 0
-        # Each pass consumes one frame (at least FRAME_HEADER_BYTES) or ends the segment.
-        while position < len(contents):
-            header = _check_frame(contents, position)
-            if isinstance(header, str):
-                _raise_unless_tail(path, position, contents, segments[index + 1 :], header)
-                yield Tail(path, position, len(contents) - position, header)
-                return
-            if header.record_count < 1 or header.base_offset < 0 or header.epoch < 0:
-                raise LogDumpError(
-                    path,
-                    position,
-                    f"a batch frame with base offset {header.base_offset}, epoch {header.epoch} "
-                    f"and record count {header.record_count} (corrupt)",
-                )
-            data = contents[position + FRAME_HEADER_BYTES : position + header.frame_bytes]
-            batch = LogBatch(header.base_offset, header.epoch, header.record_count, data)
-            yield Frame(path, position, batch)
-            position += header.frame_bytes
-
-
-def _raise_unless_tail(
-    path: Path, position: int, contents: bytes, later_segments: Sequence[Path], problem: str
-) -> None:
-    later_position = _find_valid_frame(contents, position + 1)
-    if later_position is not None:
-        raise LogDumpError(
-            path,
-            position,
-            f"{problem}, yet a valid batch follows at byte {later_position}: the segment is "
-            "corrupt (not a torn write)",
-        )
-    for later_path in later_segments:
-        later_position = _find_valid_frame(later_path.read_bytes(), 0)
-        if later_position is not None:
-            raise LogDumpError(
-                path,
-                position,
-                f"{problem}, yet the later segment {later_path} holds a valid batch at byte "
-                f"{later_position}: the segment is corrupt (not a torn write)",
-            )
+    segment read ends in damage that no valid frame follows (``read_frames``). Raises
+    ``LogDumpError`` for damage that a valid frame follows. Each segment is read once, as it is
+    at that moment."""
+    try:
+        yield from read_frames(segments)
+    except CorruptFrameError as exc:
+        raise LogDumpError(exc.path, exc.byte_offset, exc.problem) from exc
 
 
 def iter_records(paths: Sequence[Path], warn: Callable[[str], None]) -> Iterator[DumpedRecord]:
