@@ -939,7 +939,8 @@ class _Distinct(dict[Any, int]):
     """Distinct values of a kind of column -> their index in ``values``. Columns become
     ``values.take(indexes)``, so the per-value work is one C-level dict lookup (replica sets
     repeat a lot). The values were checked by the typed decoding. Kept across chunks and
-    bounded (cleared when full, STYLE.md L7). If ``nullable``, ``None`` maps to -1, a null.
+    bounded (cleared when full, docs/conventions.md#limits). If ``nullable``, ``None`` maps to
+    -1, a null.
     """
 
     def __init__(self, arrow_type: str, *, nullable: bool) -> None:

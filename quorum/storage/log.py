@@ -19,8 +19,8 @@ kept for readers outside this process (Spark replay) and for a future open that 
 the segments after a recovery point, as Kafka does.
 
 Durability: ``append`` only writes (to the page cache); ``flush`` fsyncs. ``durable_end_offset``
-is the log end offset covered by the last completed ``flush`` (RELIABILITY.md I8): the Raft layer
-must never count an offset at or past it toward the high watermark.
+is the log end offset covered by the last completed ``flush`` (docs/invariants.md I8): the Raft
+layer must never count an offset at or past it toward the high watermark.
 
 Recovery on open. Every frame of every segment is validated in order with
 ``frames.read_segment`` (magic, length within ``FRAME_LENGTH_MAX``, whole, CRC32C, fields a
@@ -832,7 +832,7 @@ class SegmentedLog:
         self.close()
 
     def simulate_crash(self) -> None:
-        """TEST ONLY: close the log as a power loss would leave it (RELIABILITY.md F12).
+        """TEST ONLY: close the log as a power loss would leave it (docs/invariants.md F12).
 
         Each segment file is cut back to the bytes that were really fsynced, and segment files
         whose directory entry was never fsynced disappear. Index files are left as they are
