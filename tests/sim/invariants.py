@@ -1,4 +1,4 @@
-"""Checkers that run beside the simulated cluster (RELIABILITY.md I1-I8, I14).
+"""Checkers that run beside the simulated cluster (docs/invariants.md I1-I8, I13, I14).
 
 They read the nodes' volatile state and their simulated disks; they never change either. Each
 violation raises ``SimulationError`` naming the invariant, so a failing seed says what broke.

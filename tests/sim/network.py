@@ -1,6 +1,6 @@
 """The simulated network: per-link faults chosen by scenario, randomness from the seed.
 
-Named fault modes (RELIABILITY.md F1-F7): ``drop_probability`` (random loss), ``duplicate_
+Named fault modes (docs/invariants.md F1-F7): ``drop_probability`` (random loss), ``duplicate_
 probability`` (a message delivered twice), ``delay_ms`` ranges (reordering follows from random
 delays), ``isolate(node)``, ``partition(a_side, b_side)`` (split), and ``cut(a, b)`` for single
 links, which builds a bridge (A-B, B-C, not A-C) when only A-C is cut.
