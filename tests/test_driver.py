@@ -1,4 +1,5 @@
-"""The asyncio driver around the core, in-process with a real log on disk (one voter)."""
+"""The asyncio driver around the core, in-process with a real log on disk (one voter), and the
+pure per-Ready plan it shares with the simulator (``quorum.raft.ready_plan``)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ import asyncio
 import random
 from pathlib import Path
 
-from quorum.metadata.batch import decode_batch
+import pytest
+
+from quorum.errors import ErrorCode
+from quorum.metadata.batch import LogBatch, decode_batch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, Record
+from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
-from quorum.raft.messages import Envelope, Message
-from quorum.raft.node import RaftNode
+from quorum.raft.election import ElectionState
+from quorum.raft.messages import Envelope, FetchResponse, Message, VoteResponse
+from quorum.raft.node import RaftNode, Ready
+from quorum.raft.ready_plan import plan_ready, propose_in_batches
 from quorum.server.driver import Clock, RaftDriver
 from quorum.storage import ElectionStore, SegmentedLog
 
@@ -75,3 +82,79 @@ def test_concurrent_proposals_share_batches_and_survive_restart(tmp_path: Path) 
     # A restart keeps the log and the epoch moves on.
     _, end_again, _ = asyncio.run(run_session(tmp_path, proposals=1))
     assert end_again > end
+
+
+# ----- the per-Ready plan ---------------------------------------------------------------------
+
+FETCH_ANSWER = Envelope(1, 2, 7, FetchResponse(ErrorCode.NONE, 1, 3, 0, 0))
+VOTE_ANSWER = Envelope(1, 3, 8, VoteResponse(ErrorCode.NONE, None, 3, True))
+ENTRY = LogBatch(0, 3, 1, b"x")
+
+
+def ready_of(*, election: ElectionState | None = None, entries: tuple[LogBatch, ...] = ()) -> Ready:
+    return Ready(
+        election_to_persist=election,
+        truncate_to=None,
+        entries_to_append=entries,
+        messages_to_send=(FETCH_ANSWER, VOTE_ANSWER),
+        committed_batches=(),
+        high_watermark=0,
+        next_poll_at_ms=0,
+        events=(),
+    )
+
+
+def test_plan_sends_only_fetch_responses_before_a_log_flush() -> None:
+    plan = plan_ready(ready_of(entries=(ENTRY,)))
+    assert plan.needs_flush
+    assert plan.send_before_flush == (FETCH_ANSWER,)
+    assert plan.send_after_flush == (VOTE_ANSWER,)
+    assert plan.entries_to_append == (ENTRY,)
+
+
+def test_plan_keeps_everything_after_persisting_election_state() -> None:
+    election = ElectionState(3, None, 1, frozenset({1, 2, 3}))
+    plan = plan_ready(ready_of(election=election, entries=(ENTRY,)))
+    assert plan.needs_flush and plan.election_to_persist == election
+    assert plan.send_before_flush == ()
+    assert plan.send_after_flush == (FETCH_ANSWER, VOTE_ANSWER)
+
+
+def test_plan_without_anything_to_persist_sends_everything_at_once() -> None:
+    plan = plan_ready(ready_of())
+    assert not plan.needs_flush
+    assert plan.send_before_flush + plan.send_after_flush == (FETCH_ANSWER, VOTE_ANSWER)
+
+
+def test_unsafe_switch_is_off_and_sends_everything_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ready_plan.UNSAFE_SEND_ALL_BEFORE_FLUSH is False
+    monkeypatch.setattr(ready_plan, "UNSAFE_SEND_ALL_BEFORE_FLUSH", True)
+    plan = plan_ready(ready_of(entries=(ENTRY,)))
+    assert plan.send_before_flush == (FETCH_ANSWER, VOTE_ANSWER)
+    assert plan.send_after_flush == ()
+
+
+def test_propose_in_batches_splits_only_what_does_not_fit_in_one_batch() -> None:
+    node = RaftNode(
+        node_id=1,
+        voters=frozenset({1}),
+        cluster_id="plan-test",
+        config=RaftConfig(records_per_batch_max=2),
+        rng=random.Random(1),
+        now_ms=0,
+        election_state=None,
+        batches=[],
+    )
+    now = 0
+    while not node.is_leader():
+        now += 100
+        node.advance(node.poll(now))
+    start = node.next_offset()
+    one = propose_in_batches(node, records(2, "one"), now)
+    assert (one.base_offset, one.last_offset) == (start, start + 1)
+    many = propose_in_batches(node, records(5, "many"), now)
+    assert (many.epoch, many.base_offset, many.last_offset) == (node.epoch, start + 2, start + 6)
+    ready = node.poll(now)
+    sizes = [b.record_count for b in ready.entries_to_append if b.base_offset >= start]
+    assert sizes == [2, 2, 2, 1]
+    node.advance(ready)

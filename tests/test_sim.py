@@ -1,7 +1,8 @@
-"""Deterministic simulation of the real Raft core under faults (RELIABILITY.md F1-F8, F10, F12).
+"""Deterministic simulation of the real Raft core under faults (docs/invariants.md F1-F8, F10,
+F12), driven the way the production driver drives it (``quorum.raft.ready_plan``).
 
-Every family runs ``SIM_SEEDS`` seeds (default 100; 10 families = 1,000 schedules), with the
-invariants I1-I8 checked after every event and liveness checked after healing. Seeds with
+Every family runs ``SIM_SEEDS`` seeds (default 100; 11 families = 1,100 schedules), with the
+invariants I1-I8 and I13 checked after every event and liveness checked after healing. Seeds with
 ``seed % 4 == 3`` run five voters, the others three, always with one observer.
 
 - Replay one schedule exactly: ``SIM_SEED=17 .venv/bin/pytest tests/test_sim.py -k bridge``
@@ -10,13 +11,15 @@ invariants I1-I8 checked after every event and liveness checked after healing. S
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import pytest
 
+from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
-from tests.sim.cluster import SimCluster, Unsafe
+from tests.sim.cluster import SimCluster, Unsafe, sim_config
 from tests.sim.scenarios import FAMILIES
 from tests.sim.scheduler import SimulationError
 
@@ -37,10 +40,7 @@ def make_cluster(
     voters = 3 if family in THREE_VOTERS_ONLY or seed % 4 != 3 else 5
     if family == "figure8":
         # One batch per Fetch response, so an old-epoch entry can travel alone.
-        base = config or RaftConfig()
-        config = RaftConfig(
-            fetch_max_bytes=1, unsafe_commit_previous_epoch=base.unsafe_commit_previous_epoch
-        )
+        config = dataclasses.replace(config or sim_config(), fetch_max_bytes=1)
     return SimCluster(seed=seed, voters=voters, observers=1, config=config, unsafe=unsafe)
 
 
@@ -72,13 +72,29 @@ def test_schedules_make_progress_and_report_speed() -> None:
     started = time.perf_counter()
     events = 0
     acknowledged = 0
+    sent_early = split = 0
     for seed in range(10):
         cluster = run_family("random_drops", seed)
         events += cluster.scheduler.events_run
         acknowledged += cluster.client.acknowledged
+        sent_early += cluster.sent_before_flush
+        split += cluster.proposals_split
     elapsed = time.perf_counter() - started
     print(f"\nsimulator: {events} events in {elapsed:.2f} s = {events / elapsed:,.0f} events/s")
     assert acknowledged > 0
+    # The production driver's plan runs: Fetch responses before the leader's fsync, proposals
+    # over one batch split into several.
+    assert sent_early > 0
+    assert split > 0
+
+
+def test_crash_after_early_send_is_exercised() -> None:
+    """Some crash_restart schedule kills a leader after its early Fetch responses left and
+    before its fsync completed: the simulated disk then loses entries followers may hold."""
+    for seed in range(100):
+        if run_family("crash_restart", seed).crashes_after_early_send:
+            return
+    pytest.fail("no crash_restart schedule crashed a node between early sends and its fsync")
 
 
 def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
@@ -96,7 +112,7 @@ def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
         (
             "commit an entry from a previous epoch",
             "figure8",
-            {"config": RaftConfig(unsafe_commit_previous_epoch=True)},
+            {"config": sim_config(unsafe_commit_previous_epoch=True)},
             ("I4", "I5", "I7", "truncat"),
         ),
         (
@@ -122,6 +138,21 @@ def test_negative_control_is_caught(
     violation = find_violation(family, 100, **kwargs)
     assert violation is not None, f"the simulator did not catch '{control}' in 100 seeds"
     assert any(tag in violation for tag in expected), violation
+
+
+def test_negative_control_send_all_before_flush_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator carries out the production driver's plan: the test-only switch that lets
+    every message (votes, BeginQuorumEpoch acknowledgements, a follower's fetch offsets) leave
+    before the flush, not only a leader's Fetch responses, must make it report a vote lost
+    across a crash (I1) or a commit that a crash can take back (I4, I5, I6, I8)."""
+    monkeypatch.setattr(ready_plan, "UNSAFE_SEND_ALL_BEFORE_FLUSH", True)
+    for family, expected in (
+        ("vote_amnesia", ("I1",)),
+        ("crash_restart", ("I4", "I5", "I6", "I8")),
+    ):
+        violation = find_violation(family, 100)
+        assert violation is not None, f"{family}: sending before the flush not caught in 100 seeds"
+        assert any(tag in violation for tag in expected), violation
 
 
 def test_same_seed_same_schedule() -> None:

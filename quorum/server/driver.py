@@ -1,8 +1,10 @@
 """The I/O shell around the pure Raft core: one asyncio task owns the ``RaftNode``.
 
-The loop is the one ``quorum.raft.node`` documents::
+The loop is the one ``quorum.raft.node`` documents, in the order ``quorum.raft.ready_plan``
+plans it (the simulator follows the same plan)::
 
-    step every queued envelope -> poll -> persist (fsync, off the event loop) -> send -> apply
+    step every queued envelope -> poll -> plan_ready -> send what may leave early (a leader's
+    Fetch responses) -> persist (fsync, off the event loop) -> send the rest -> apply
     -> advance -> sleep until next_poll_at_ms or the next envelope
 
 gRPC handlers never touch the node: they enqueue an ``Envelope`` and await a future that the
@@ -26,13 +28,9 @@ import structlog
 from quorum import limits
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import Record
-from quorum.raft.messages import (
-    Envelope,
-    FetchResponse,
-    Message,
-    RequestFailed,
-)
+from quorum.raft.messages import Envelope, Message, RequestFailed
 from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
+from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
 from quorum.storage import ElectionStore, SegmentedLog
 
 # Inbound requests get correlation ids from their own range, far from the core's outbound ids.
@@ -47,22 +45,6 @@ class Clock:
 
     def to_wall_ms(self, monotonic_ms: int) -> int:
         return int(time.time() * 1000) - (self.now_ms() - monotonic_ms)
-
-
-def _split_by_durability(ready: Ready) -> tuple[list[Envelope], list[Envelope]]:
-    """Messages that may leave before this Ready is durable, and those that must wait.
-
-    Everything a node says promises durability (a vote, an acknowledged epoch, a fetch offset)
-    except what a leader serves in Fetch responses: Raft lets the leader ship entries before
-    its own fsync, since its own log end counts toward the high watermark only once durable
-    (``RaftNode.advance``). Sending them first overlaps the leader's fsync with the followers'.
-    A Ready that also persists election state keeps everything for after it.
-    """
-    if ready.election_to_persist is not None or not ready.needs_flush:
-        return [], list(ready.messages_to_send)
-    early = [e for e in ready.messages_to_send if isinstance(e.message, FetchResponse)]
-    later = [e for e in ready.messages_to_send if not isinstance(e.message, FetchResponse)]
-    return early, later
 
 
 class ShuttingDownError(Exception):
@@ -220,11 +202,11 @@ class RaftDriver:
                     call_future.set_result(function())
             self._run_operations(now)
             ready = node.poll(now)
-            early, later = _split_by_durability(ready)
-            self._dispatch(early)
-            await self._persist(ready)
-            self._dispatch(later)
-            self._apply(ready)
+            plan = plan_ready(ready)
+            self._dispatch(plan.send_before_flush)
+            await self._persist(plan)
+            self._dispatch(plan.send_after_flush)
+            self._apply(plan)
             node.advance(ready)
             self.ready_count += 1
             self.high_watermark = ready.high_watermark
@@ -258,7 +240,7 @@ class RaftDriver:
             proposal = None
             if records:
                 try:
-                    proposal = self._propose_in_batches(list(records), now)
+                    proposal = propose_in_batches(node, records, now)
                 except BatchTooLargeError as exc:
                     future.set_exception(exc)
                     continue
@@ -266,25 +248,16 @@ class RaftDriver:
                     self._on_proposed(records, proposal)
             future.set_result((proposal, answer))
 
-    def _propose_in_batches(self, records: list[Record], now: int) -> Proposal:
-        """One batch when the records fit in one (atomic results always do); otherwise
-        back-to-back batches, which only non-atomic results may produce."""
-        chunk = self.node.config.records_per_batch_max
-        parts = [
-            self.node.propose(records[i : i + chunk], now) for i in range(0, len(records), chunk)
-        ]
-        return Proposal(parts[-1].epoch, parts[0].base_offset, parts[-1].last_offset)
-
-    async def _persist(self, ready: Ready) -> None:
-        """Make the Ready's election state and entries durable before anything is sent."""
-        if ready.election_to_persist is not None:
+    async def _persist(self, plan: ReadyPlan) -> None:
+        """Make the plan's election state and entries durable (before ``send_after_flush``)."""
+        if plan.election_to_persist is not None:
             assert self.election_store is not None, "an observer never persists election state"
-            await asyncio.to_thread(self.election_store.write, ready.election_to_persist)
-        if ready.truncate_to is not None:
+            await asyncio.to_thread(self.election_store.write, plan.election_to_persist)
+        if plan.truncate_to is not None:
             # The core checked the high watermark; storage checks again (I7).
-            self.log.truncate_to(ready.truncate_to, high_watermark=0)
-        if ready.entries_to_append:
-            self.log.append(ready.entries_to_append)
+            self.log.truncate_to(plan.truncate_to, high_watermark=0)
+        if plan.entries_to_append:
+            self.log.append(plan.entries_to_append)
             await asyncio.to_thread(self.log.flush)
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
@@ -311,9 +284,9 @@ class RaftDriver:
             self._inbox.put_nowait(reply)
             self._wakeup.set()
 
-    def _apply(self, ready: Ready) -> None:
-        if ready.committed_batches and self._on_committed is not None:
-            self._on_committed(ready.committed_batches)
+    def _apply(self, plan: ReadyPlan) -> None:
+        if plan.committed_batches and self._on_committed is not None:
+            self._on_committed(plan.committed_batches)
         if not self._commits:
             return
         still: list[_Commit] = []
@@ -322,9 +295,9 @@ class RaftDriver:
             proposal = commit.proposal
             if commit.future.done():
                 continue
-            if ready.high_watermark > proposal.last_offset:
+            if plan.high_watermark > proposal.last_offset:
                 if node.log.epoch_of(proposal.last_offset) == proposal.epoch:
-                    commit.future.set_result(ready.high_watermark)
+                    commit.future.set_result(plan.high_watermark)
                 else:
                     commit.future.set_exception(NotLeaderError(node.leader_id, node.epoch))
             elif node.epoch != proposal.epoch or not node.is_leader():

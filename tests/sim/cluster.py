@@ -1,10 +1,13 @@
 """A simulated KRaft cluster driving the real ``RaftNode`` (Kafka's RaftEventSimulationTest,
 TigerBeetle's VOPR): one seed decides every delay, loss, crash and timer.
 
-Each ``SimNode`` is the driver loop of ``quorum.raft.node`` with a simulated disk: what a Ready
-asks to persist sits in a page cache until a simulated fsync completes; a crash loses the page
-cache and keeps the disk. Messages go through ``Network``; a request to a crashed node comes
-back as ``RequestFailed`` (connection refused), a request on a cut link simply vanishes.
+Each ``SimNode`` is the driver loop of ``quorum.raft.node`` carrying out the production driver's
+plan (``quorum.raft.ready_plan``: a leader's Fetch responses leave before its fsync, the rest
+after it; large proposals split the same way) on a simulated disk: what a Ready asks to persist
+sits in a page cache until a simulated fsync completes; a crash loses the page cache and keeps
+the disk, also when the early sends already went out. Messages go through ``Network``; a
+request to a crashed node comes back as ``RequestFailed`` (connection refused), a request on a
+cut link simply vanishes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType
@@ -20,12 +24,21 @@ from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.messages import Envelope, RequestFailed, SnapshotId
 from quorum.raft.node import NotLeaderError, RaftNode, Ready
+from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
 from tests.sim.invariants import Invariants
 from tests.sim.network import Network
 from tests.sim.scheduler import EventScheduler, SimulationError
 
 CLUSTER_ID = "sim-cluster-AAAAAAAAAAAA"
 TRACE_LINES_MAX = 60
+# Small enough that the client's three-record proposals span two batches: they are split by
+# ``propose_in_batches`` as the production driver splits a large non-atomic result.
+RECORDS_PER_BATCH_MAX = 2
+
+
+def sim_config(**changes: Any) -> RaftConfig:
+    """Kafka's defaults, except batches of at most ``RECORDS_PER_BATCH_MAX`` records."""
+    return RaftConfig(records_per_batch_max=RECORDS_PER_BATCH_MAX, **changes)
 
 
 @dataclass
@@ -74,7 +87,9 @@ class SimNode:
         self.proposals: deque[list[ConfigRecord]] = deque()
         self.outstanding: list[Proposal] = []
         self.busy = False
-        self._page_cache: list[Ready] = []
+        self._page_cache: list[ReadyPlan] = []
+        # Whether what sits in the page cache was partly sent already (the early sends).
+        self._sent_early = False
         self._wake_at: int | None = None
         self._wake_token = 0
 
@@ -125,7 +140,10 @@ class SimNode:
         self.inbox.clear()
         self.proposals.clear()
         self.busy = False
-        self._page_cache.clear()  # lost: never fsynced
+        if self._sent_early:
+            self.cluster.crashes_after_early_send += 1
+        self._sent_early = False
+        self._page_cache.clear()  # lost: never fsynced, though the early sends went out
         self._wake_token += 1
         self._wake_at = None
         for proposal in self.outstanding:
@@ -159,24 +177,32 @@ class SimNode:
         while self.proposals:
             records = self.proposals.popleft()
             try:
-                placed = raft.propose(records, now)
+                placed = propose_in_batches(raft, records, now)
             except NotLeaderError:
                 self.cluster.client.rejected += 1
                 continue
+            if len(records) > self.cluster.config.records_per_batch_max:
+                self.cluster.proposals_split += 1
             value = records[0].resource_name
             self.outstanding.append(Proposal(self.node_id, placed.epoch, placed.last_offset, value))
         ready = raft.poll(now)
         for event in ready.events:
             self.cluster.trace(event.name, self.node_id, str(event.fields))
-        if not (ready.election_to_persist or ready.needs_flush):
-            self._finish(ready)
+        # The production driver's plan: a leader's Fetch responses leave before its fsync.
+        plan = plan_ready(ready)
+        for envelope in plan.send_before_flush:
+            self.cluster.send(envelope)
+        self.cluster.sent_before_flush += len(plan.send_before_flush)
+        if not plan.needs_flush:
+            self._finish(ready, plan)
             return
-        self._page_cache.append(ready)
+        self._page_cache.append(plan)
+        self._sent_early = self._sent_early or bool(plan.send_before_flush)
         fsync_ms = self.cluster.fsync_latency_ms()
         if self.cluster.unsafe.ack_before_fsync:
             incarnation = self.incarnation
             self.cluster.scheduler.after(fsync_ms, "fsync", lambda: self._fsync_done(incarnation))
-            self._finish(ready)
+            self._finish(ready, plan)
             return
         self.busy = True
         incarnation = self.incarnation
@@ -186,7 +212,7 @@ class SimNode:
                 return
             self._fsync_done(incarnation)
             self.busy = False
-            self._finish(ready)
+            self._finish(ready, plan)
 
         self.cluster.scheduler.after(fsync_ms, "fsync", done)
 
@@ -194,37 +220,38 @@ class SimNode:
         if self.incarnation != incarnation or self.raft is None:
             return
         inv = self.cluster.invariants
-        for ready in self._page_cache:
-            election = ready.election_to_persist
+        for plan in self._page_cache:
+            election = plan.election_to_persist
             if election is not None:
                 if self.cluster.unsafe.skip_vote_persist and election.leader_id is None:
                     election = ElectionState(election.epoch, None, None, election.voters)
                 self.disk_election = election
                 inv.on_durable_election(self, election.epoch)
-            if ready.truncate_to is not None:
-                inv.on_durable_truncate(self, ready.truncate_to, self._disk_committed_floor())
-                keep = [b for b in self.disk_batches if b.base_offset < ready.truncate_to]
+            if plan.truncate_to is not None:
+                inv.on_durable_truncate(self, plan.truncate_to, self._disk_committed_floor())
+                keep = [b for b in self.disk_batches if b.base_offset < plan.truncate_to]
                 self.disk_batches = keep
                 self._verified_count = min(self._verified_count, len(keep))
-            for batch in ready.entries_to_append:
+            for batch in plan.entries_to_append:
                 assert batch.base_offset == self.disk_end_offset(), (batch, self.disk_end_offset())
                 self.disk_batches.append(batch)
         self._page_cache.clear()
+        self._sent_early = False
 
     def _disk_committed_floor(self) -> int:
         raft = self.raft
         return raft.high_watermark if raft is not None else 0
 
-    def _finish(self, ready: Ready) -> None:
+    def _finish(self, ready: Ready, plan: ReadyPlan) -> None:
         raft = self.raft
         assert raft is not None
         cluster = self.cluster
-        for envelope in ready.messages_to_send:
+        for envelope in plan.send_after_flush:
             cluster.send(envelope)
-        cluster.invariants.on_high_watermark_exposed(self, ready.high_watermark)
-        if ready.committed_batches:
-            cluster.invariants.on_committed(self, ready.committed_batches)
-            self._settle_proposals(ready.high_watermark)
+        cluster.invariants.on_high_watermark_exposed(self, plan.high_watermark)
+        if plan.committed_batches:
+            cluster.invariants.on_committed(self, plan.committed_batches)
+            self._settle_proposals(plan.high_watermark)
         raft.advance(ready)
         if ready.snapshot_to_fetch is not None:
             leader_id, snapshot = ready.snapshot_to_fetch
@@ -317,7 +344,7 @@ class SimCluster:
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.config = config or RaftConfig()
+        self.config = config or sim_config()
         self.unsafe = unsafe or Unsafe()
         self.fsync_ms_max = fsync_ms_max
         self.scheduler = EventScheduler(events_max)
@@ -338,6 +365,11 @@ class SimCluster:
         self._snapshot_interval_ms: int | None = None
         self.snapshots_taken = 0
         self.snapshots_installed = 0
+        # The production driver's plan at work: messages sent before the flush, crashes between
+        # such early sends and the fsync, proposals split into several batches.
+        self.sent_before_flush = 0
+        self.crashes_after_early_send = 0
+        self.proposals_split = 0
 
     # ----- tracing --------------------------------------------------------------------------
 
