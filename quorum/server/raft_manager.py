@@ -225,6 +225,7 @@ class RaftManager:
         task.add_done_callback(self._background.discard)
 
     def cancel_background(self) -> None:
+        """Cancel the snapshots being taken or fetched (a controller does so as it stops)."""
         for task in list(self._background):
             task.cancel()
 
