@@ -19,7 +19,7 @@ from quorum.config import NodeConfig
 from quorum.metadata.batch import decode_batch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
-from quorum.server.controller import METADATA_PARTITION_DIR
+from quorum.server.raft_manager import METADATA_PARTITION_DIR
 from quorum.storage.frames import Frame, read_frames, segment_files
 
 

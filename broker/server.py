@@ -7,8 +7,8 @@ replayed into the same ``MetadataImage``/``MetadataDelta`` the controllers use. 
 registers with the active controller, heartbeats with the offset it has applied, and is
 unfenced once caught up.
 
-Partition directories follow the image (DESIGN.md section 6): once the image has caught up to
-the broker's own registration record (the high watermark it saw at start, Kafka's
+Partition directories follow the image (docs/architecture.md#brokers): once the image has
+caught up to the broker's own registration record (the high watermark it saw at start, Kafka's
 ``initialCatchUpFuture``), a FULL reconciliation runs; every later image change runs an
 INCREMENTAL one. Nothing destructive happens before that first catch-up.
 """
@@ -17,22 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.logdirs import LogDirs
 from broker.reconcile import ReconcileMode
-from quorum import meta_properties
 from quorum.config import NodeConfig
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
@@ -40,23 +34,13 @@ from quorum.metadata.batch import LogBatch, decode_batch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import SnapshotId
-from quorum.raft.node import RaftNode, Ready
+from quorum.raft.node import Ready
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.server.admin_service import AdminServicer
-from quorum.server.controller import METADATA_PARTITION_DIR, StartupError, raft_config
-from quorum.server.driver import Clock, RaftDriver
-from quorum.server.service import SERVER_OPTIONS, BindError, PeerClients, bind
-from quorum.server.snapshotting import (
-    SnapshotStartupError,
-    Snapshotter,
-    fetch_and_install,
-    load_at_startup,
-)
-from quorum.storage import SegmentedLog
+from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
+from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
 
-ADMIN_SERVICE = "quorum.rpc.v1.AdminService"
 REGISTER_RETRY_S = 0.5
-SERVER_GRACE_S = 0.5
 
 
 def wall_ms() -> int:
@@ -88,49 +72,16 @@ class BrokerNode:
         self.config = config
         self.broker_id = config.node_id
         self.log = structlog.get_logger("broker").bind(node_id=config.node_id)
-        properties = meta_properties.check(config)
-        self.cluster_id = str(properties[config.metadata_log_dir].cluster_id)
-        self.directory = config.metadata_log_dir / METADATA_PARTITION_DIR
-        self.segments = SegmentedLog.open(
-            self.directory, segment_bytes_max=config.metadata_log_segment_bytes
-        )
-        try:
-            loaded = load_at_startup(self.directory, self.segments, self.log)
-        except SnapshotStartupError as exc:
-            self.segments.close()
-            raise StartupError(str(exc)) from exc
-        self.clock = Clock()
-        self.node = RaftNode(
-            node_id=config.node_id,
-            voters=config.voter_ids,
-            cluster_id=self.cluster_id,
-            config=raft_config(config),
-            rng=random.Random(),
-            now_ms=self.clock.now_ms(),
-            election_state=None,  # observers persist no election state
-            batches=loaded.batches,
-            snapshot=loaded.snapshot,
-        )
-        self.peers = PeerClients(
-            config.controller_quorum_voters, config.controller_quorum_request_timeout_ms
-        )
-        self.driver = RaftDriver(
-            node=self.node,
-            log=self.segments,
-            election_store=None,
-            send_request=self.peers.send,
-            clock=self.clock,
+        self.raft, self.image = RaftManager.open(
+            config,
+            voter=False,
+            logger=self.log,
             on_committed=self._on_committed,
             on_ready=self._on_ready,
         )
-        # Brokers snapshot their image too (same triggers and retention as controllers), so
-        # their copy of the log stays bounded and a restart replays only the suffix.
-        self.snapshotter = Snapshotter.for_node(
-            config, directory=self.directory, log=self.segments, driver=self.driver, logger=self.log
-        )
-        self.image = loaded.image
+        self.cluster_id = self.raft.cluster_id
+        self.driver = self.raft.driver
         self._full_requested = False
-        self._background: set[asyncio.Task[None]] = set()
         self.log_dirs = LogDirs(config.log_dirs, self.log)
         self.controllers = ControllerClient(config.controller_quorum_voters)
         self.incarnation_id = Uuid.random()
@@ -141,8 +92,7 @@ class BrokerNode:
         self.image_changed = asyncio.Event()
         self._removed: set[tuple[Uuid, int]] = set()
         self.stats = ReconcileStats()
-        self.health = health.aio.HealthServicer()
-        self.server: grpc.aio.Server | None = None
+        self.grpc = GrpcServer(config.listener, (ADMIN_SERVICE,), self.log)
 
     # ----- metadata -------------------------------------------------------------------------
 
@@ -157,43 +107,24 @@ class BrokerNode:
             self._removed.update((lost.topic_id, p) for p in lost.partitions)
         if self.image.topics_by_id is not before.topics_by_id or changes.creates or changes.deletes:
             self.image_changed.set()
-        self.snapshotter.on_committed(batches)
-        topic_id = self.image.metadata_topic_id
-        if topic_id is not None and self.node.metadata_topic_id != topic_id:
-            self.node.set_metadata_topic_id(topic_id)
+        self.raft.after_replay(batches, self.image)
         self._check_caught_up()
 
-    def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     def _on_ready(self, ready: Ready) -> None:
-        if self.snapshotter.due():
-            self._spawn(self.snapshotter.take(self.image))
+        self.raft.maybe_take_snapshot(self.image)
         if ready.snapshot_to_fetch is not None:
-            self._spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
+            self.raft.spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
 
     async def _fetch_snapshot(self, leader_id: int, snapshot: SnapshotId) -> None:
         """Behind the leader's log start (away too long, or wiped): load its snapshot. Every
         topic absent from it counts as deleted: the next reconciliation is FULL."""
-        address = self.config.controller_quorum_voters[leader_id]
 
         def on_image(image: MetadataImage) -> None:
             self.image = image
             self._full_requested = True
             self.image_changed.set()
 
-        await fetch_and_install(
-            driver=self.driver,
-            log=self.segments,
-            directory=self.directory,
-            address=f"{address.host}:{address.port}",
-            snapshot=snapshot,
-            cluster_id=self.cluster_id,
-            on_image=on_image,
-            logger=self.log,
-        )
+        await self.raft.fetch_snapshot(leader_id, snapshot, on_image)
         self._check_caught_up()
 
     def _check_caught_up(self) -> None:
@@ -204,10 +135,7 @@ class BrokerNode:
         ):
             self.caught_up.set()
             self.log.info("caught_up", applied_offset=self.image.offset)
-            for service in ("", ADMIN_SERVICE):
-                asyncio.get_running_loop().create_task(
-                    self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-                )
+            self.grpc.set_serving(True)
 
     # ----- registration and heartbeats ------------------------------------------------------
 
@@ -320,8 +248,7 @@ class BrokerNode:
 
     # ----- process --------------------------------------------------------------------------
 
-    async def start_server(self) -> None:
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+    def _add_servicers(self, server: grpc.aio.Server) -> None:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
                 self.driver,
@@ -334,25 +261,6 @@ class BrokerNode:
             ),
             server,
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        for service in ("", ADMIN_SERVICE):
-            await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
-        reflection.enable_server_reflection(
-            (
-                admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
-        )
-        listener = self.config.listener
-        try:
-            address = bind(server, listener.host, listener.port)
-        except BindError as exc:
-            raise StartupError(str(exc)) from exc
-        await server.start()
-        self.server = server
-        self.log.info("listening", address=address, cluster_id=self.cluster_id)
 
     async def run(self, stop: asyncio.Event) -> None:
         scan = await asyncio.to_thread(self.log_dirs.scan)
@@ -361,7 +269,7 @@ class BrokerNode:
             partitions=len(scan.on_disk),
             pending_deletions=len(scan.pending_deletions),
         )
-        await self.start_server()
+        await self.grpc.start(self._add_servicers, cluster_id=self.cluster_id)
         tasks = {
             asyncio.create_task(self.driver.run(), name="raft-observer"),
             asyncio.create_task(self.lifecycle(), name="lifecycle"),
@@ -375,11 +283,9 @@ class BrokerNode:
             if task.get_name() != "raft-observer":
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.server is not None:
-            await self.server.stop(SERVER_GRACE_S)
-        await self.peers.close()
+        await self.grpc.stop()
         await self.controllers.close()
-        self.segments.close()
+        await self.raft.close()
         self.log.info("stopped")
         for task in done:
             if task.get_name() != "stop-signal" and not task.cancelled():
@@ -388,9 +294,5 @@ class BrokerNode:
 
 async def run_broker(config: NodeConfig) -> int:
     node = BrokerNode(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await node.run(stop)
+    await node.run(stop_on_signals())
     return 0

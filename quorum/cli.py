@@ -532,7 +532,8 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
 
     from broker.server import run_broker
     from quorum.logs import configure_logging
-    from quorum.server.controller import StartupError, run_controller
+    from quorum.server.controller import run_controller
+    from quorum.server.raft_manager import StartupError
 
     config = config_from_args(args)
     if role not in config.process_roles:

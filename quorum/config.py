@@ -45,6 +45,7 @@ from typing import Final
 
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
 from quorum.limits import INT32_MAX
+from quorum.raft.config import RaftConfig
 
 ROLE_CONTROLLER: Final = "controller"
 ROLE_BROKER: Final = "broker"
@@ -670,3 +671,17 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
         return _build(settings, config_file=config_file)
     except ConfigError as exc:
         raise ConfigError(f"invalid config {path}: {exc}", key=exc.key) from None
+
+
+def raft_config(config: NodeConfig) -> RaftConfig:
+    """The Raft core's timings from the node's ``controller.quorum.*`` and
+    ``metadata.max.idle.interval.ms`` keys."""
+    return RaftConfig(
+        election_timeout_ms=config.controller_quorum_election_timeout_ms,
+        fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+        election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
+        request_timeout_ms=config.controller_quorum_request_timeout_ms,
+        append_linger_ms=config.controller_quorum_append_linger_ms,
+        idle_interval_ms=config.metadata_max_idle_interval_ms,
+        fetch_max_wait_ms=min(500, config.controller_quorum_fetch_timeout_ms // 2),
+    )

@@ -268,20 +268,3 @@ class PeerClients:
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close(grace=None) for c in self._channels.values()))
-
-
-class BindError(Exception):
-    """The node cannot listen on its configured address."""
-
-
-def bind(server: grpc.aio.Server, host: str, port: int) -> str:
-    """Listen on ``host:port`` (plaintext; see the README's security notes) or raise
-    ``BindError`` saying why."""
-    address = f"{host}:{port}"
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise BindError(f"cannot listen on {address}: {exc}") from exc
-    if bound == 0:
-        raise BindError(f"cannot listen on {address}: the port is in use")
-    return address

@@ -1,0 +1,235 @@
+"""The Raft side of a node process, the same for controllers and brokers (Kafka's
+``KafkaRaftManager`` and the start-up its ``SharedServer`` does).
+
+Start-up, in this order: check ``meta.properties`` against the config, open the local copy of
+``__cluster_metadata-0``, (a voter) read ``quorum-state`` and refuse a voter set that differs
+from ``controller.quorum.voters``, load the newest valid snapshot and the log after it, then
+build the ``RaftNode``, the clients to the other voters, the ``RaftDriver`` and the
+``Snapshotter``. A controller is a voter; a broker is an observer, which persists no election
+state. Every refusal is a ``StartupError`` whose message says what to do.
+
+The node itself (controller or broker) keeps what differs: its image or state machine, its
+gRPC services, its tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from quorum import meta_properties
+from quorum.config import NodeConfig, raft_config
+from quorum.ids import Uuid
+from quorum.metadata.batch import LogBatch
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import Record
+from quorum.raft.messages import SnapshotId
+from quorum.raft.node import Proposal, RaftNode, Ready
+from quorum.server.driver import Clock, RaftDriver
+from quorum.server.service import PeerClients
+from quorum.server.snapshotting import (
+    SnapshotStartupError,
+    Snapshotter,
+    fetch_and_install,
+    load_at_startup,
+)
+from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore, SegmentedLog
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+
+
+class StartupError(Exception):
+    """The node cannot start; the message says why and what to do."""
+
+
+def metadata_log_dir(config: NodeConfig) -> Path:
+    """The node's local copy of the metadata log: ``metadata.log.dir/__cluster_metadata-0``."""
+    return config.metadata_log_dir / METADATA_PARTITION_DIR
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event that SIGTERM or SIGINT sets: the node process stops when it is set."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+class RaftManager:
+    """The metadata log, the ``RaftNode`` on it, the clients to the voters, the ``RaftDriver``
+    that runs the node and the ``Snapshotter``; built by ``open``."""
+
+    def __init__(
+        self,
+        *,
+        config: NodeConfig,
+        cluster_id: str,
+        directory: Path,
+        segments: SegmentedLog,
+        clock: Clock,
+        node: RaftNode,
+        peers: PeerClients,
+        driver: RaftDriver,
+        snapshotter: Snapshotter,
+        logger: Any,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.directory = directory
+        self.segments = segments
+        self.clock = clock
+        self.node = node
+        self.peers = peers
+        self.driver = driver
+        self.snapshotter = snapshotter
+        self.log = logger
+        # Snapshots being taken or fetched; a task removes itself when it ends.
+        self._background: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def open(
+        cls,
+        config: NodeConfig,
+        *,
+        voter: bool,
+        logger: Any,
+        on_committed: Callable[[Sequence[LogBatch]], None],
+        on_ready: Callable[[Ready], None],
+        on_proposed: Callable[[Sequence[Record], Proposal], None] | None = None,
+    ) -> tuple[RaftManager, MetadataImage]:
+        """Open the node's metadata log and build the Raft side on it; also return the image
+        of the snapshot it starts from (the log batches after it are replayed once committed).
+        The driver calls the node back with ``on_committed``, ``on_ready`` and
+        ``on_proposed``. Raises ``StartupError``."""
+        properties = meta_properties.check(config)
+        cluster_id = str(properties[config.metadata_log_dir].cluster_id)
+        directory = metadata_log_dir(config)
+        segments = SegmentedLog.open(directory, segment_bytes_max=config.metadata_log_segment_bytes)
+        election_store = None
+        election = None
+        voters = config.voter_ids
+        if voter:
+            election_store = ElectionStore(directory / QUORUM_STATE_FILE_NAME)
+            election = election_store.read()
+            if election is not None and election.voters != voters:
+                segments.close()
+                raise StartupError(
+                    f"controller.quorum.voters in {config.describe_source()} names voters "
+                    f"{sorted(voters)}, but {directory / QUORUM_STATE_FILE_NAME} was written by "
+                    f"a quorum of voters {sorted(election.voters)}. This version does not "
+                    "change the voter set: restore the original controller.quorum.voters, or "
+                    "format a new cluster."
+                )
+        try:
+            loaded = load_at_startup(directory, segments, logger)
+        except SnapshotStartupError as exc:
+            segments.close()
+            raise StartupError(str(exc)) from exc
+        clock = Clock()
+        node = RaftNode(
+            node_id=config.node_id,
+            voters=voters,
+            cluster_id=cluster_id,
+            config=raft_config(config),
+            rng=random.Random(),
+            now_ms=clock.now_ms(),
+            election_state=election,  # observers persist no election state
+            batches=loaded.batches,
+            snapshot=loaded.snapshot,
+        )
+        # A voter sends its requests to the other voters; an observer fetches from any voter.
+        peers = PeerClients(
+            {
+                node_id: address
+                for node_id, address in config.controller_quorum_voters.items()
+                if not (voter and node_id == config.node_id)
+            },
+            config.controller_quorum_request_timeout_ms,
+        )
+        driver = RaftDriver(
+            node=node,
+            log=segments,
+            election_store=election_store,
+            send_request=peers.send,
+            clock=clock,
+            on_committed=on_committed,
+            on_ready=on_ready,
+            on_proposed=on_proposed,
+        )
+        # Brokers snapshot their image too (same triggers and retention as controllers), so
+        # their copy of the log stays bounded and a restart replays only the suffix.
+        snapshotter = Snapshotter.for_node(
+            config, directory=directory, log=segments, driver=driver, logger=logger
+        )
+        manager = cls(
+            config=config,
+            cluster_id=cluster_id,
+            directory=directory,
+            segments=segments,
+            clock=clock,
+            node=node,
+            peers=peers,
+            driver=driver,
+            snapshotter=snapshotter,
+            logger=logger,
+        )
+        return manager, loaded.image
+
+    # ----- called by the node from its driver callbacks -------------------------------------
+
+    def after_replay(self, batches: Sequence[LogBatch], image: MetadataImage) -> Uuid | None:
+        """The node replayed committed ``batches`` into ``image``: count them toward the next
+        snapshot, and key the Raft RPCs by the metadata topic's own id once the image has one
+        (KIP-516). Returns that id when the node adopted it just now."""
+        self.snapshotter.on_committed(batches)
+        topic_id = image.metadata_topic_id
+        if topic_id is not None and self.node.metadata_topic_id != topic_id:
+            self.node.set_metadata_topic_id(topic_id)
+            return topic_id
+        return None
+
+    def maybe_take_snapshot(self, image: MetadataImage) -> None:
+        """Snapshot ``image`` (the committed image) in the background when one is due."""
+        if self.snapshotter.due():
+            self.spawn(self.snapshotter.take(image))
+
+    async def fetch_snapshot(
+        self,
+        leader_id: int,
+        snapshot: SnapshotId,
+        on_image: Callable[[MetadataImage], None],
+    ) -> None:
+        """Behind the leader's log start: download its snapshot and install it; ``on_image``
+        replaces the node's image with the snapshot's (inside the driver loop)."""
+        address = self.config.controller_quorum_voters[leader_id]
+        await fetch_and_install(
+            driver=self.driver,
+            log=self.segments,
+            directory=self.directory,
+            address=f"{address.host}:{address.port}",
+            snapshot=snapshot,
+            cluster_id=self.cluster_id,
+            on_image=on_image,
+            logger=self.log,
+        )
+
+    def spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
+        """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def cancel_background(self) -> None:
+        """Cancel the snapshots being taken or fetched (a controller does so as it stops)."""
+        for task in list(self._background):
+            task.cancel()
+
+    async def close(self) -> None:
+        """Close the clients to the voters and the log (the driver has stopped)."""
+        await self.peers.close()
+        self.segments.close()
