@@ -29,7 +29,9 @@ from quorum.metadata.batch import LogBatch, encode_batch
 from quorum.metadata.records import LeaderChangeMessage, NoOpRecord, Record, encode_record
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
+from quorum.raft.inflight import InflightRequest, InflightRequests, RequestKind
 from quorum.raft.log import RaftLog
+from quorum.raft.majority import VoteResult, committed_offset, majority_size, vote_result
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -121,14 +123,6 @@ class Ready:
 
 
 @dataclass(slots=True)
-class _Inflight:
-    destination: int
-    kind: str  # "vote", "pre_vote", "begin_epoch", "end_epoch", "fetch"
-    epoch: int
-    deadline_ms: int
-
-
-@dataclass(slots=True)
 class _ParkedFetch:
     envelope: Envelope
     deadline_ms: int
@@ -182,7 +176,7 @@ class RaftNode:
         self.metadata_topic_id: Uuid | None = None
         self._now_ms = now_ms
         self._next_correlation_id = 1
-        self._inflight: dict[int, _Inflight] = {}
+        self._inflight = InflightRequests()
         self._parked: dict[int, _ParkedFetch] = {}
         self._pending = _Pending()
         self._observer_cursor = 0
@@ -275,7 +269,7 @@ class RaftNode:
         if envelope.is_request:
             self._handle_request(envelope)
         else:
-            inflight = self._inflight.pop(envelope.correlation_id, None)
+            inflight = self._inflight.pop(envelope.correlation_id)
             if inflight is not None:
                 self._handle_response(envelope, inflight)
         self._check_invariants()
@@ -408,11 +402,13 @@ class RaftNode:
     def _emit(self, name: str, **fields: Any) -> None:
         self._out_events.append(RaftEvent(name, {"epoch": self.epoch, **fields}))
 
-    def _send(self, destination: int, message: Message, kind: str, timeout_ms: int = 0) -> None:
+    def _send(
+        self, destination: int, message: Message, kind: RequestKind, timeout_ms: int = 0
+    ) -> None:
         correlation_id = self._next_correlation_id
         self._next_correlation_id += 1
         deadline = self._now_ms + (timeout_ms or self.config.request_timeout_ms)
-        self._inflight[correlation_id] = _Inflight(destination, kind, self.epoch, deadline)
+        self._inflight.add(correlation_id, InflightRequest(destination, kind, self.epoch, deadline))
         self._out_messages.append(Envelope(self.node_id, destination, correlation_id, message))
 
     def _reply(self, request: Envelope, message: Message) -> None:
@@ -449,11 +445,7 @@ class RaftNode:
             durable = election_state_of(new, self.voters, self.node_id)
             if durable != self._current_persisted():
                 self._out_election = durable
-        self._inflight = {
-            cid: f
-            for cid, f in self._inflight.items()
-            if f.kind == "fetch" and f.epoch == new.epoch
-        }
+        self._inflight.retain_fetches_of(new.epoch)
         self._emit(f"became_{new.name}", leader_id=new.leader_id, reason=reason)
 
     def _current_persisted(self) -> ElectionState | None:
@@ -948,7 +940,7 @@ class RaftNode:
 
     # ----- response handlers ----------------------------------------------------------------
 
-    def _handle_response(self, envelope: Envelope, inflight: _Inflight) -> None:
+    def _handle_response(self, envelope: Envelope, inflight: InflightRequest) -> None:
         message = envelope.message
         if isinstance(message, RequestFailed):
             self._handle_request_failed(inflight)
@@ -956,11 +948,11 @@ class RaftNode:
         error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
         if error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET):
             # The peer belongs to another cluster or another voter set: an operator must act.
-            self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind)
-            if inflight.kind == "fetch":
+            self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind.value)
+            if inflight.kind is RequestKind.FETCH:
                 self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
             return
-        if inflight.epoch != self.epoch and inflight.kind != "fetch":
+        if inflight.epoch != self.epoch and inflight.kind is not RequestKind.FETCH:
             # An answer to a request sent in an older epoch: only its epoch news matters.
             epoch = getattr(message, "leader_epoch", -1)
             leader = getattr(message, "leader_id", None)
@@ -979,29 +971,29 @@ class RaftNode:
             case DescribeQuorumResponse():  # pragma: no cover - the core never asks
                 pass
 
-    def _handle_request_failed(self, inflight: _Inflight) -> None:
-        if inflight.kind == "fetch":
+    def _handle_request_failed(self, inflight: InflightRequest) -> None:
+        if inflight.kind is RequestKind.FETCH:
             self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
             return
         state = self.state
         if inflight.epoch != state.epoch:
             return
-        if (inflight.kind == "pre_vote" and isinstance(state, ProspectiveState)) or (
-            inflight.kind == "vote" and isinstance(state, CandidateState)
+        if (inflight.kind is RequestKind.PRE_VOTE and isinstance(state, ProspectiveState)) or (
+            inflight.kind is RequestKind.VOTE and isinstance(state, CandidateState)
         ):
             voter = inflight.destination
             if voter not in state.granted and voter not in state.rejected:
                 state.retry_at_ms[voter] = self._now_ms + self.config.retry_backoff_ms
 
     def handle_vote_response(
-        self, envelope: Envelope, response: VoteResponse, inflight: _Inflight
+        self, envelope: Envelope, response: VoteResponse, inflight: InflightRequest
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
         if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
             return
         state = self.state
-        if inflight.kind == "pre_vote" and isinstance(state, ProspectiveState):
+        if inflight.kind is RequestKind.PRE_VOTE and isinstance(state, ProspectiveState):
             if response.error_code is ErrorCode.NONE and response.vote_granted:
                 state.granted.add(envelope.source)
             else:
@@ -1013,22 +1005,20 @@ class RaftNode:
                 ):
                     state.leader_hint = response.leader_id
             self._maybe_finish_pre_vote()
-        elif inflight.kind == "vote" and isinstance(state, CandidateState):
+        elif inflight.kind is RequestKind.VOTE and isinstance(state, CandidateState):
             if response.error_code is ErrorCode.NONE and response.vote_granted:
                 state.granted.add(envelope.source)
             else:
                 state.rejected.add(envelope.source)
             self._maybe_finish_election()
 
-    def _majority(self) -> int:
-        return len(self.voters) // 2 + 1
-
     def _maybe_finish_pre_vote(self) -> None:
         state = self.state
         assert isinstance(state, ProspectiveState)
-        if len(state.granted) >= self._majority():
+        result = vote_result(len(self.voters), state.granted, state.rejected)
+        if result is VoteResult.WON:
             self._become_candidate("pre-vote won", state.retries)
-        elif len(state.rejected) > len(self.voters) - self._majority():
+        elif result is VoteResult.LOST:
             if state.leader_hint is not None and not (
                 state.leader_resigned and state.leader_hint == state.leader_id
             ):
@@ -1041,11 +1031,10 @@ class RaftNode:
     def _maybe_finish_election(self) -> None:
         state = self.state
         assert isinstance(state, CandidateState)
-        if len(state.granted) >= self._majority():
+        result = vote_result(len(self.voters), state.granted, state.rejected)
+        if result is VoteResult.WON:
             self._become_leader()
-        elif len(state.rejected) > len(self.voters) - self._majority() and (
-            state.backoff_until_ms is None
-        ):
+        elif result is VoteResult.LOST and state.backoff_until_ms is None:
             state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
 
     def handle_begin_quorum_epoch_response(
@@ -1069,7 +1058,7 @@ class RaftNode:
             state.unacknowledged.discard(envelope.source)
 
     def handle_fetch_response(
-        self, envelope: Envelope, response: FetchResponse, inflight: _Inflight
+        self, envelope: Envelope, response: FetchResponse, inflight: InflightRequest
     ) -> None:
         error = response.error_code
         if error not in (
@@ -1146,11 +1135,8 @@ class RaftNode:
                 self.poll_resigned()
 
     def _expire_inflight(self) -> None:
-        now = self._now_ms
-        for cid, inflight in list(self._inflight.items()):
-            if inflight.deadline_ms <= now:
-                del self._inflight[cid]
-                self._handle_request_failed(inflight)
+        for inflight in self._inflight.pop_expired(self._now_ms):
+            self._handle_request_failed(inflight)
 
     def _check_quorum_deadline(self, state: LeaderState) -> int:
         """When the leader stops hearing from a majority unless more Fetches arrive: the
@@ -1159,7 +1145,7 @@ class RaftNode:
             (p.last_fetch_ms or 0 for v, p in state.voters.items() if v != self.node_id),
             reverse=True,
         )
-        needed = self._majority() - 1  # the leader counts itself
+        needed = majority_size(len(self.voters)) - 1  # the leader counts itself
         if needed == 0:
             return self._now_ms + self.config.check_quorum_timeout_ms
         return others[needed - 1] + self.config.check_quorum_timeout_ms + 1
@@ -1175,7 +1161,7 @@ class RaftNode:
             for v, p in state.voters.items()
             if v == self.node_id or (p.last_fetch_ms is not None and p.last_fetch_ms >= horizon)
         )
-        if alive < self._majority():
+        if alive < majority_size(len(self.voters)):
             self._emit("check_quorum_failed", alive=alive)
             self._resign("check quorum failed")
             return
@@ -1184,7 +1170,7 @@ class RaftNode:
                 self._send(
                     voter,
                     BeginQuorumEpochRequest(self._header(), self.node_id, state.epoch, voter),
-                    "begin_epoch",
+                    RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
         pending = self._pending
@@ -1234,8 +1220,7 @@ class RaftNode:
             return
         me = state.voters[self.node_id]
         me.log_end_offset = self.durable_end_offset
-        offsets = sorted((p.log_end_offset for p in state.voters.values()), reverse=True)
-        candidate = offsets[self._majority() - 1]
+        candidate = committed_offset([p.log_end_offset for p in state.voters.values()])
         if candidate <= state.epoch_start_offset and not self.config.unsafe_commit_previous_epoch:
             return
         candidate = min(candidate, self.log.log_end_offset)
@@ -1307,7 +1292,7 @@ class RaftNode:
                     pre_vote,
                     voter,
                 ),
-                "pre_vote" if pre_vote else "vote",
+                RequestKind.PRE_VOTE if pre_vote else RequestKind.VOTE,
             )
 
     def _retry_vote_requests(self, state: ProspectiveState | CandidateState) -> None:
@@ -1338,7 +1323,7 @@ class RaftNode:
         return not self._fetch_in_flight() and self._fetching_snapshot is None
 
     def _fetch_in_flight(self) -> bool:
-        return any(f.kind == "fetch" for f in self._inflight.values())
+        return self._inflight.has(RequestKind.FETCH)
 
     def _maybe_send_fetch(self, destination: int) -> None:
         if (
@@ -1359,7 +1344,7 @@ class RaftNode:
                 self.config.fetch_max_bytes,
                 self.log.high_watermark,
             ),
-            "fetch",
+            RequestKind.FETCH,
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
         )
 
@@ -1396,7 +1381,7 @@ class RaftNode:
                 EndQuorumEpochRequest(
                     self._header(), self.node_id, state.epoch, state.preferred_successors
                 ),
-                "end_epoch",
+                RequestKind.END_QUORUM_EPOCH,
             )
         state.end_quorum_epoch_resend_at_ms = self._now_ms + self.config.retry_backoff_ms * 10
 
@@ -1404,7 +1389,7 @@ class RaftNode:
         """The earliest timer of the current state (Kafka's ``poll()`` return value)."""
         now = self._now_ms
         deadlines = [now + self.config.fetch_timeout_ms]
-        deadlines.extend(f.deadline_ms for f in self._inflight.values())
+        deadlines.extend(self._inflight.deadlines_ms())
         state = self.state
         match state:
             case LeaderState():
