@@ -19,6 +19,7 @@ from quorum.metadata.records import (
     LeaderChangeMessage,
     NoOpRecord,
 )
+from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.messages import (
@@ -465,7 +466,9 @@ def test_state_table_refuses_illegal_transitions() -> None:
     with pytest.raises(IllegalTransitionError, match="epoch goes back"):
         check_transition(unattached, UnattachedState(1, None, 0), local_id=1)
     with pytest.raises(IllegalTransitionError, match="unattached -> leader"):
-        check_transition(unattached, LeaderState(2, 1, 0, {}), local_id=1)
+        check_transition(
+            unattached, LeaderState(2, 1, 0, {}, BatchAccumulator(2, RaftConfig())), local_id=1
+        )
     follower = FollowerState(2, 3, None, 0)
     with pytest.raises(IllegalTransitionError, match="leader changed"):
         check_transition(follower, FollowerState(2, 2, None, 0), local_id=1)

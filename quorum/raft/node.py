@@ -30,8 +30,9 @@ from quorum.metadata.records import LeaderChangeMessage, NoOpRecord, Record, enc
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.inflight import InflightRequest, InflightRequests, RequestKind
+from quorum.raft.leader import LeaderState
 from quorum.raft.log import RaftLog
-from quorum.raft.majority import VoteResult, committed_offset, majority_size, vote_result
+from quorum.raft.majority import VoteResult, vote_result
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -44,7 +45,6 @@ from quorum.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
-    ReplicaState,
     RequestFailed,
     RequestHeader,
     SnapshotId,
@@ -55,9 +55,7 @@ from quorum.raft.state import (
     CandidateState,
     EpochState,
     FollowerState,
-    LeaderState,
     ProspectiveState,
-    ReplicaProgress,
     ResignedState,
     UnattachedState,
     check_transition,
@@ -122,19 +120,6 @@ class Ready:
         return bool(self.entries_to_append) or self.truncate_to is not None
 
 
-@dataclass(slots=True)
-class _ParkedFetch:
-    envelope: Envelope
-    deadline_ms: int
-
-
-@dataclass(slots=True)
-class _Pending:
-    records: list[Record] = field(default_factory=list)
-    bytes: int = 0
-    since_ms: int = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """Where a proposal will land if the epoch that accepted it commits it."""
@@ -177,8 +162,6 @@ class RaftNode:
         self._now_ms = now_ms
         self._next_correlation_id = 1
         self._inflight = InflightRequests()
-        self._parked: dict[int, _ParkedFetch] = {}
-        self._pending = _Pending()
         self._observer_cursor = 0
         self._fetch_retry_at_ms = 0
         # Outputs collected until the next poll.
@@ -222,6 +205,15 @@ class RaftNode:
 
     def is_leader(self) -> bool:
         return isinstance(self.state, LeaderState)
+
+    def maybe_leader_state(self) -> LeaderState | None:
+        state = self.state
+        return state if isinstance(state, LeaderState) else None
+
+    def leader_state_or_raise(self) -> LeaderState:
+        state = self.state
+        assert isinstance(state, LeaderState), f"not the leader: {state!r}"
+        return state
 
     @property
     def snapshot_id(self) -> SnapshotId | None:
@@ -280,8 +272,8 @@ class RaftNode:
         watermark passes ``last_offset`` and the batch there still carries ``epoch``."""
         assert not self._awaiting_advance, "propose() called before advance()"
         self._now_ms = max(self._now_ms, now_ms)
-        state = self.state
-        if not isinstance(state, LeaderState):
+        leader = self.maybe_leader_state()
+        if leader is None:
             raise NotLeaderError(self.leader_id, self.epoch)
         if not records:
             raise BatchTooLargeError("a proposal needs at least one record")
@@ -292,24 +284,19 @@ class RaftNode:
                 f"({self.config.records_per_batch_max} records, "
                 f"{self.config.batch_bytes_max} bytes)"
             )
-        pending = self._pending
-        if pending.records and (
-            len(pending.records) + len(records) > self.config.records_per_batch_max
-            or pending.bytes + size > self.config.batch_bytes_max
-        ):
-            self._seal_pending()
-            pending = self._pending  # sealing starts a new open batch
-        if not pending.records:
-            pending.since_ms = self._now_ms
-        base = self.log.log_end_offset + len(pending.records)
-        pending.records.extend(records)
-        pending.bytes += size
-        return Proposal(state.epoch, base, base + len(records) - 1)
+        accumulator = leader.accumulator
+        if not accumulator.is_empty() and not accumulator.fits(len(records), size):
+            self._drain_accumulator(leader)
+        base = self.log.log_end_offset + accumulator.record_count
+        accumulator.append(records, size, self._now_ms)
+        return Proposal(leader.epoch, base, base + len(records) - 1)
 
     def next_offset(self) -> int:
         """The offset the next proposed record will get (the leader's log end offset plus what
         waits in the open batch)."""
-        return self.log.log_end_offset + len(self._pending.records)
+        leader = self.maybe_leader_state()
+        pending = leader.accumulator.record_count if leader is not None else 0
+        return self.log.log_end_offset + pending
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown of a leader: hand leadership over through EndQuorumEpoch."""
@@ -439,7 +426,7 @@ class RaftNode:
         old = self.state
         check_transition(old, new, self.node_id)
         if isinstance(old, LeaderState):
-            self._abandon_leadership()
+            self._abandon_leadership(old)
         self.state = new
         if self.is_voter:
             durable = election_state_of(new, self.voters, self.node_id)
@@ -451,11 +438,11 @@ class RaftNode:
     def _current_persisted(self) -> ElectionState | None:
         return self._out_election if self._out_election is not None else self._persisted
 
-    def _abandon_leadership(self) -> None:
-        self._pending = _Pending()
-        for replica_id, parked in list(self._parked.items()):
-            del self._parked[replica_id]
-            self._reply(parked.envelope, self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    def _abandon_leadership(self, leader: LeaderState) -> None:
+        """Still in ``leader``'s epoch: answer its parked Fetches; its open batch is dropped
+        with it (nothing in it was promised)."""
+        for envelope in leader.fetch_purgatory.pop_all():
+            self._reply(envelope, self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
 
     def _election_deadline(self, now_ms: int) -> int:
         timeout = self.config.election_timeout_ms
@@ -538,21 +525,15 @@ class RaftNode:
         state = self.state
         assert isinstance(state, CandidateState)
         now = self._now_ms
-        progress = {v: ReplicaProgress(v) for v in self.voters}
-        # Give every voter a full check-quorum window before it counts as silent.
-        for p in progress.values():
-            p.last_fetch_ms = now
-        progress[self.node_id].log_end_offset = self.log.log_end_offset
         epoch_start = self.log.log_end_offset
         self._transition(
-            LeaderState(
-                state.epoch,
-                self.node_id,
-                epoch_start,
-                progress,
-                acknowledged={self.node_id},
-                begin_quorum_epoch_resend_at_ms=now,
-                idle_deadline_ms=now + self.config.idle_interval_ms,
+            LeaderState.elected(
+                epoch=state.epoch,
+                local_id=self.node_id,
+                voters=self.voters,
+                log_end_offset=epoch_start,
+                now_ms=now,
+                config=self.config,
             ),
             "won election",
         )
@@ -569,16 +550,14 @@ class RaftNode:
         )
 
     def _resign(self, reason: str) -> None:
-        state = self.state
-        assert isinstance(state, LeaderState)
-        self._seal_pending()
-        others = [v for v in self.voters if v != self.node_id]
-        successors = tuple(sorted(others, key=lambda v: (-state.voters[v].log_end_offset, v)))
+        leader = self.leader_state_or_raise()
+        self._drain_accumulator(leader)
+        successors = leader.preferred_successors()
         self._transition(
             ResignedState(
-                state.epoch,
+                leader.epoch,
                 successors,
-                set(others),
+                set(successors),
                 self._election_deadline(self._now_ms),
                 self._now_ms,
             ),
@@ -835,10 +814,18 @@ class RaftNode:
             self._reply(envelope, self._fetch_error(ErrorCode.INVALID_REQUEST))
             return
         hw_before = self.log.high_watermark
-        self._update_replica_progress(state, request)
-        old = self._parked.pop(request.replica_id, None)
+        state.update_replica_state(
+            request.replica_id,
+            request.fetch_offset,
+            self.log.log_end_offset,
+            self._now_ms,
+            self.config,
+        )
+        if request.replica_id in self.voters:
+            self._maybe_advance_high_watermark()
+        old = state.fetch_purgatory.pop(request.replica_id)
         if old is not None:
-            self._complete_fetch(old.envelope)
+            self._complete_fetch(old)
         if (
             request.fetch_offset < self.log.log_end_offset
             or request.max_wait_ms == 0
@@ -848,7 +835,7 @@ class RaftNode:
             self._complete_fetch(envelope)
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            self._parked[request.replica_id] = _ParkedFetch(envelope, self._now_ms + wait)
+            state.fetch_purgatory.park(request.replica_id, envelope, self._now_ms + wait)
 
     def _snapshot_answer(self, snapshot: SnapshotId) -> FetchResponse:
         return FetchResponse(
@@ -859,31 +846,6 @@ class RaftNode:
             self.log.log_start_offset,
             snapshot_id=snapshot,
         )
-
-    def _update_replica_progress(self, state: LeaderState, request: FetchRequest) -> None:
-        now = self._now_ms
-        replica_id = request.replica_id
-        if replica_id in self.voters:
-            progress = state.voters[replica_id]
-            state.acknowledged.add(replica_id)
-        else:
-            progress = state.observers.get(replica_id) or ReplicaProgress(replica_id)
-            state.observers[replica_id] = progress
-            self._expire_observers(state)
-        progress.log_end_offset = request.fetch_offset
-        progress.last_fetch_ms = now
-        if request.fetch_offset >= self.log.log_end_offset:
-            progress.last_caught_up_ms = now
-        if replica_id in self.voters:
-            self._maybe_advance_high_watermark()
-
-    def _expire_observers(self, state: LeaderState) -> None:
-        horizon = self._now_ms - self.config.observer_expiry_ms
-        if len(state.observers) <= 1:
-            return
-        for replica_id, progress in list(state.observers.items()):
-            if progress.last_fetch_ms is not None and progress.last_fetch_ms < horizon:
-                del state.observers[replica_id]
 
     def _complete_fetch(self, envelope: Envelope) -> None:
         request = envelope.message
@@ -917,15 +879,7 @@ class RaftNode:
                 DescribeQuorumResponse(error, self.leader_id, self.epoch, self.log.high_watermark),
             )
             return
-
-        def view(p: ReplicaProgress) -> ReplicaState:
-            return ReplicaState(
-                p.replica_id, p.log_end_offset, p.last_fetch_ms, p.last_caught_up_ms
-            )
-
-        me = state.voters[self.node_id]
-        me.log_end_offset = self.log.log_end_offset
-        me.last_fetch_ms = me.last_caught_up_ms = self._now_ms
+        voters, observers = state.describe_quorum(self._now_ms, self.log.log_end_offset)
         self._reply(
             envelope,
             DescribeQuorumResponse(
@@ -933,8 +887,8 @@ class RaftNode:
                 self.node_id,
                 self.epoch,
                 self.log.high_watermark,
-                tuple(view(state.voters[v]) for v in sorted(self.voters)),
-                tuple(view(p) for _, p in sorted(state.observers.items())),
+                voters,
+                observers,
             ),
         )
 
@@ -1138,48 +1092,27 @@ class RaftNode:
         for inflight in self._inflight.pop_expired(self._now_ms):
             self._handle_request_failed(inflight)
 
-    def _check_quorum_deadline(self, state: LeaderState) -> int:
-        """When the leader stops hearing from a majority unless more Fetches arrive: the
-        fetch time of the least recent voter it still needs, plus the check-quorum timeout."""
-        others = sorted(
-            (p.last_fetch_ms or 0 for v, p in state.voters.items() if v != self.node_id),
-            reverse=True,
-        )
-        needed = majority_size(len(self.voters)) - 1  # the leader counts itself
-        if needed == 0:
-            return self._now_ms + self.config.check_quorum_timeout_ms
-        return others[needed - 1] + self.config.check_quorum_timeout_ms + 1
-
     def poll_leader(self) -> None:
         state = self.state
         assert isinstance(state, LeaderState)
         now = self._now_ms
         # Check quorum: resign when a majority has been silent too long.
-        horizon = now - self.config.check_quorum_timeout_ms
-        alive = sum(
-            1
-            for v, p in state.voters.items()
-            if v == self.node_id or (p.last_fetch_ms is not None and p.last_fetch_ms >= horizon)
-        )
-        if alive < majority_size(len(self.voters)):
-            self._emit("check_quorum_failed", alive=alive)
+        fetched = state.fetched_voters(now, self.config.check_quorum_timeout_ms)
+        if not state.has_quorum(fetched):
+            self._emit("check_quorum_failed", alive=len(fetched))
             self._resign("check quorum failed")
             return
         if now >= state.begin_quorum_epoch_resend_at_ms:
-            for voter in sorted(self.voters - state.acknowledged):
+            for voter in state.nonacknowledging_voters():
                 self._send(
                     voter,
                     BeginQuorumEpochRequest(self._header(), self.node_id, state.epoch, voter),
                     RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
-        pending = self._pending
-        if pending.records and (
-            self.config.seal_batches_on_poll
-            or now - pending.since_ms >= self.config.append_linger_ms
-        ):
-            self._seal_pending()
-        if now >= state.idle_deadline_ms and not pending.records:
+        if state.accumulator.needs_drain(now):
+            self._drain_accumulator(state)
+        elif now >= state.idle_deadline_ms and state.accumulator.is_empty():
             self._append_local(
                 encode_batch(
                     base_offset=self.log.log_end_offset,
@@ -1190,46 +1123,25 @@ class RaftNode:
             )
             state.idle_deadline_ms = now + self.config.idle_interval_ms
         # Long-poll fetches: answer those with news or past their wait.
-        for replica_id, parked in list(self._parked.items()):
-            request = parked.envelope.message
-            assert isinstance(request, FetchRequest)
-            if parked.deadline_ms <= now or request.fetch_offset < self.log.log_end_offset:
-                del self._parked[replica_id]
-                self._complete_fetch(parked.envelope)
+        for envelope in state.fetch_purgatory.pop_completable(now, self.log.log_end_offset):
+            self._complete_fetch(envelope)
 
-    def _seal_pending(self) -> None:
-        state = self.state
-        pending = self._pending
-        if not pending.records:
+    def _drain_accumulator(self, leader: LeaderState) -> None:
+        """Append the open batch, if any, to the log."""
+        batch = leader.accumulator.drain(self.log.log_end_offset, self._now_ms)
+        if batch is None:
             return
-        assert isinstance(state, LeaderState)
-        self._append_local(
-            encode_batch(
-                base_offset=self.log.log_end_offset,
-                epoch=state.epoch,
-                timestamp_ms=self._now_ms,
-                records=pending.records,
-            )
-        )
-        self._pending = _Pending()
-        state.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
+        self._append_local(batch)
+        leader.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
 
     def _maybe_advance_high_watermark(self) -> None:
-        state = self.state
-        if not isinstance(state, LeaderState):
+        leader = self.maybe_leader_state()
+        if leader is None:
             return
-        me = state.voters[self.node_id]
-        me.log_end_offset = self.durable_end_offset
-        candidate = committed_offset([p.log_end_offset for p in state.voters.values()])
-        if candidate <= state.epoch_start_offset and not self.config.unsafe_commit_previous_epoch:
-            return
-        candidate = min(candidate, self.log.log_end_offset)
-        if candidate > self.log.high_watermark:
-            self.log.update_high_watermark(candidate)
+        if leader.maybe_update_high_watermark(self.log, self.durable_end_offset, self.config):
             # Followers learn the new high watermark from their parked fetches.
-            for replica_id, parked in list(self._parked.items()):
-                del self._parked[replica_id]
-                self._complete_fetch(parked.envelope)
+            for envelope in leader.fetch_purgatory.pop_all():
+                self._complete_fetch(envelope)
 
     def poll_candidate(self) -> None:
         state = self.state
@@ -1399,10 +1311,13 @@ class RaftNode:
                     deadlines.append(now)
                 deadlines.append(state.begin_quorum_epoch_resend_at_ms)
                 deadlines.append(state.idle_deadline_ms)
-                deadlines.extend(p.deadline_ms for p in self._parked.values())
-                if self._pending.records:
-                    deadlines.append(self._pending.since_ms + self.config.append_linger_ms)
-                deadlines.append(self._check_quorum_deadline(state))
+                deadlines.extend(state.fetch_purgatory.deadlines_ms())
+                drain_at = state.accumulator.drain_deadline_ms()
+                if drain_at is not None:
+                    deadlines.append(drain_at)
+                deadlines.append(
+                    state.check_quorum_deadline_ms(now, self.config.check_quorum_timeout_ms)
+                )
             case CandidateState() | ProspectiveState():
                 if state.backoff_until_ms is not None:
                     deadlines.append(state.backoff_until_ms)

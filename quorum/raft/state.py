@@ -14,6 +14,8 @@ Legal transitions (voters; observers only move between Unattached and Follower):
                    | Unattached (higher epoch, leader unknown)
     Resigned    -> Prospective (election timeout) | Unattached / Follower (higher epoch)
 
+The leader's state, with everything only a leader keeps, is in ``quorum.raft.leader``.
+
 Every transition that changes what must survive a crash (epoch, vote, leader) produces an
 ``ElectionState`` that the driver persists before any message of the same ``Ready`` is sent.
 """
@@ -23,6 +25,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quorum.raft.election import ElectionState
+from quorum.raft.leader import LeaderState, ReplicaProgress
+
+__all__ = [
+    "CandidateState",
+    "EpochState",
+    "FollowerState",
+    "IllegalTransitionError",
+    "LeaderState",
+    "ProspectiveState",
+    "ReplicaProgress",
+    "ResignedState",
+    "UnattachedState",
+    "check_transition",
+    "election_state_of",
+]
 
 
 class IllegalTransitionError(AssertionError):
@@ -85,34 +102,6 @@ class CandidateState:
     @property
     def leader_id(self) -> int | None:
         return None
-
-
-@dataclass(slots=True)
-class ReplicaProgress:
-    """What the leader knows of one replica from its Fetch requests."""
-
-    replica_id: int
-    log_end_offset: int = -1
-    last_fetch_ms: int | None = None
-    last_caught_up_ms: int | None = None
-
-
-@dataclass(slots=True)
-class LeaderState:
-    """Leads ``epoch``. Its ``LeaderChangeMessage`` sits at ``epoch_start_offset``; nothing is
-    committed in this epoch until that offset is on a majority."""
-
-    epoch: int
-    leader_id: int  # this node
-    epoch_start_offset: int
-    voters: dict[int, ReplicaProgress]
-    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
-    # Voters that have acknowledged this epoch (BeginQuorumEpoch answered, or a Fetch seen).
-    acknowledged: set[int] = field(default_factory=set)
-    begin_quorum_epoch_resend_at_ms: int = 0
-    idle_deadline_ms: int = 0
-
-    name = "leader"
 
 
 @dataclass(slots=True)
