@@ -152,6 +152,19 @@ class LeaderState:
             return True
         return False
 
+    # ----- timers ---------------------------------------------------------------------------
+
+    def timers_ms(self, now_ms: int, config: RaftConfig) -> list[int]:
+        """When the leader must poll next for its own sake: BeginQuorumEpoch resend, idle
+        NoOp, parked Fetch waits, the open batch's linger, the check-quorum deadline."""
+        timers = [self.begin_quorum_epoch_resend_at_ms, self.idle_deadline_ms]
+        timers.extend(self.fetch_purgatory.deadlines_ms())
+        drain_at = self.accumulator.drain_deadline_ms()
+        if drain_at is not None:
+            timers.append(drain_at)
+        timers.append(self.check_quorum_deadline_ms(now_ms, config.check_quorum_timeout_ms))
+        return timers
+
     # ----- check quorum ---------------------------------------------------------------------
 
     def fetched_voters(self, now_ms: int, timeout_ms: int) -> set[int]:

@@ -31,6 +31,7 @@ __all__ = [
     "CandidateState",
     "EpochState",
     "FollowerState",
+    "IllegalStateError",
     "IllegalTransitionError",
     "LeaderState",
     "ProspectiveState",
@@ -44,6 +45,11 @@ __all__ = [
 
 class IllegalTransitionError(AssertionError):
     """A transition the state table forbids: a bug in the core, never a peer's fault."""
+
+
+class IllegalStateError(AssertionError):
+    """The core asked for a role's state in another role (Kafka's ``IllegalStateException``
+    from ``leaderStateOrThrow``): a bug in the core."""
 
 
 @dataclass(slots=True)
@@ -119,6 +125,18 @@ class FollowerState:
     leader_resigned: bool = False
 
     name = "follower"
+
+    def fetch_succeeded(self, now_ms: int, fetch_timeout_ms: int) -> None:
+        """The leader answered a Fetch (or its snapshot was installed): it is alive, and the
+        fetch timeout starts again (Kafka's ``resetFetchTimeoutForSuccessfulFetch``)."""
+        self.last_fetch_success_ms = now_ms
+        self.fetch_deadline_ms = now_ms + fetch_timeout_ms
+
+    def has_live_leader(self, now_ms: int, fetch_timeout_ms: int) -> bool:
+        """Whether the leader was heard within the fetch timeout (then pre-votes are denied)."""
+        if self.last_fetch_success_ms is None:
+            return False
+        return now_ms - self.last_fetch_success_ms < fetch_timeout_ms
 
 
 @dataclass(slots=True)
