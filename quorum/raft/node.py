@@ -1166,13 +1166,7 @@ class RaftNode:
         now = self._now_ms
         if state.backoff_until_ms is not None:
             if now >= state.backoff_until_ms:
-                retries = state.retries + 1
-                state.granted.clear()
-                state.rejected.clear()
-                state.backoff_until_ms = None
-                state.retries = retries
-                state.retry_at_ms.clear()
-                state.election_deadline_ms = self._election_deadline(now)
+                state.start_next_round(self._election_deadline(now))
                 self._request_pre_votes(state)
             return
         if now >= state.election_deadline_ms:

@@ -90,6 +90,15 @@ class ProspectiveState:
 
     name = "prospective"
 
+    def start_next_round(self, election_deadline_ms: int) -> None:
+        """The backoff after a lost pre-vote is over: ask again, from a clean tally."""
+        self.granted.clear()
+        self.rejected.clear()
+        self.backoff_until_ms = None
+        self.retries += 1
+        self.retry_at_ms.clear()
+        self.election_deadline_ms = election_deadline_ms
+
 
 @dataclass(slots=True)
 class CandidateState:
