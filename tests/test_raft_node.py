@@ -19,6 +19,7 @@ from quorum.metadata.records import (
     LeaderChangeMessage,
     NoOpRecord,
 )
+from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.messages import (
@@ -39,6 +40,7 @@ from quorum.raft.node import NotLeaderError, RaftNode, Ready
 from quorum.raft.state import (
     CandidateState,
     FollowerState,
+    IllegalStateError,
     IllegalTransitionError,
     LeaderState,
     ProspectiveState,
@@ -465,7 +467,9 @@ def test_state_table_refuses_illegal_transitions() -> None:
     with pytest.raises(IllegalTransitionError, match="epoch goes back"):
         check_transition(unattached, UnattachedState(1, None, 0), local_id=1)
     with pytest.raises(IllegalTransitionError, match="unattached -> leader"):
-        check_transition(unattached, LeaderState(2, 1, 0, {}), local_id=1)
+        check_transition(
+            unattached, LeaderState(2, 1, 0, {}, BatchAccumulator(2, RaftConfig())), local_id=1
+        )
     follower = FollowerState(2, 3, None, 0)
     with pytest.raises(IllegalTransitionError, match="leader changed"):
         check_transition(follower, FollowerState(2, 2, None, 0), local_id=1)
@@ -507,3 +511,46 @@ def test_proposals_that_overflow_the_open_batch_seal_it_and_keep_every_record() 
         (first.base_offset, 8),
         (second.base_offset, 5),
     ]
+
+
+def test_parked_fetch_is_answered_when_the_leader_steps_down() -> None:
+    """A long-poll Fetch waits in the leader's fetch purgatory; when the leader loses its
+    epoch, the purgatory goes with its state and the fetcher is told NOT_LEADER_OR_FOLLOWER
+    by the leader of the old epoch."""
+    ctx = Context()
+    ctx.elect()
+    end = ctx.node.log_end_offset
+    ctx.deliver(2, fetch_request(2, 1, end, 1))
+    ctx.poll()
+    hw = ctx.node.high_watermark
+    assert hw == end
+    ctx.deliver(2, FetchRequest(HEADER, 2, 1, end, 1, 500, 1 << 20, hw))
+    assert ctx.sent(ctx.poll(), FetchResponse) == []  # parked: nothing new for the fetcher
+    ctx.deliver(3, vote_request(2, 3, last_epoch=1, last_offset=end))
+    (answer,) = ctx.sent(ctx.poll(), FetchResponse)
+    assert answer.destination == 2
+    message = answer.message
+    assert isinstance(message, FetchResponse)
+    assert (message.error_code, message.leader_id, message.leader_epoch) == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        1,
+        1,
+    )
+    assert not ctx.node.is_leader() and ctx.node.maybe_leader_state() is None
+
+
+def test_a_header_error_is_reported_once() -> None:
+    ctx = Context()
+    ctx.poll()
+    ctx.deliver(2, VoteRequest(RequestHeader(CLUSTER, METADATA_TOPIC_ID, 3), 1, 2, 0, 0, False, 1))
+    ready = ctx.poll()
+    assert [e.name for e in ready.events] == ["request_rejected"]
+    (response,) = ctx.sent(ready, VoteResponse)
+    assert response.message.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
+
+
+def test_leader_state_or_raise_refuses_other_roles() -> None:
+    ctx = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS))
+    assert ctx.node.maybe_follower_state() is ctx.node.state
+    with pytest.raises(IllegalStateError):
+        ctx.node.leader_state_or_raise()

@@ -8,9 +8,29 @@ class only keeps offsets, epochs and the high watermark consistent; it never tou
 from __future__ import annotations
 
 import bisect
+import enum
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from quorum.metadata.batch import LogBatch
+
+
+class FetchPosition(enum.Enum):
+    """Where a fetcher's log stands against the leader's (Kafka's ``ValidOffsetAndEpoch.Kind``)."""
+
+    VALID = "valid"  # the fetcher's log is a prefix of this one: send what follows
+    DIVERGING = "diverging"  # it must truncate to the end of ``epoch`` first
+    SNAPSHOT = "snapshot"  # it is behind the log start: it must load the snapshot first
+
+
+@dataclass(frozen=True, slots=True)
+class ValidOffsetAndEpoch:
+    """The answer of ``RaftLog.validate_offset_and_epoch``: for DIVERGING, the largest epoch
+    both logs may share and where it ends here; for SNAPSHOT, the snapshot's epoch and end."""
+
+    position: FetchPosition
+    epoch: int
+    end_offset: int
 
 
 class RaftLog:
@@ -105,6 +125,26 @@ class RaftLog:
         if index + 1 < len(self._epochs):
             return found_epoch, self._epochs[index + 1][1]
         return found_epoch, self._log_end_offset
+
+    def validate_offset_and_epoch(
+        self, offset: int, last_fetched_epoch: int
+    ) -> ValidOffsetAndEpoch:
+        """Kafka's ``validateOffsetAndEpoch``: does a fetcher whose log ends at ``offset``, its
+        last batch of ``last_fetched_epoch``, agree with this log? A divergence that lies
+        inside the snapshot, or an offset below the log start, sends it to the snapshot."""
+        has_snapshot = self.log_start_offset > 0
+        snapshot = ValidOffsetAndEpoch(
+            FetchPosition.SNAPSHOT, self.snapshot_epoch, self.log_start_offset
+        )
+        if has_snapshot and offset < self.log_start_offset:
+            return snapshot
+        if offset > self.log_start_offset or last_fetched_epoch > 0:
+            epoch, end_offset = self.end_offset_for_epoch(last_fetched_epoch)
+            if epoch != last_fetched_epoch or end_offset < offset:
+                if has_snapshot and end_offset <= self.log_start_offset:
+                    return snapshot
+                return ValidOffsetAndEpoch(FetchPosition.DIVERGING, epoch, end_offset)
+        return ValidOffsetAndEpoch(FetchPosition.VALID, last_fetched_epoch, offset)
 
     def epoch_of(self, offset: int) -> int:
         if offset < self.log_start_offset:

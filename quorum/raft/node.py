@@ -13,7 +13,13 @@ the deterministic simulator in tests) passes ``now_ms`` to every call and carrie
     node.advance(ready)                  # tells the core the above is durable
     wait until ready.next_poll_at_ms or the next envelope
 
-Protocol (KIP-595 with KIP-996 pre-vote and KIP-516 topic ids): see DESIGN.md section 3.
+Protocol (KIP-595 with KIP-996 pre-vote and KIP-516 topic ids): see docs/architecture.md.
+
+The node routes messages and timers to the epoch state of its role (``quorum.raft.state``).
+What only a leader keeps is on its ``LeaderState`` (``quorum.raft.leader``: replica progress,
+check quorum, the high-watermark rule, the ``BatchAccumulator`` and the ``FetchPurgatory``);
+the fetching side of followers and observers is a ``Fetcher``; requests awaiting an answer are
+``InflightRequests``; majorities are counted in ``quorum.raft.majority``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,11 @@ from quorum.metadata.batch import LogBatch, encode_batch
 from quorum.metadata.records import LeaderChangeMessage, NoOpRecord, Record, encode_record
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
-from quorum.raft.log import RaftLog
+from quorum.raft.fetcher import Fetcher
+from quorum.raft.inflight import InflightRequest, InflightRequests, RequestKind
+from quorum.raft.leader import LeaderState
+from quorum.raft.log import FetchPosition, RaftLog
+from quorum.raft.majority import VoteResult, vote_result
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -42,7 +52,6 @@ from quorum.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
-    ReplicaState,
     RequestFailed,
     RequestHeader,
     SnapshotId,
@@ -53,9 +62,8 @@ from quorum.raft.state import (
     CandidateState,
     EpochState,
     FollowerState,
-    LeaderState,
+    IllegalStateError,
     ProspectiveState,
-    ReplicaProgress,
     ResignedState,
     UnattachedState,
     check_transition,
@@ -120,27 +128,6 @@ class Ready:
         return bool(self.entries_to_append) or self.truncate_to is not None
 
 
-@dataclass(slots=True)
-class _Inflight:
-    destination: int
-    kind: str  # "vote", "pre_vote", "begin_epoch", "end_epoch", "fetch"
-    epoch: int
-    deadline_ms: int
-
-
-@dataclass(slots=True)
-class _ParkedFetch:
-    envelope: Envelope
-    deadline_ms: int
-
-
-@dataclass(slots=True)
-class _Pending:
-    records: list[Record] = field(default_factory=list)
-    bytes: int = 0
-    since_ms: int = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """Where a proposal will land if the epoch that accepted it commits it."""
@@ -182,11 +169,8 @@ class RaftNode:
         self.metadata_topic_id: Uuid | None = None
         self._now_ms = now_ms
         self._next_correlation_id = 1
-        self._inflight: dict[int, _Inflight] = {}
-        self._parked: dict[int, _ParkedFetch] = {}
-        self._pending = _Pending()
-        self._observer_cursor = 0
-        self._fetch_retry_at_ms = 0
+        self._inflight = InflightRequests()
+        self._fetcher = Fetcher()
         # Outputs collected until the next poll.
         self._out_messages: list[Envelope] = []
         self._out_entries: list[LogBatch] = []
@@ -194,7 +178,6 @@ class RaftNode:
         self._out_election: ElectionState | None = None
         self._out_events: list[RaftEvent] = []
         self._out_snapshot: tuple[int, SnapshotId] | None = None
-        self._fetching_snapshot: SnapshotId | None = None
         self._awaiting_advance = False
         # Everything below this offset is durable on this node (fsynced by the driver).
         self.durable_end_offset = self.log.log_end_offset
@@ -216,7 +199,8 @@ class RaftNode:
 
     @property
     def leader_id(self) -> int | None:
-        return self.state.leader_id if not isinstance(self.state, ProspectiveState) else None
+        """The leader this node knows of in its epoch (a prospective node trusts none)."""
+        return None if self.is_prospective() else self.state.leader_id
 
     @property
     def high_watermark(self) -> int:
@@ -226,8 +210,48 @@ class RaftNode:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    # ----- the epoch state by role (Kafka's QuorumState accessors) ---------------------------
+
     def is_leader(self) -> bool:
         return isinstance(self.state, LeaderState)
+
+    def is_prospective(self) -> bool:
+        return isinstance(self.state, ProspectiveState)
+
+    def is_candidate(self) -> bool:
+        return isinstance(self.state, CandidateState)
+
+    def is_unattached(self) -> bool:
+        return isinstance(self.state, UnattachedState)
+
+    def is_resigned(self) -> bool:
+        return isinstance(self.state, ResignedState)
+
+    def maybe_leader_state(self) -> LeaderState | None:
+        state = self.state
+        return state if isinstance(state, LeaderState) else None
+
+    def leader_state_or_raise(self) -> LeaderState:
+        state = self.maybe_leader_state()
+        if state is None:
+            raise IllegalStateError(f"not the leader: {self.state!r}")
+        return state
+
+    def maybe_follower_state(self) -> FollowerState | None:
+        state = self.state
+        return state if isinstance(state, FollowerState) else None
+
+    def maybe_prospective_state(self) -> ProspectiveState | None:
+        state = self.state
+        return state if isinstance(state, ProspectiveState) else None
+
+    def maybe_candidate_state(self) -> CandidateState | None:
+        state = self.state
+        return state if isinstance(state, CandidateState) else None
+
+    def maybe_resigned_state(self) -> ResignedState | None:
+        state = self.state
+        return state if isinstance(state, ResignedState) else None
 
     @property
     def snapshot_id(self) -> SnapshotId | None:
@@ -275,7 +299,7 @@ class RaftNode:
         if envelope.is_request:
             self._handle_request(envelope)
         else:
-            inflight = self._inflight.pop(envelope.correlation_id, None)
+            inflight = self._inflight.pop(envelope.correlation_id)
             if inflight is not None:
                 self._handle_response(envelope, inflight)
         self._check_invariants()
@@ -286,8 +310,8 @@ class RaftNode:
         watermark passes ``last_offset`` and the batch there still carries ``epoch``."""
         assert not self._awaiting_advance, "propose() called before advance()"
         self._now_ms = max(self._now_ms, now_ms)
-        state = self.state
-        if not isinstance(state, LeaderState):
+        leader = self.maybe_leader_state()
+        if leader is None:
             raise NotLeaderError(self.leader_id, self.epoch)
         if not records:
             raise BatchTooLargeError("a proposal needs at least one record")
@@ -298,30 +322,25 @@ class RaftNode:
                 f"({self.config.records_per_batch_max} records, "
                 f"{self.config.batch_bytes_max} bytes)"
             )
-        pending = self._pending
-        if pending.records and (
-            len(pending.records) + len(records) > self.config.records_per_batch_max
-            or pending.bytes + size > self.config.batch_bytes_max
-        ):
-            self._seal_pending()
-            pending = self._pending  # sealing starts a new open batch
-        if not pending.records:
-            pending.since_ms = self._now_ms
-        base = self.log.log_end_offset + len(pending.records)
-        pending.records.extend(records)
-        pending.bytes += size
-        return Proposal(state.epoch, base, base + len(records) - 1)
+        accumulator = leader.accumulator
+        if not accumulator.is_empty() and not accumulator.fits(len(records), size):
+            self._drain_accumulator(leader)
+        base = self.log.log_end_offset + accumulator.record_count
+        accumulator.append(records, size, self._now_ms)
+        return Proposal(leader.epoch, base, base + len(records) - 1)
 
     def next_offset(self) -> int:
         """The offset the next proposed record will get (the leader's log end offset plus what
         waits in the open batch)."""
-        return self.log.log_end_offset + len(self._pending.records)
+        leader = self.maybe_leader_state()
+        pending = leader.accumulator.record_count if leader is not None else 0
+        return self.log.log_end_offset + pending
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown of a leader: hand leadership over through EndQuorumEpoch."""
         assert not self._awaiting_advance
         self._now_ms = max(self._now_ms, now_ms)
-        if isinstance(self.state, LeaderState):
+        if self.is_leader():
             self._resign("shutdown")
 
     def set_metadata_topic_id(self, topic_id: Uuid) -> None:
@@ -348,19 +367,18 @@ class RaftNode:
         self.log.reset_to_snapshot(snapshot.end_offset, snapshot.epoch)
         self.durable_end_offset = snapshot.end_offset
         self._applied_offset = snapshot.end_offset
-        self._fetching_snapshot = None
-        self._fetch_retry_at_ms = self._now_ms
-        state = self.state
-        if isinstance(state, FollowerState):
-            state.last_fetch_success_ms = self._now_ms
-            state.fetch_deadline_ms = self._now_ms + self.config.fetch_timeout_ms
+        self._fetcher.fetching_snapshot = None
+        self._fetcher.retry_now(self._now_ms)
+        follower = self.maybe_follower_state()
+        if follower is not None:
+            follower.fetch_succeeded(self._now_ms, self.config.fetch_timeout_ms)
         self._emit("snapshot_installed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
 
     def snapshot_fetch_failed(self, now_ms: int) -> None:
         """The snapshot download failed: fetch again (the leader names its current one)."""
         self._now_ms = max(self._now_ms, now_ms)
-        self._fetching_snapshot = None
-        self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+        self._fetcher.fetching_snapshot = None
+        self._fetch_backoff()
 
     def poll(self, now_ms: int) -> Ready:
         """Run timers, then hand out everything to persist, send and apply."""
@@ -408,11 +426,13 @@ class RaftNode:
     def _emit(self, name: str, **fields: Any) -> None:
         self._out_events.append(RaftEvent(name, {"epoch": self.epoch, **fields}))
 
-    def _send(self, destination: int, message: Message, kind: str, timeout_ms: int = 0) -> None:
+    def _send(
+        self, destination: int, message: Message, kind: RequestKind, timeout_ms: int = 0
+    ) -> None:
         correlation_id = self._next_correlation_id
         self._next_correlation_id += 1
         deadline = self._now_ms + (timeout_ms or self.config.request_timeout_ms)
-        self._inflight[correlation_id] = _Inflight(destination, kind, self.epoch, deadline)
+        self._inflight.add(correlation_id, InflightRequest(destination, kind, self.epoch, deadline))
         self._out_messages.append(Envelope(self.node_id, destination, correlation_id, message))
 
     def _reply(self, request: Envelope, message: Message) -> None:
@@ -440,30 +460,26 @@ class RaftNode:
     # ----- transitions ----------------------------------------------------------------------
 
     def _transition(self, new: EpochState, reason: str) -> None:
-        old = self.state
-        check_transition(old, new, self.node_id)
-        if isinstance(old, LeaderState):
-            self._abandon_leadership()
+        check_transition(self.state, new, self.node_id)
+        leader = self.maybe_leader_state()
+        if leader is not None:
+            self._abandon_leadership(leader)
         self.state = new
         if self.is_voter:
             durable = election_state_of(new, self.voters, self.node_id)
             if durable != self._current_persisted():
                 self._out_election = durable
-        self._inflight = {
-            cid: f
-            for cid, f in self._inflight.items()
-            if f.kind == "fetch" and f.epoch == new.epoch
-        }
+        self._inflight.retain_fetches_of(new.epoch)
         self._emit(f"became_{new.name}", leader_id=new.leader_id, reason=reason)
 
     def _current_persisted(self) -> ElectionState | None:
         return self._out_election if self._out_election is not None else self._persisted
 
-    def _abandon_leadership(self) -> None:
-        self._pending = _Pending()
-        for replica_id, parked in list(self._parked.items()):
-            del self._parked[replica_id]
-            self._reply(parked.envelope, self._fetch_error(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    def _abandon_leadership(self, leader: LeaderState) -> None:
+        """Still in ``leader``'s epoch: answer its parked Fetches; its open batch is dropped
+        with it (nothing in it was promised)."""
+        for envelope in leader.fetch_purgatory.pop_all():
+            self._reply(envelope, self._fetch_response(ErrorCode.NOT_LEADER_OR_FOLLOWER))
 
     def _election_deadline(self, now_ms: int) -> int:
         timeout = self.config.election_timeout_ms
@@ -486,14 +502,13 @@ class RaftNode:
     def _become_follower(self, epoch: int, leader_id: int, reason: str) -> None:
         assert leader_id != self.node_id
         state = self.state
-        voted = getattr(state, "voted_id", None) if state.epoch == epoch else None
-        if isinstance(state, CandidateState) and state.epoch == epoch:
+        same_epoch = state.epoch == epoch
+        # The vote cast in this epoch stays (a candidate voted for itself).
+        voted = getattr(state, "voted_id", None) if same_epoch else None
+        if same_epoch and self.is_candidate():
             voted = self.node_id
-        last_success = (
-            state.last_fetch_success_ms
-            if isinstance(state, FollowerState) and state.epoch == epoch
-            else None
-        )
+        follower = self.maybe_follower_state()
+        last_success = follower.last_fetch_success_ms if follower and same_epoch else None
         self._transition(
             FollowerState(
                 epoch,
@@ -504,63 +519,48 @@ class RaftNode:
             ),
             reason,
         )
-        self._fetch_retry_at_ms = self._now_ms
+        self._fetcher.retry_now(self._now_ms)
 
     def _become_prospective(self, reason: str, retries: int = 1) -> None:
         state = self.state
         assert self.is_voter
         voted = getattr(state, "voted_id", None)
         leader = state.leader_id
-        if isinstance(state, ResignedState):
+        if self.is_resigned():
             voted = leader = self.node_id
-        elif isinstance(state, CandidateState):
+        elif self.is_candidate():
             # An epoch it ran in: it voted for itself there.
             voted = self.node_id
-        elif isinstance(state, ProspectiveState):
-            leader = state.leader_id
-        resigned = isinstance(state, FollowerState) and state.leader_resigned
-        self._transition(
-            ProspectiveState(
-                state.epoch,
-                voted,
-                leader,
-                self._election_deadline(self._now_ms),
-                retries=retries,
-                leader_resigned=resigned,
-            ),
-            reason,
+        follower = self.maybe_follower_state()
+        prospective = ProspectiveState(
+            state.epoch,
+            voted,
+            leader,
+            self._election_deadline(self._now_ms),
+            retries=retries,
+            leader_resigned=follower is not None and follower.leader_resigned,
         )
-        self._maybe_send_vote_requests(pre_vote=True)
+        self._transition(prospective, reason)
+        self._request_pre_votes(prospective)
 
     def _become_candidate(self, reason: str, retries: int) -> None:
         epoch = self.epoch + 1
-        self._transition(
-            CandidateState(epoch, self._election_deadline(self._now_ms), retries=retries),
-            reason,
-        )
-        assert isinstance(self.state, CandidateState)
-        self.state.granted.add(self.node_id)
-        self._maybe_send_vote_requests(pre_vote=False)
+        candidate = CandidateState(epoch, self._election_deadline(self._now_ms), retries=retries)
+        self._transition(candidate, reason)
+        candidate.granted.add(self.node_id)
+        self._request_votes(candidate)
 
-    def _become_leader(self) -> None:
-        state = self.state
-        assert isinstance(state, CandidateState)
+    def _become_leader(self, state: CandidateState) -> None:
         now = self._now_ms
-        progress = {v: ReplicaProgress(v) for v in self.voters}
-        # Give every voter a full check-quorum window before it counts as silent.
-        for p in progress.values():
-            p.last_fetch_ms = now
-        progress[self.node_id].log_end_offset = self.log.log_end_offset
         epoch_start = self.log.log_end_offset
         self._transition(
-            LeaderState(
-                state.epoch,
-                self.node_id,
-                epoch_start,
-                progress,
-                acknowledged={self.node_id},
-                begin_quorum_epoch_resend_at_ms=now,
-                idle_deadline_ms=now + self.config.idle_interval_ms,
+            LeaderState.elected(
+                epoch=state.epoch,
+                local_id=self.node_id,
+                voters=self.voters,
+                log_end_offset=epoch_start,
+                now_ms=now,
+                config=self.config,
             ),
             "won election",
         )
@@ -577,22 +577,18 @@ class RaftNode:
         )
 
     def _resign(self, reason: str) -> None:
-        state = self.state
-        assert isinstance(state, LeaderState)
-        self._seal_pending()
-        others = [v for v in self.voters if v != self.node_id]
-        successors = tuple(sorted(others, key=lambda v: (-state.voters[v].log_end_offset, v)))
-        self._transition(
-            ResignedState(
-                state.epoch,
-                successors,
-                set(others),
-                self._election_deadline(self._now_ms),
-                self._now_ms,
-            ),
-            reason,
+        leader = self.leader_state_or_raise()
+        self._drain_accumulator(leader)
+        successors = leader.preferred_successors()
+        resigned = ResignedState(
+            leader.epoch,
+            successors,
+            set(successors),
+            self._election_deadline(self._now_ms),
+            self._now_ms,
         )
-        self._maybe_send_end_quorum_epoch()
+        self._transition(resigned, reason)
+        self._send_end_quorum_epoch(resigned)
 
     def _observe_epoch(self, epoch: int, leader_id: int | None, reason: str) -> bool:
         """React to an epoch and leader learned from any message. Returns True when the
@@ -607,9 +603,11 @@ class RaftNode:
             return False
         if leader_id is None or leader_id == self.node_id:
             return False
-        state = self.state
-        if isinstance(state, UnattachedState | CandidateState) or (
-            isinstance(state, ProspectiveState) and leader_id != state.leader_id
+        prospective = self.maybe_prospective_state()
+        if (
+            self.is_unattached()
+            or self.is_candidate()
+            or (prospective is not None and leader_id != prospective.leader_id)
         ):
             self._become_follower(epoch, leader_id, reason)
         return False
@@ -643,17 +641,19 @@ class RaftNode:
                 source=envelope.source,
                 request=type(message).__name__,
             )
+        # Each handler answers a header error in its own response type; it validates the
+        # rest of the request itself.
         match message:
             case VoteRequest():
-                self.handle_vote_request(envelope, message)
+                self.handle_vote_request(envelope, message, error)
             case BeginQuorumEpochRequest():
-                self.handle_begin_quorum_epoch_request(envelope, message)
+                self.handle_begin_quorum_epoch_request(envelope, message, error)
             case EndQuorumEpochRequest():
-                self.handle_end_quorum_epoch_request(envelope, message)
+                self.handle_end_quorum_epoch_request(envelope, message, error)
             case FetchRequest():
-                self.handle_fetch_request(envelope, message)
+                self.handle_fetch_request(envelope, message, error)
             case DescribeQuorumRequest():
-                self.handle_describe_quorum_request(envelope, message)
+                self.handle_describe_quorum_request(envelope, message, error)
             case _:  # pragma: no cover - is_request guards this
                 raise AssertionError(message)
 
@@ -664,11 +664,13 @@ class RaftNode:
         ours = (self.log.last_fetched_epoch, self.log.log_end_offset)
         return (last_epoch, last_offset) >= ours
 
-    def handle_vote_request(self, envelope: Envelope, request: VoteRequest) -> None:
+    def handle_vote_request(
+        self, envelope: Envelope, request: VoteRequest, header_error: ErrorCode
+    ) -> None:
         """Errors: INCONSISTENT_CLUSTER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
         INCONSISTENT_VOTER_SET (candidate or addressee not a voter here), INVALID_REQUEST
         (negative fields), FENCED_LEADER_EPOCH (candidate epoch below ours)."""
-        error = self._validate_header(request.header)
+        error = header_error
         if error is ErrorCode.NONE and (
             request.candidate_id not in self.voters
             or request.voter_id != self.node_id
@@ -720,19 +722,19 @@ class RaftNode:
         self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, False))
 
     def _has_live_leader(self) -> bool:
-        state = self.state
-        if isinstance(state, LeaderState):
+        if self.is_leader():
             return True
-        if isinstance(state, FollowerState) and state.last_fetch_success_ms is not None:
-            return self._now_ms - state.last_fetch_success_ms < self.config.fetch_timeout_ms
-        return False
+        follower = self.maybe_follower_state()
+        return follower is not None and follower.has_live_leader(
+            self._now_ms, self.config.fetch_timeout_ms
+        )
 
     def handle_begin_quorum_epoch_request(
-        self, envelope: Envelope, request: BeginQuorumEpochRequest
+        self, envelope: Envelope, request: BeginQuorumEpochRequest, header_error: ErrorCode
     ) -> None:
         """Errors: header errors, INCONSISTENT_VOTER_SET, INVALID_REQUEST,
         FENCED_LEADER_EPOCH (a leader of an older epoch)."""
-        error = self._validate_header(request.header)
+        error = header_error
         if error is ErrorCode.NONE and (
             request.leader_id not in self.voters or request.voter_id != self.node_id
         ):
@@ -743,53 +745,69 @@ class RaftNode:
             error = ErrorCode.FENCED_LEADER_EPOCH
         if error is ErrorCode.NONE:
             assert request.leader_id != self.node_id or self.epoch >= request.leader_epoch
-            state = self.state
+            follower = self.maybe_follower_state()
             if request.leader_epoch > self.epoch or not (
-                isinstance(state, FollowerState) and state.leader_id == request.leader_id
+                follower is not None and follower.leader_id == request.leader_id
             ):
                 self._become_follower(request.leader_epoch, request.leader_id, "begin quorum epoch")
         self._reply(envelope, BeginQuorumEpochResponse(error, self.leader_id, self.epoch))
 
     def handle_end_quorum_epoch_request(
-        self, envelope: Envelope, request: EndQuorumEpochRequest
+        self, envelope: Envelope, request: EndQuorumEpochRequest, header_error: ErrorCode
     ) -> None:
         """The leader of ``leader_epoch`` resigned. A follower of it stops trusting it (so it
         grants pre-votes) and the first preferred successor starts an election at once; the
         others wait a backoff that grows with their place in the list."""
-        error = self._validate_header(request.header)
+        error = header_error
         if error is ErrorCode.NONE and request.leader_id not in self.voters:
             error = ErrorCode.INCONSISTENT_VOTER_SET
         if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
             error = ErrorCode.FENCED_LEADER_EPOCH
         if error is ErrorCode.NONE:
             self._observe_epoch(request.leader_epoch, request.leader_id, "end quorum epoch")
-            state = self.state
-            if isinstance(state, FollowerState) and state.leader_id == request.leader_id:
-                state.last_fetch_success_ms = None
-                state.leader_resigned = True
+            follower = self.maybe_follower_state()
+            if follower is not None and follower.leader_id == request.leader_id:
+                follower.last_fetch_success_ms = None
+                follower.leader_resigned = True
                 if self.node_id in request.preferred_successors:
                     position = request.preferred_successors.index(self.node_id)
                     delay = 0 if position == 0 else self._backoff_ms(position)
-                    state.fetch_deadline_ms = min(state.fetch_deadline_ms, self._now_ms + delay)
+                    follower.fetch_deadline_ms = min(
+                        follower.fetch_deadline_ms, self._now_ms + delay
+                    )
             self._emit("leader_resigned", leader_id=request.leader_id)
         self._reply(envelope, EndQuorumEpochResponse(error, self.leader_id, self.epoch))
 
-    def _fetch_error(self, error: ErrorCode) -> FetchResponse:
+    def _fetch_response(
+        self,
+        error: ErrorCode = ErrorCode.NONE,
+        *,
+        diverging_epoch: DivergingEpoch | None = None,
+        batches: tuple[LogBatch, ...] = (),
+        snapshot_id: SnapshotId | None = None,
+    ) -> FetchResponse:
+        """Every FetchResponse this node sends: its epoch, the leader it knows (itself when
+        it leads), its high watermark and log start, plus what the answer carries."""
         return FetchResponse(
             error,
             self.leader_id,
             self.epoch,
             self.log.high_watermark,
             self.log.log_start_offset,
+            diverging_epoch,
+            batches,
+            snapshot_id,
         )
 
-    def handle_fetch_request(self, envelope: Envelope, request: FetchRequest) -> None:
+    def handle_fetch_request(
+        self, envelope: Envelope, request: FetchRequest, header_error: ErrorCode
+    ) -> None:
         """Errors: header errors; INVALID_REQUEST (negative offsets, last_fetched_epoch above
         the fetcher's epoch, offset inside a batch); NOT_LEADER_OR_FOLLOWER (this node does not
         lead; the answer names the leader it knows); FENCED_LEADER_EPOCH (the fetcher is
         behind); UNKNOWN_LEADER_EPOCH (the fetcher is ahead). A divergent fetcher gets
         ``diverging_epoch`` and truncates."""
-        error = self._validate_header(request.header)
+        error = header_error
         if error is ErrorCode.NONE and (
             request.fetch_offset < 0
             or request.last_fetched_epoch < 0
@@ -798,55 +816,45 @@ class RaftNode:
             or request.last_fetched_epoch > request.current_leader_epoch
         ):
             error = ErrorCode.INVALID_REQUEST
-        state = self.state
+        leader = self.maybe_leader_state()
         if error is ErrorCode.NONE:
             if request.current_leader_epoch > self.epoch:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
-            elif not isinstance(state, LeaderState):
+            elif leader is None:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif request.current_leader_epoch < self.epoch:
                 error = ErrorCode.FENCED_LEADER_EPOCH
-        if error is not ErrorCode.NONE:
-            self._reply(envelope, self._fetch_error(error))
+        if error is not ErrorCode.NONE or leader is None:
+            self._reply(envelope, self._fetch_response(error))
             return
-        assert isinstance(state, LeaderState)
-        snapshot = self.snapshot_id
-        if snapshot is not None and request.fetch_offset < snapshot.end_offset:
-            # The fetcher is behind the log start: it must load the snapshot first (KIP-630).
-            self._reply(envelope, self._snapshot_answer(snapshot))
+        position = self.log.validate_offset_and_epoch(
+            request.fetch_offset, request.last_fetched_epoch
+        )
+        if position.position is FetchPosition.SNAPSHOT:
+            # Behind the log start, or diverging inside the snapshot: load it first (KIP-630).
+            snapshot = SnapshotId(position.end_offset, position.epoch)
+            self._reply(envelope, self._fetch_response(snapshot_id=snapshot))
             return
-        # Divergence check (Kafka's validateOffsetAndEpoch).
-        if request.fetch_offset > self.log.log_start_offset or request.last_fetched_epoch > 0:
-            epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
-            if (
-                snapshot is not None
-                and end_offset <= snapshot.end_offset
-                and (epoch != request.last_fetched_epoch or end_offset < request.fetch_offset)
-            ):
-                # The divergence point is inside the snapshot: start over from it.
-                self._reply(envelope, self._snapshot_answer(snapshot))
-                return
-            if epoch != request.last_fetched_epoch or end_offset < request.fetch_offset:
-                self._reply(
-                    envelope,
-                    FetchResponse(
-                        ErrorCode.NONE,
-                        self.node_id,
-                        self.epoch,
-                        self.log.high_watermark,
-                        self.log.log_start_offset,
-                        DivergingEpoch(epoch, end_offset),
-                    ),
-                )
-                return
+        if position.position is FetchPosition.DIVERGING:
+            diverging = DivergingEpoch(position.epoch, position.end_offset)
+            self._reply(envelope, self._fetch_response(diverging_epoch=diverging))
+            return
         if not self.log.is_batch_boundary(request.fetch_offset):
-            self._reply(envelope, self._fetch_error(ErrorCode.INVALID_REQUEST))
+            self._reply(envelope, self._fetch_response(ErrorCode.INVALID_REQUEST))
             return
         hw_before = self.log.high_watermark
-        self._update_replica_progress(state, request)
-        old = self._parked.pop(request.replica_id, None)
+        leader.update_replica_state(
+            request.replica_id,
+            request.fetch_offset,
+            self.log.log_end_offset,
+            self._now_ms,
+            self.config,
+        )
+        if request.replica_id in self.voters:
+            self._maybe_advance_high_watermark()
+        old = leader.fetch_purgatory.pop(request.replica_id)
         if old is not None:
-            self._complete_fetch(old.envelope)
+            self._complete_fetch(old)
         if (
             request.fetch_offset < self.log.log_end_offset
             or request.max_wait_ms == 0
@@ -856,84 +864,31 @@ class RaftNode:
             self._complete_fetch(envelope)
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            self._parked[request.replica_id] = _ParkedFetch(envelope, self._now_ms + wait)
-
-    def _snapshot_answer(self, snapshot: SnapshotId) -> FetchResponse:
-        return FetchResponse(
-            ErrorCode.NONE,
-            self.node_id,
-            self.epoch,
-            self.log.high_watermark,
-            self.log.log_start_offset,
-            snapshot_id=snapshot,
-        )
-
-    def _update_replica_progress(self, state: LeaderState, request: FetchRequest) -> None:
-        now = self._now_ms
-        replica_id = request.replica_id
-        if replica_id in self.voters:
-            progress = state.voters[replica_id]
-            state.acknowledged.add(replica_id)
-        else:
-            progress = state.observers.get(replica_id) or ReplicaProgress(replica_id)
-            state.observers[replica_id] = progress
-            self._expire_observers(state)
-        progress.log_end_offset = request.fetch_offset
-        progress.last_fetch_ms = now
-        if request.fetch_offset >= self.log.log_end_offset:
-            progress.last_caught_up_ms = now
-        if replica_id in self.voters:
-            self._maybe_advance_high_watermark()
-
-    def _expire_observers(self, state: LeaderState) -> None:
-        horizon = self._now_ms - self.config.observer_expiry_ms
-        if len(state.observers) <= 1:
-            return
-        for replica_id, progress in list(state.observers.items()):
-            if progress.last_fetch_ms is not None and progress.last_fetch_ms < horizon:
-                del state.observers[replica_id]
+            leader.fetch_purgatory.park(request.replica_id, envelope, self._now_ms + wait)
 
     def _complete_fetch(self, envelope: Envelope) -> None:
         request = envelope.message
         assert isinstance(request, FetchRequest)
         max_bytes = min(request.max_bytes, self.config.fetch_max_bytes)
-        self._reply(
-            envelope,
-            FetchResponse(
-                ErrorCode.NONE,
-                self.node_id,
-                self.epoch,
-                self.log.high_watermark,
-                self.log.log_start_offset,
-                None,
-                self.log.read(request.fetch_offset, max_bytes),
-            ),
-        )
+        batches = self.log.read(request.fetch_offset, max_bytes)
+        self._reply(envelope, self._fetch_response(batches=batches))
 
     def handle_describe_quorum_request(
-        self, envelope: Envelope, request: DescribeQuorumRequest
+        self, envelope: Envelope, request: DescribeQuorumRequest, header_error: ErrorCode
     ) -> None:
         """Errors: header errors; NOT_LEADER_OR_FOLLOWER (only the leader knows replication;
         the answer names the leader)."""
-        error = self._validate_header(request.header)
-        state = self.state
-        if error is ErrorCode.NONE and not isinstance(state, LeaderState):
+        error = header_error
+        leader = self.maybe_leader_state()
+        if error is ErrorCode.NONE and leader is None:
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if error is not ErrorCode.NONE or not isinstance(state, LeaderState):
+        if error is not ErrorCode.NONE or leader is None:
             self._reply(
                 envelope,
                 DescribeQuorumResponse(error, self.leader_id, self.epoch, self.log.high_watermark),
             )
             return
-
-        def view(p: ReplicaProgress) -> ReplicaState:
-            return ReplicaState(
-                p.replica_id, p.log_end_offset, p.last_fetch_ms, p.last_caught_up_ms
-            )
-
-        me = state.voters[self.node_id]
-        me.log_end_offset = self.log.log_end_offset
-        me.last_fetch_ms = me.last_caught_up_ms = self._now_ms
+        voters, observers = leader.describe_quorum(self._now_ms, self.log.log_end_offset)
         self._reply(
             envelope,
             DescribeQuorumResponse(
@@ -941,14 +896,14 @@ class RaftNode:
                 self.node_id,
                 self.epoch,
                 self.log.high_watermark,
-                tuple(view(state.voters[v]) for v in sorted(self.voters)),
-                tuple(view(p) for _, p in sorted(state.observers.items())),
+                voters,
+                observers,
             ),
         )
 
     # ----- response handlers ----------------------------------------------------------------
 
-    def _handle_response(self, envelope: Envelope, inflight: _Inflight) -> None:
+    def _handle_response(self, envelope: Envelope, inflight: InflightRequest) -> None:
         message = envelope.message
         if isinstance(message, RequestFailed):
             self._handle_request_failed(inflight)
@@ -956,11 +911,11 @@ class RaftNode:
         error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
         if error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET):
             # The peer belongs to another cluster or another voter set: an operator must act.
-            self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind)
-            if inflight.kind == "fetch":
-                self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind.value)
+            if inflight.kind is RequestKind.FETCH:
+                self._fetch_backoff()
             return
-        if inflight.epoch != self.epoch and inflight.kind != "fetch":
+        if inflight.epoch != self.epoch and inflight.kind is not RequestKind.FETCH:
             # An answer to a request sent in an older epoch: only its epoch news matters.
             epoch = getattr(message, "leader_epoch", -1)
             leader = getattr(message, "leader_id", None)
@@ -979,56 +934,58 @@ class RaftNode:
             case DescribeQuorumResponse():  # pragma: no cover - the core never asks
                 pass
 
-    def _handle_request_failed(self, inflight: _Inflight) -> None:
-        if inflight.kind == "fetch":
-            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+    def _handle_request_failed(self, inflight: InflightRequest) -> None:
+        if inflight.kind is RequestKind.FETCH:
+            self._fetch_backoff()
             return
-        state = self.state
-        if inflight.epoch != state.epoch:
+        if inflight.epoch != self.epoch:
             return
-        if (inflight.kind == "pre_vote" and isinstance(state, ProspectiveState)) or (
-            inflight.kind == "vote" and isinstance(state, CandidateState)
-        ):
+        election = self._election_for(inflight.kind)
+        if election is not None:
             voter = inflight.destination
-            if voter not in state.granted and voter not in state.rejected:
-                state.retry_at_ms[voter] = self._now_ms + self.config.retry_backoff_ms
+            if voter not in election.granted and voter not in election.rejected:
+                election.retry_at_ms[voter] = self._now_ms + self.config.retry_backoff_ms
+
+    def _election_for(self, kind: RequestKind) -> ProspectiveState | CandidateState | None:
+        """The state a (pre-)vote request of ``kind`` was sent for, if the node is still in
+        that role: pre-votes belong to a prospective node, votes to a candidate."""
+        if kind is RequestKind.PRE_VOTE:
+            return self.maybe_prospective_state()
+        if kind is RequestKind.VOTE:
+            return self.maybe_candidate_state()
+        return None
 
     def handle_vote_response(
-        self, envelope: Envelope, response: VoteResponse, inflight: _Inflight
+        self, envelope: Envelope, response: VoteResponse, inflight: InflightRequest
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
         if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
             return
-        state = self.state
-        if inflight.kind == "pre_vote" and isinstance(state, ProspectiveState):
-            if response.error_code is ErrorCode.NONE and response.vote_granted:
-                state.granted.add(envelope.source)
-            else:
-                state.rejected.add(envelope.source)
-                if (
-                    response.leader_id is not None
-                    and response.leader_id != self.node_id
-                    and response.leader_epoch == state.epoch
-                ):
-                    state.leader_hint = response.leader_id
-            self._maybe_finish_pre_vote()
-        elif inflight.kind == "vote" and isinstance(state, CandidateState):
-            if response.error_code is ErrorCode.NONE and response.vote_granted:
-                state.granted.add(envelope.source)
-            else:
-                state.rejected.add(envelope.source)
-            self._maybe_finish_election()
+        election = self._election_for(inflight.kind)
+        if election is None:
+            return
+        if response.error_code is ErrorCode.NONE and response.vote_granted:
+            election.granted.add(envelope.source)
+        else:
+            election.rejected.add(envelope.source)
+            if (
+                isinstance(election, ProspectiveState)
+                and response.leader_id is not None
+                and response.leader_id != self.node_id
+                and response.leader_epoch == election.epoch
+            ):
+                election.leader_hint = response.leader_id
+        if isinstance(election, ProspectiveState):
+            self._maybe_finish_pre_vote(election)
+        else:
+            self._maybe_finish_election(election)
 
-    def _majority(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def _maybe_finish_pre_vote(self) -> None:
-        state = self.state
-        assert isinstance(state, ProspectiveState)
-        if len(state.granted) >= self._majority():
+    def _maybe_finish_pre_vote(self, state: ProspectiveState) -> None:
+        result = vote_result(len(self.voters), state.granted, state.rejected)
+        if result is VoteResult.WON:
             self._become_candidate("pre-vote won", state.retries)
-        elif len(state.rejected) > len(self.voters) - self._majority():
+        elif result is VoteResult.LOST:
             if state.leader_hint is not None and not (
                 state.leader_resigned and state.leader_hint == state.leader_id
             ):
@@ -1038,14 +995,11 @@ class RaftNode:
             elif state.backoff_until_ms is None:
                 state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
 
-    def _maybe_finish_election(self) -> None:
-        state = self.state
-        assert isinstance(state, CandidateState)
-        if len(state.granted) >= self._majority():
-            self._become_leader()
-        elif len(state.rejected) > len(self.voters) - self._majority() and (
-            state.backoff_until_ms is None
-        ):
+    def _maybe_finish_election(self, state: CandidateState) -> None:
+        result = vote_result(len(self.voters), state.granted, state.rejected)
+        if result is VoteResult.WON:
+            self._become_leader(state)
+        elif result is VoteResult.LOST and state.backoff_until_ms is None:
             state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
 
     def handle_begin_quorum_epoch_response(
@@ -1055,21 +1009,21 @@ class RaftNode:
             return
         if self._observe_epoch(response.leader_epoch, response.leader_id, "begin epoch response"):
             return
-        state = self.state
-        if isinstance(state, LeaderState) and response.error_code is ErrorCode.NONE:
-            state.acknowledged.add(envelope.source)
+        leader = self.maybe_leader_state()
+        if leader is not None and response.error_code is ErrorCode.NONE:
+            leader.acknowledged.add(envelope.source)
 
     def handle_end_quorum_epoch_response(
         self, envelope: Envelope, response: EndQuorumEpochResponse
     ) -> None:
         if self._observe_epoch(response.leader_epoch, response.leader_id, "end epoch response"):
             return
-        state = self.state
-        if isinstance(state, ResignedState):
-            state.unacknowledged.discard(envelope.source)
+        resigned = self.maybe_resigned_state()
+        if resigned is not None:
+            resigned.unacknowledged.discard(envelope.source)
 
     def handle_fetch_response(
-        self, envelope: Envelope, response: FetchResponse, inflight: _Inflight
+        self, envelope: Envelope, response: FetchResponse, inflight: InflightRequest
     ) -> None:
         error = response.error_code
         if error not in (
@@ -1077,22 +1031,21 @@ class RaftNode:
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             ErrorCode.FENCED_LEADER_EPOCH,
         ):
-            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+            self._fetch_backoff()
             return
         if self._observe_epoch(response.leader_epoch, response.leader_id, "fetch response"):
             return
-        state = self.state
-        if error is not ErrorCode.NONE or not isinstance(state, FollowerState):
-            self._fetch_retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+        state = self.maybe_follower_state()
+        if error is not ErrorCode.NONE or state is None:
+            self._fetch_backoff()
             return
         if envelope.source != state.leader_id or response.leader_epoch != state.epoch:
             return
-        state.last_fetch_success_ms = self._now_ms
-        state.fetch_deadline_ms = self._now_ms + self.config.fetch_timeout_ms
+        state.fetch_succeeded(self._now_ms, self.config.fetch_timeout_ms)
         if response.snapshot_id is not None:
             snapshot = response.snapshot_id
             assert snapshot.end_offset >= self.log.high_watermark, (snapshot, self.log)
-            self._fetching_snapshot = snapshot
+            self._fetcher.fetching_snapshot = snapshot
             self._out_snapshot = (envelope.source, snapshot)
             self._emit("snapshot_needed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
             return
@@ -1116,7 +1069,7 @@ class RaftNode:
                 end_offset=diverging.end_offset,
             )
             self._truncate_local(offset)
-            self._fetch_retry_at_ms = self._now_ms
+            self._fetcher.retry_now(self._now_ms)
             return
         for batch in response.batches:
             if batch.base_offset != self.log.log_end_offset:
@@ -1125,75 +1078,49 @@ class RaftNode:
                 break
             self._append_local(batch)
         self.log.update_high_watermark(min(response.high_watermark, self.log.log_end_offset))
-        self._fetch_retry_at_ms = self._now_ms
+        self._fetcher.retry_now(self._now_ms)
 
     # ----- timers (poll) --------------------------------------------------------------------
 
     def _poll_state(self) -> None:
         self._expire_inflight()
         match self.state:
-            case LeaderState():
-                self.poll_leader()
-            case CandidateState():
-                self.poll_candidate()
-            case ProspectiveState():
-                self.poll_prospective()
-            case FollowerState():
-                self.poll_follower()
-            case UnattachedState():
-                self.poll_unattached()
-            case ResignedState():
-                self.poll_resigned()
+            case LeaderState() as leader:
+                self.poll_leader(leader)
+            case CandidateState() as candidate:
+                self.poll_candidate(candidate)
+            case ProspectiveState() as prospective:
+                self.poll_prospective(prospective)
+            case FollowerState() as follower:
+                self.poll_follower(follower)
+            case UnattachedState() as unattached:
+                self.poll_unattached(unattached)
+            case ResignedState() as resigned:
+                self.poll_resigned(resigned)
 
     def _expire_inflight(self) -> None:
-        now = self._now_ms
-        for cid, inflight in list(self._inflight.items()):
-            if inflight.deadline_ms <= now:
-                del self._inflight[cid]
-                self._handle_request_failed(inflight)
+        for inflight in self._inflight.pop_expired(self._now_ms):
+            self._handle_request_failed(inflight)
 
-    def _check_quorum_deadline(self, state: LeaderState) -> int:
-        """When the leader stops hearing from a majority unless more Fetches arrive: the
-        fetch time of the least recent voter it still needs, plus the check-quorum timeout."""
-        others = sorted(
-            (p.last_fetch_ms or 0 for v, p in state.voters.items() if v != self.node_id),
-            reverse=True,
-        )
-        needed = self._majority() - 1  # the leader counts itself
-        if needed == 0:
-            return self._now_ms + self.config.check_quorum_timeout_ms
-        return others[needed - 1] + self.config.check_quorum_timeout_ms + 1
-
-    def poll_leader(self) -> None:
-        state = self.state
-        assert isinstance(state, LeaderState)
+    def poll_leader(self, state: LeaderState) -> None:
         now = self._now_ms
         # Check quorum: resign when a majority has been silent too long.
-        horizon = now - self.config.check_quorum_timeout_ms
-        alive = sum(
-            1
-            for v, p in state.voters.items()
-            if v == self.node_id or (p.last_fetch_ms is not None and p.last_fetch_ms >= horizon)
-        )
-        if alive < self._majority():
-            self._emit("check_quorum_failed", alive=alive)
+        fetched = state.fetched_voters(now, self.config.check_quorum_timeout_ms)
+        if not state.has_quorum(fetched):
+            self._emit("check_quorum_failed", alive=len(fetched))
             self._resign("check quorum failed")
             return
         if now >= state.begin_quorum_epoch_resend_at_ms:
-            for voter in sorted(self.voters - state.acknowledged):
+            for voter in state.nonacknowledging_voters():
                 self._send(
                     voter,
                     BeginQuorumEpochRequest(self._header(), self.node_id, state.epoch, voter),
-                    "begin_epoch",
+                    RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
-        pending = self._pending
-        if pending.records and (
-            self.config.seal_batches_on_poll
-            or now - pending.since_ms >= self.config.append_linger_ms
-        ):
-            self._seal_pending()
-        if now >= state.idle_deadline_ms and not pending.records:
+        if state.accumulator.needs_drain(now):
+            self._drain_accumulator(state)
+        elif now >= state.idle_deadline_ms and state.accumulator.is_empty():
             self._append_local(
                 encode_batch(
                     base_offset=self.log.log_end_offset,
@@ -1204,51 +1131,27 @@ class RaftNode:
             )
             state.idle_deadline_ms = now + self.config.idle_interval_ms
         # Long-poll fetches: answer those with news or past their wait.
-        for replica_id, parked in list(self._parked.items()):
-            request = parked.envelope.message
-            assert isinstance(request, FetchRequest)
-            if parked.deadline_ms <= now or request.fetch_offset < self.log.log_end_offset:
-                del self._parked[replica_id]
-                self._complete_fetch(parked.envelope)
+        for envelope in state.fetch_purgatory.pop_completable(now, self.log.log_end_offset):
+            self._complete_fetch(envelope)
 
-    def _seal_pending(self) -> None:
-        state = self.state
-        pending = self._pending
-        if not pending.records:
+    def _drain_accumulator(self, leader: LeaderState) -> None:
+        """Append the open batch, if any, to the log."""
+        batch = leader.accumulator.drain(self.log.log_end_offset, self._now_ms)
+        if batch is None:
             return
-        assert isinstance(state, LeaderState)
-        self._append_local(
-            encode_batch(
-                base_offset=self.log.log_end_offset,
-                epoch=state.epoch,
-                timestamp_ms=self._now_ms,
-                records=pending.records,
-            )
-        )
-        self._pending = _Pending()
-        state.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
+        self._append_local(batch)
+        leader.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
 
     def _maybe_advance_high_watermark(self) -> None:
-        state = self.state
-        if not isinstance(state, LeaderState):
+        leader = self.maybe_leader_state()
+        if leader is None:
             return
-        me = state.voters[self.node_id]
-        me.log_end_offset = self.durable_end_offset
-        offsets = sorted((p.log_end_offset for p in state.voters.values()), reverse=True)
-        candidate = offsets[self._majority() - 1]
-        if candidate <= state.epoch_start_offset and not self.config.unsafe_commit_previous_epoch:
-            return
-        candidate = min(candidate, self.log.log_end_offset)
-        if candidate > self.log.high_watermark:
-            self.log.update_high_watermark(candidate)
+        if leader.maybe_update_high_watermark(self.log, self.durable_end_offset, self.config):
             # Followers learn the new high watermark from their parked fetches.
-            for replica_id, parked in list(self._parked.items()):
-                del self._parked[replica_id]
-                self._complete_fetch(parked.envelope)
+            for envelope in leader.fetch_purgatory.pop_all():
+                self._complete_fetch(envelope)
 
-    def poll_candidate(self) -> None:
-        state = self.state
-        assert isinstance(state, CandidateState)
+    def poll_candidate(self, state: CandidateState) -> None:
         now = self._now_ms
         if state.backoff_until_ms is not None:
             if now >= state.backoff_until_ms:
@@ -1257,44 +1160,31 @@ class RaftNode:
         if now >= state.election_deadline_ms:
             state.backoff_until_ms = now + self._backoff_ms(state.retries)
             return
-        self._retry_vote_requests(state)
+        self._retry_vote_requests(state, pre_vote=False)
 
-    def poll_prospective(self) -> None:
-        state = self.state
-        assert isinstance(state, ProspectiveState)
+    def poll_prospective(self, state: ProspectiveState) -> None:
         now = self._now_ms
         if state.backoff_until_ms is not None:
             if now >= state.backoff_until_ms:
-                retries = state.retries + 1
-                state.granted.clear()
-                state.rejected.clear()
-                state.backoff_until_ms = None
-                state.retries = retries
-                state.retry_at_ms.clear()
-                state.election_deadline_ms = self._election_deadline(now)
-                self._maybe_send_vote_requests(pre_vote=True)
+                state.start_next_round(self._election_deadline(now))
+                self._request_pre_votes(state)
             return
         if now >= state.election_deadline_ms:
             state.backoff_until_ms = now + self._backoff_ms(state.retries)
             return
-        self._retry_vote_requests(state)
+        self._retry_vote_requests(state, pre_vote=True)
 
-    def _maybe_send_vote_requests(self, *, pre_vote: bool) -> None:
-        state = self.state
-        assert isinstance(state, ProspectiveState | CandidateState)
-        if pre_vote:
-            state.granted.add(self.node_id)
-        self._send_vote_requests(sorted(self.voters - {self.node_id}), pre_vote=pre_vote)
-        if pre_vote:
-            assert isinstance(state, ProspectiveState)
-            self._maybe_finish_pre_vote()
-        else:
-            assert isinstance(state, CandidateState)
-            self._maybe_finish_election()
+    def _request_pre_votes(self, state: ProspectiveState) -> None:
+        state.granted.add(self.node_id)
+        self._send_vote_requests(sorted(self.voters - {self.node_id}), pre_vote=True)
+        self._maybe_finish_pre_vote(state)
+
+    def _request_votes(self, state: CandidateState) -> None:
+        self._send_vote_requests(sorted(self.voters - {self.node_id}), pre_vote=False)
+        self._maybe_finish_election(state)
 
     def _send_vote_requests(self, voters: Sequence[int], *, pre_vote: bool) -> None:
-        state = self.state
-        candidate_epoch = state.epoch + 1 if pre_vote else state.epoch
+        candidate_epoch = self.epoch + 1 if pre_vote else self.epoch
         for voter in voters:
             self._send(
                 voter,
@@ -1307,21 +1197,21 @@ class RaftNode:
                     pre_vote,
                     voter,
                 ),
-                "pre_vote" if pre_vote else "vote",
+                RequestKind.PRE_VOTE if pre_vote else RequestKind.VOTE,
             )
 
-    def _retry_vote_requests(self, state: ProspectiveState | CandidateState) -> None:
+    def _retry_vote_requests(
+        self, state: ProspectiveState | CandidateState, *, pre_vote: bool
+    ) -> None:
         due = sorted(v for v, at in state.retry_at_ms.items() if at <= self._now_ms)
         for voter in due:
             del state.retry_at_ms[voter]
         if due:
-            self._send_vote_requests(due, pre_vote=isinstance(state, ProspectiveState))
+            self._send_vote_requests(due, pre_vote=pre_vote)
 
-    def poll_follower(self) -> None:
-        state = self.state
-        assert isinstance(state, FollowerState)
+    def poll_follower(self, state: FollowerState) -> None:
         now = self._now_ms
-        if self._fetching_snapshot is not None:
+        if self._fetcher.fetching_snapshot is not None:
             # The driver is downloading a snapshot from the leader; it reports the outcome.
             state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
             return
@@ -1335,17 +1225,17 @@ class RaftNode:
 
     def _may_fetch_now(self) -> bool:
         """No Fetch in flight and no snapshot download under way."""
-        return not self._fetch_in_flight() and self._fetching_snapshot is None
+        return not self._fetch_in_flight() and self._fetcher.fetching_snapshot is None
+
+    def _fetch_backoff(self) -> None:
+        """The last Fetch failed or was refused: wait the retry backoff before the next."""
+        self._fetcher.retry_after(self._now_ms, self.config.retry_backoff_ms)
 
     def _fetch_in_flight(self) -> bool:
-        return any(f.kind == "fetch" for f in self._inflight.values())
+        return self._inflight.has(RequestKind.FETCH)
 
     def _maybe_send_fetch(self, destination: int) -> None:
-        if (
-            self._fetch_in_flight()
-            or self._now_ms < self._fetch_retry_at_ms
-            or self._fetching_snapshot is not None
-        ):
+        if self._fetch_in_flight() or not self._fetcher.may_fetch(self._now_ms):
             return
         self._send(
             destination,
@@ -1359,44 +1249,35 @@ class RaftNode:
                 self.config.fetch_max_bytes,
                 self.log.high_watermark,
             ),
-            "fetch",
+            RequestKind.FETCH,
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
         )
 
-    def poll_unattached(self) -> None:
-        state = self.state
-        assert isinstance(state, UnattachedState)
+    def poll_unattached(self, state: UnattachedState) -> None:
         if not self.is_voter:
             # Observers look for the leader by fetching from the voters in turn.
-            if not self._fetch_in_flight() and self._now_ms >= self._fetch_retry_at_ms:
-                voters = sorted(self.voters)
-                target = voters[self._observer_cursor % len(voters)]
-                self._observer_cursor += 1
-                self._maybe_send_fetch(target)
+            if not self._fetch_in_flight() and self._now_ms >= self._fetcher.retry_at_ms:
+                self._maybe_send_fetch(self._fetcher.next_observer_target(self.voters))
             return
         if self._now_ms >= state.election_deadline_ms:
             self._become_prospective("election timeout")
 
-    def poll_resigned(self) -> None:
-        state = self.state
-        assert isinstance(state, ResignedState)
+    def poll_resigned(self, state: ResignedState) -> None:
         now = self._now_ms
         if now >= state.election_deadline_ms:
             self._become_prospective("resigned and no successor seen")
             return
         if state.unacknowledged and now >= state.end_quorum_epoch_resend_at_ms:
-            self._maybe_send_end_quorum_epoch()
+            self._send_end_quorum_epoch(state)
 
-    def _maybe_send_end_quorum_epoch(self) -> None:
-        state = self.state
-        assert isinstance(state, ResignedState)
+    def _send_end_quorum_epoch(self, state: ResignedState) -> None:
         for voter in sorted(state.unacknowledged):
             self._send(
                 voter,
                 EndQuorumEpochRequest(
                     self._header(), self.node_id, state.epoch, state.preferred_successors
                 ),
-                "end_epoch",
+                RequestKind.END_QUORUM_EPOCH,
             )
         state.end_quorum_epoch_resend_at_ms = self._now_ms + self.config.retry_backoff_ms * 10
 
@@ -1404,7 +1285,7 @@ class RaftNode:
         """The earliest timer of the current state (Kafka's ``poll()`` return value)."""
         now = self._now_ms
         deadlines = [now + self.config.fetch_timeout_ms]
-        deadlines.extend(f.deadline_ms for f in self._inflight.values())
+        deadlines.extend(self._inflight.deadlines_ms())
         state = self.state
         match state:
             case LeaderState():
@@ -1412,12 +1293,7 @@ class RaftNode:
                     # Our own entries count toward the high watermark once advance() says
                     # they are durable: look again right after that.
                     deadlines.append(now)
-                deadlines.append(state.begin_quorum_epoch_resend_at_ms)
-                deadlines.append(state.idle_deadline_ms)
-                deadlines.extend(p.deadline_ms for p in self._parked.values())
-                if self._pending.records:
-                    deadlines.append(self._pending.since_ms + self.config.append_linger_ms)
-                deadlines.append(self._check_quorum_deadline(state))
+                deadlines.extend(state.timers_ms(now, self.config))
             case CandidateState() | ProspectiveState():
                 if state.backoff_until_ms is not None:
                     deadlines.append(state.backoff_until_ms)
@@ -1427,12 +1303,12 @@ class RaftNode:
             case FollowerState():
                 deadlines.append(state.fetch_deadline_ms)
                 if self._may_fetch_now():
-                    deadlines.append(self._fetch_retry_at_ms)
+                    deadlines.append(self._fetcher.retry_at_ms)
             case UnattachedState():
                 if self.is_voter:
                     deadlines.append(state.election_deadline_ms)
                 elif self._may_fetch_now():
-                    deadlines.append(self._fetch_retry_at_ms)
+                    deadlines.append(self._fetcher.retry_at_ms)
             case ResignedState():
                 deadlines.append(state.election_deadline_ms)
                 if state.unacknowledged:
@@ -1445,5 +1321,5 @@ class RaftNode:
         self.log.check()
         assert self.epoch >= self.log.last_fetched_epoch, self
         assert self.durable_end_offset <= self.log.log_end_offset, self
-        if isinstance(self.state, LeaderState):
+        if self.is_leader():
             assert self.is_voter

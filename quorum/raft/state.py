@@ -14,6 +14,8 @@ Legal transitions (voters; observers only move between Unattached and Follower):
                    | Unattached (higher epoch, leader unknown)
     Resigned    -> Prospective (election timeout) | Unattached / Follower (higher epoch)
 
+The leader's state, with everything only a leader keeps, is in ``quorum.raft.leader``.
+
 Every transition that changes what must survive a crash (epoch, vote, leader) produces an
 ``ElectionState`` that the driver persists before any message of the same ``Ready`` is sent.
 """
@@ -23,10 +25,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quorum.raft.election import ElectionState
+from quorum.raft.leader import LeaderState, ReplicaProgress
+
+__all__ = [
+    "CandidateState",
+    "EpochState",
+    "FollowerState",
+    "IllegalStateError",
+    "IllegalTransitionError",
+    "LeaderState",
+    "ProspectiveState",
+    "ReplicaProgress",
+    "ResignedState",
+    "UnattachedState",
+    "check_transition",
+    "election_state_of",
+]
 
 
 class IllegalTransitionError(AssertionError):
     """A transition the state table forbids: a bug in the core, never a peer's fault."""
+
+
+class IllegalStateError(AssertionError):
+    """The core asked for a role's state in another role (Kafka's ``IllegalStateException``
+    from ``leaderStateOrThrow``): a bug in the core."""
 
 
 @dataclass(slots=True)
@@ -67,6 +90,15 @@ class ProspectiveState:
 
     name = "prospective"
 
+    def start_next_round(self, election_deadline_ms: int) -> None:
+        """The backoff after a lost pre-vote is over: ask again, from a clean tally."""
+        self.granted.clear()
+        self.rejected.clear()
+        self.backoff_until_ms = None
+        self.retries += 1
+        self.retry_at_ms.clear()
+        self.election_deadline_ms = election_deadline_ms
+
 
 @dataclass(slots=True)
 class CandidateState:
@@ -88,34 +120,6 @@ class CandidateState:
 
 
 @dataclass(slots=True)
-class ReplicaProgress:
-    """What the leader knows of one replica from its Fetch requests."""
-
-    replica_id: int
-    log_end_offset: int = -1
-    last_fetch_ms: int | None = None
-    last_caught_up_ms: int | None = None
-
-
-@dataclass(slots=True)
-class LeaderState:
-    """Leads ``epoch``. Its ``LeaderChangeMessage`` sits at ``epoch_start_offset``; nothing is
-    committed in this epoch until that offset is on a majority."""
-
-    epoch: int
-    leader_id: int  # this node
-    epoch_start_offset: int
-    voters: dict[int, ReplicaProgress]
-    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
-    # Voters that have acknowledged this epoch (BeginQuorumEpoch answered, or a Fetch seen).
-    acknowledged: set[int] = field(default_factory=set)
-    begin_quorum_epoch_resend_at_ms: int = 0
-    idle_deadline_ms: int = 0
-
-    name = "leader"
-
-
-@dataclass(slots=True)
 class FollowerState:
     """Follows ``leader_id`` in ``epoch`` by fetching from it. ``last_fetch_success_ms`` is
     what pre-vote asks about: a follower that heard its leader within the fetch timeout denies
@@ -130,6 +134,18 @@ class FollowerState:
     leader_resigned: bool = False
 
     name = "follower"
+
+    def fetch_succeeded(self, now_ms: int, fetch_timeout_ms: int) -> None:
+        """The leader answered a Fetch (or its snapshot was installed): it is alive, and the
+        fetch timeout starts again (Kafka's ``resetFetchTimeoutForSuccessfulFetch``)."""
+        self.last_fetch_success_ms = now_ms
+        self.fetch_deadline_ms = now_ms + fetch_timeout_ms
+
+    def has_live_leader(self, now_ms: int, fetch_timeout_ms: int) -> bool:
+        """Whether the leader was heard within the fetch timeout (then pre-votes are denied)."""
+        if self.last_fetch_success_ms is None:
+            return False
+        return now_ms - self.last_fetch_success_ms < fetch_timeout_ms
 
 
 @dataclass(slots=True)

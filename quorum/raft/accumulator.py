@@ -1,0 +1,77 @@
+"""The leader's open batch (Kafka's ``BatchAccumulator``).
+
+Proposals accepted by the leader wait here until the batch is drained into the log: at the next
+poll (the driver already groups what arrived during one fsync), after ``append_linger_ms``, when
+the next proposal would overflow it, or when the leader resigns. Each proposal stays whole
+inside one batch, so an operation's records commit or vanish together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quorum.metadata.batch import LogBatch, encode_batch
+from quorum.metadata.records import Record
+from quorum.raft.config import RaftConfig
+
+
+class BatchAccumulator:
+    """Records of one leader epoch not yet in the log, with their encoded size."""
+
+    __slots__ = ("_bytes", "_config", "_epoch", "_records", "_since_ms")
+
+    def __init__(self, epoch: int, config: RaftConfig) -> None:
+        self._epoch = epoch
+        self._config = config
+        self._records: list[Record] = []
+        self._bytes = 0
+        self._since_ms = 0  # when the first record of the open batch arrived
+
+    @property
+    def record_count(self) -> int:
+        return len(self._records)
+
+    def is_empty(self) -> bool:
+        return not self._records
+
+    def fits(self, record_count: int, size_bytes: int) -> bool:
+        """Whether a proposal of this size still fits in the open batch."""
+        return (
+            len(self._records) + record_count <= self._config.records_per_batch_max
+            and self._bytes + size_bytes <= self._config.batch_bytes_max
+        )
+
+    def append(self, records: Sequence[Record], size_bytes: int, now_ms: int) -> None:
+        """Add one proposal (already known to fit) to the open batch."""
+        if not self._records:
+            self._since_ms = now_ms
+        self._records.extend(records)
+        self._bytes += size_bytes
+
+    def needs_drain(self, now_ms: int) -> bool:
+        """Whether the open batch must go to the log at this poll."""
+        return bool(self._records) and (
+            self._config.seal_batches_on_poll
+            or now_ms - self._since_ms >= self._config.append_linger_ms
+        )
+
+    def drain_deadline_ms(self) -> int | None:
+        """When the linger of the open batch runs out; None when it is empty."""
+        if not self._records:
+            return None
+        return self._since_ms + self._config.append_linger_ms
+
+    def drain(self, base_offset: int, now_ms: int) -> LogBatch | None:
+        """The open batch, encoded at ``base_offset``, and a fresh empty one; None if empty."""
+        if not self._records:
+            return None
+        batch = encode_batch(
+            base_offset=base_offset,
+            epoch=self._epoch,
+            timestamp_ms=now_ms,
+            records=self._records,
+        )
+        self._records = []
+        self._bytes = 0
+        self._since_ms = 0
+        return batch

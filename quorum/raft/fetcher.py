@@ -1,0 +1,41 @@
+"""The fetching side of a follower or observer: when its next Fetch may go, which voter an
+observer that knows no leader asks next, and the leader's snapshot being downloaded (KIP-630).
+
+It belongs to the node rather than to one epoch state: a retry backoff, the observer's
+round-robin position and a download under way all outlive a change of epoch or leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from quorum.raft.messages import SnapshotId
+
+
+class Fetcher:
+    __slots__ = ("_observer_cursor", "fetching_snapshot", "retry_at_ms")
+
+    def __init__(self) -> None:
+        # No Fetch before this time (a failed or answered one sets it).
+        self.retry_at_ms = 0
+        # The snapshot the driver is downloading; no Fetch goes out meanwhile.
+        self.fetching_snapshot: SnapshotId | None = None
+        self._observer_cursor = 0
+
+    def retry_now(self, now_ms: int) -> None:
+        self.retry_at_ms = now_ms
+
+    def retry_after(self, now_ms: int, backoff_ms: int) -> None:
+        self.retry_at_ms = now_ms + backoff_ms
+
+    def may_fetch(self, now_ms: int) -> bool:
+        """Whether the backoff is over and no snapshot download is under way (a Fetch already
+        in flight is the caller's to check)."""
+        return now_ms >= self.retry_at_ms and self.fetching_snapshot is None
+
+    def next_observer_target(self, voters: Collection[int]) -> int:
+        """The voter an observer without a leader asks next: each voter in turn."""
+        ordered = sorted(voters)
+        target = ordered[self._observer_cursor % len(ordered)]
+        self._observer_cursor += 1
+        return target

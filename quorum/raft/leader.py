@@ -1,0 +1,192 @@
+"""What only the leader keeps (Kafka's ``LeaderState``): the progress of every replica, the
+voters that acknowledged the epoch, the check-quorum clock, the high-watermark rule, the open
+batch (``BatchAccumulator``) and the parked long-poll Fetches (``FetchPurgatory``).
+
+All of it lives and dies with one leader epoch: when the node stops leading, the state object
+goes and takes every piece with it. The node does the I/O-shaped work (building messages,
+appending to the log); this module only decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quorum.raft.accumulator import BatchAccumulator
+from quorum.raft.config import RaftConfig
+from quorum.raft.log import RaftLog
+from quorum.raft.majority import committed_offset, has_majority, majority_size
+from quorum.raft.messages import ReplicaState
+from quorum.raft.purgatory import FetchPurgatory
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one replica from its Fetch requests."""
+
+    replica_id: int
+    log_end_offset: int = -1
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+
+    def view(self) -> ReplicaState:
+        return ReplicaState(
+            self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms
+        )
+
+
+@dataclass(slots=True)
+class LeaderState:
+    """Leads ``epoch``. Its ``LeaderChangeMessage`` sits at ``epoch_start_offset``; nothing is
+    committed in this epoch until that offset is on a majority."""
+
+    epoch: int
+    leader_id: int  # this node
+    epoch_start_offset: int
+    voters: dict[int, ReplicaProgress]
+    accumulator: BatchAccumulator
+    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
+    # Voters that have acknowledged this epoch (BeginQuorumEpoch answered, or a Fetch seen).
+    acknowledged: set[int] = field(default_factory=set)
+    begin_quorum_epoch_resend_at_ms: int = 0
+    idle_deadline_ms: int = 0
+    fetch_purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
+
+    name = "leader"
+
+    @classmethod
+    def elected(
+        cls,
+        *,
+        epoch: int,
+        local_id: int,
+        voters: frozenset[int],
+        log_end_offset: int,
+        now_ms: int,
+        config: RaftConfig,
+    ) -> LeaderState:
+        """The state of a candidate that just won ``epoch``: its epoch starts at its log end."""
+        progress = {v: ReplicaProgress(v) for v in voters}
+        # Give every voter a full check-quorum window before it counts as silent.
+        for p in progress.values():
+            p.last_fetch_ms = now_ms
+        progress[local_id].log_end_offset = log_end_offset
+        return cls(
+            epoch,
+            local_id,
+            log_end_offset,
+            progress,
+            BatchAccumulator(epoch, config),
+            acknowledged={local_id},
+            begin_quorum_epoch_resend_at_ms=now_ms,
+            idle_deadline_ms=now_ms + config.idle_interval_ms,
+        )
+
+    # ----- replicas -------------------------------------------------------------------------
+
+    def update_replica_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        config: RaftConfig,
+    ) -> None:
+        """A valid Fetch from ``replica_id`` at ``fetch_offset`` (the leader's log ends at
+        ``log_end_offset``). A voter's Fetch also acknowledges the epoch."""
+        if replica_id in self.voters:
+            progress = self.voters[replica_id]
+            self.acknowledged.add(replica_id)
+        else:
+            progress = self.observers.get(replica_id) or ReplicaProgress(replica_id)
+            self.observers[replica_id] = progress
+            self._expire_observers(now_ms - config.observer_expiry_ms)
+        progress.log_end_offset = fetch_offset
+        progress.last_fetch_ms = now_ms
+        if fetch_offset >= log_end_offset:
+            progress.last_caught_up_ms = now_ms
+
+    def _expire_observers(self, horizon_ms: int) -> None:
+        if len(self.observers) <= 1:
+            return
+        for replica_id, progress in list(self.observers.items()):
+            if progress.last_fetch_ms is not None and progress.last_fetch_ms < horizon_ms:
+                del self.observers[replica_id]
+
+    def nonacknowledging_voters(self) -> list[int]:
+        """Voters still to be told of this epoch through BeginQuorumEpoch, in id order."""
+        return sorted(self.voters.keys() - self.acknowledged)
+
+    def preferred_successors(self) -> tuple[int, ...]:
+        """The other voters, most caught-up first (for EndQuorumEpoch)."""
+        others = [v for v in self.voters if v != self.leader_id]
+        return tuple(sorted(others, key=lambda v: (-self.voters[v].log_end_offset, v)))
+
+    def describe_quorum(
+        self, now_ms: int, log_end_offset: int
+    ) -> tuple[tuple[ReplicaState, ...], tuple[ReplicaState, ...]]:
+        """Voters and observers as DescribeQuorum shows them, the leader itself up to date."""
+        me = self.voters[self.leader_id]
+        me.log_end_offset = log_end_offset
+        me.last_fetch_ms = me.last_caught_up_ms = now_ms
+        return (
+            tuple(self.voters[v].view() for v in sorted(self.voters)),
+            tuple(p.view() for _, p in sorted(self.observers.items())),
+        )
+
+    # ----- the high watermark ---------------------------------------------------------------
+
+    def maybe_update_high_watermark(
+        self, log: RaftLog, durable_end_offset: int, config: RaftConfig
+    ) -> bool:
+        """Move ``log``'s high watermark to the offset a majority of voters holds (the leader
+        counting only what it has made durable, I8), once that is past the start of this epoch
+        (Raft's rule against committing an older epoch's entries by counting). Returns whether
+        it moved."""
+        self.voters[self.leader_id].log_end_offset = durable_end_offset
+        candidate = committed_offset([p.log_end_offset for p in self.voters.values()])
+        if candidate <= self.epoch_start_offset and not config.unsafe_commit_previous_epoch:
+            return False
+        candidate = min(candidate, log.log_end_offset)
+        if candidate > log.high_watermark:
+            log.update_high_watermark(candidate)
+            return True
+        return False
+
+    # ----- timers ---------------------------------------------------------------------------
+
+    def timers_ms(self, now_ms: int, config: RaftConfig) -> list[int]:
+        """When the leader must poll next for its own sake: BeginQuorumEpoch resend, idle
+        NoOp, parked Fetch waits, the open batch's linger, the check-quorum deadline."""
+        timers = [self.begin_quorum_epoch_resend_at_ms, self.idle_deadline_ms]
+        timers.extend(self.fetch_purgatory.deadlines_ms())
+        drain_at = self.accumulator.drain_deadline_ms()
+        if drain_at is not None:
+            timers.append(drain_at)
+        timers.append(self.check_quorum_deadline_ms(now_ms, config.check_quorum_timeout_ms))
+        return timers
+
+    # ----- check quorum ---------------------------------------------------------------------
+
+    def fetched_voters(self, now_ms: int, timeout_ms: int) -> set[int]:
+        """The voters heard from within ``timeout_ms`` (the leader always counts itself)."""
+        horizon = now_ms - timeout_ms
+        return {
+            v
+            for v, p in self.voters.items()
+            if v == self.leader_id or (p.last_fetch_ms is not None and p.last_fetch_ms >= horizon)
+        }
+
+    def has_quorum(self, fetched: set[int]) -> bool:
+        return has_majority(self.voters.keys(), fetched)
+
+    def check_quorum_deadline_ms(self, now_ms: int, timeout_ms: int) -> int:
+        """When the leader stops hearing from a majority unless more Fetches arrive: the fetch
+        time of the least recent voter it still needs, plus the check-quorum timeout."""
+        others = sorted(
+            (p.last_fetch_ms or 0 for v, p in self.voters.items() if v != self.leader_id),
+            reverse=True,
+        )
+        needed = majority_size(len(self.voters)) - 1  # the leader counts itself
+        if needed == 0:
+            return now_ms + timeout_ms
+        return others[needed - 1] + timeout_ms + 1

@@ -1,0 +1,75 @@
+"""The leader's open batch (quorum/raft/accumulator.py) and fetch purgatory
+(quorum/raft/purgatory.py)."""
+
+from __future__ import annotations
+
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.metadata.batch import decode_batch
+from quorum.metadata.records import ConfigRecord, ConfigResourceType, Record
+from quorum.raft.accumulator import BatchAccumulator
+from quorum.raft.config import RaftConfig
+from quorum.raft.messages import Envelope, FetchRequest, RequestHeader
+from quorum.raft.purgatory import FetchPurgatory
+
+
+def records(n: int, name: str = "t") -> list[Record]:
+    return [ConfigRecord(ConfigResourceType.TOPIC, name, "k", str(i)) for i in range(n)]
+
+
+def test_drain_encodes_one_batch_in_the_accumulator_epoch_and_empties_it() -> None:
+    accumulator = BatchAccumulator(7, RaftConfig())
+    assert accumulator.is_empty() and accumulator.drain(0, 0) is None
+    accumulator.append(records(2, "a"), 10, now_ms=5)
+    accumulator.append(records(3, "b"), 10, now_ms=9)
+    assert accumulator.record_count == 5
+    batch = accumulator.drain(40, now_ms=12)
+    assert batch is not None
+    assert (batch.base_offset, batch.epoch, batch.record_count) == (40, 7, 5)
+    assert decode_batch(batch.data).records == tuple(records(2, "a") + records(3, "b"))
+    assert accumulator.is_empty() and accumulator.drain_deadline_ms() is None
+
+
+def test_fits_respects_both_limits() -> None:
+    accumulator = BatchAccumulator(1, RaftConfig(records_per_batch_max=4, batch_bytes_max=100))
+    accumulator.append(records(3), 60, now_ms=0)
+    assert accumulator.fits(1, 40)
+    assert not accumulator.fits(2, 1)  # records
+    assert not accumulator.fits(1, 41)  # bytes
+
+
+def test_linger_runs_from_the_first_record() -> None:
+    config = RaftConfig(append_linger_ms=25, seal_batches_on_poll=False)
+    accumulator = BatchAccumulator(1, config)
+    assert not accumulator.needs_drain(1_000)
+    accumulator.append(records(1), 1, now_ms=100)
+    accumulator.append(records(1), 1, now_ms=120)
+    assert accumulator.drain_deadline_ms() == 125
+    assert not accumulator.needs_drain(124)
+    assert accumulator.needs_drain(125)
+
+
+def test_seal_on_poll_drains_at_once() -> None:
+    accumulator = BatchAccumulator(1, RaftConfig(seal_batches_on_poll=True))
+    accumulator.append(records(1), 1, now_ms=100)
+    assert accumulator.needs_drain(100)
+
+
+def fetch(replica: int, offset: int) -> Envelope:
+    request = FetchRequest(RequestHeader("c", METADATA_TOPIC_ID, 0), replica, 1, offset, 1, 500, 1)
+    return Envelope(replica, 1, replica * 10, request)
+
+
+def test_purgatory_completes_on_news_or_deadline() -> None:
+    purgatory = FetchPurgatory()
+    purgatory.park(2, fetch(2, 5), deadline_ms=100)
+    purgatory.park(3, fetch(3, 7), deadline_ms=50)
+    purgatory.park(4, fetch(4, 7), deadline_ms=200)
+    assert sorted(purgatory.deadlines_ms()) == [50, 100, 200]
+    # The log now ends at 6: replica 2 has news; replica 3's wait is over at 50.
+    done = purgatory.pop_completable(now_ms=50, log_end_offset=6)
+    assert [e.source for e in done] == [2, 3]
+    assert 4 in purgatory and len(purgatory) == 1
+    assert purgatory.pop(4) is not None and purgatory.pop(4) is None
+    purgatory.park(2, fetch(2, 5), deadline_ms=100)
+    assert [e.source for e in purgatory.pop_all()] == [2]
+    assert len(purgatory) == 0
