@@ -40,7 +40,7 @@ class RaftConfig:
 
     # ----- test-only switches that break the protocol (negative controls) -------------------
     # They exist so the simulator can prove its checkers catch the bug each one introduces.
-    # Never set in production: `quorum.server` refuses a config with any of them on.
+    # Never set in production: no configuration key reaches them (`quorum.config.raft_config`).
     unsafe_commit_previous_epoch: bool = False
 
     def __post_init__(self) -> None:
