@@ -70,3 +70,8 @@ assert (
 # valid frame out, so the damage counts as corruption (nothing is truncated).
 FRAME_SCAN_CANDIDATES_MAX: Final = 100_000
 FRAME_SCAN_CRC_BYTES_MAX: Final = 256 * 1024 * 1024
+
+# ----- data-directory locks and the broker's partition.metadata reads (issue #12) ---------------
+# Bytes read from a data directory's `.lock` file to name the process holding it (a pid and a
+# newline: at most 11 bytes on Linux); anything longer is not a pid and is not echoed.
+LOCK_FILE_BYTES_MAX: Final = 32
