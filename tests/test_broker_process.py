@@ -333,3 +333,26 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
         assert log_tree(broker.log_dir) == before
         assert cluster.nodes[1].alive
         admin.close()
+
+
+def test_a_log_dir_that_cannot_be_scanned_at_start_stops_the_broker_with_a_message(
+    tmp_path: Path,
+) -> None:
+    """The start-up scan fails safe too: exit 1 with one line naming the log dir, no traceback,
+    and nothing moved (no controller needed: the scan runs before the broker connects)."""
+    with process_cluster(tmp_path, voters=1, brokers=1) as cluster:
+        cluster.format(101)
+        log_dir = cluster.nodes[101].log_dir
+        (log_dir / "deleting").write_bytes(b"not a directory")
+        (log_dir / "t-0").mkdir()
+        result = run_cli("broker", "start", "--config", str(cluster.nodes[101].config), check=False)
+        assert result.returncode == 1, result
+        assert f"Error: {log_dir / 'deleting'} is a regular file" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert '"event": "log_dir_failed"' in result.stderr
+        assert sorted(p.name for p in log_dir.iterdir()) == [
+            ".lock",
+            "deleting",
+            "meta.properties",
+            "t-0",
+        ]
