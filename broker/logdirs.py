@@ -27,6 +27,21 @@ move its replicas). An entry that cannot be read (permission denied) is reported
 alone. An action that fails (ENOSPC, EACCES, EEXIST) is logged at ERROR, listed in
 ``ExecuteResult.failures`` and leaves no half state; the others go on. EIO is re-raised: after
 a failed fsync nothing about the directory can be trusted (fsyncgate), so the broker crashes.
+
+Reading ``partition.metadata`` (docs/architecture.md#brokers): every read goes through one seam,
+``LogDirs(read_file=...)`` (``read_partition_metadata_bytes`` by default), which tests replace.
+What the read finds decides the entry's state: a missing file (``METADATA_MISSING``), a file
+that does not parse, a symlink or not a regular file (``METADATA_UNREADABLE``: corrupt content,
+which the plan never moves aside under an assigned name), permission denied
+(``INACCESSIBLE``). Any other ``OSError`` (EIO, EMFILE, ENFILE, ENOMEM, ...) says nothing about
+the file: the read is retried ``PARTITION_METADATA_READ_ATTEMPTS_MAX`` times,
+``PARTITION_METADATA_READ_BACKOFF_MS`` apart, and if it still fails ``scan`` raises
+``PartitionMetadataReadError`` naming the path and errno, and the broker stops (exit 1). An I/O
+error never becomes a state, so it can never make a live partition look stale.
+
+A missing ``partition.metadata`` under an assigned name is written (``write_metadata``):
+``write_file_atomically`` (temp file, fsync, rename, fsync of the partition dir), refusing to
+replace a file that appeared meanwhile.
 """
 
 from __future__ import annotations
@@ -38,6 +53,7 @@ import random
 import shutil
 import stat
 import string
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -63,12 +79,14 @@ from broker.reconcile import (
     ReconcileMode,
     ReconcilePlan,
     ScheduleDeletion,
+    WritePartitionMetadata,
     build_dir_name,
     parse_partition_dir,
     plan_reconciliation,
     unique_deleting_name,
 )
 from quorum.ids import InvalidUuidError, Uuid
+from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX, PARTITION_METADATA_READ_BACKOFF_MS
 from quorum.storage.fsutil import (
     ensure_directory,
     fsync_directory,
@@ -104,6 +122,23 @@ class LogDirUnavailableError(Exception):
         self.log_dir = log_dir
 
 
+class PartitionMetadataReadError(LogDirUnavailableError):
+    """Reading a partition's ``partition.metadata`` kept failing with an I/O error: the broker
+    must stop rather than decide anything about the partition."""
+
+    def __init__(self, directory: Path, error: OSError, attempts: int) -> None:
+        self.path = directory / PARTITION_METADATA_FILE
+        self.errno = error.errno
+        name = errno.errorcode.get(error.errno or 0, "?")
+        super().__init__(
+            f"cannot read {self.path}: {error.strerror or error} (errno {error.errno} {name}), "
+            f"{attempts} attempts. The broker stops rather than guess what the directory holds "
+            "(it is never moved aside on a read error); check the disk (dmesg, SMART) and the "
+            "process limits (ulimit -n), then restart the broker.",
+            log_dir=directory.parent,
+        )
+
+
 class Scan(NamedTuple):
     on_disk: tuple[LocalPartition, ...]
     pending_deletions: tuple[PendingDeletion, ...]
@@ -113,7 +148,7 @@ class Scan(NamedTuple):
 class Failure:
     """One action of a plan that failed and was skipped."""
 
-    action: str  # "create" | "move_aside" | "schedule" | "delete"
+    action: str  # "create" | "move_aside" | "schedule" | "delete" | "write_metadata"
     path: str
     error: str
 
@@ -125,6 +160,7 @@ class ExecuteResult:
     scheduled: tuple[ScheduleDeletion, ...]
     deleted: tuple[Delete, ...]
     failures: tuple[Failure, ...]
+    metadata_written: tuple[WritePartitionMetadata, ...] = ()
 
 
 def _no_failpoint(name: str) -> None:
@@ -141,6 +177,8 @@ class LogDirs:
         *,
         rng: random.Random | None = None,
         failpoint: Callable[[str], None] = _no_failpoint,
+        read_file: Callable[[Path], bytes] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         assert log_dirs, "a broker needs at least one log dir"
         self._log_dirs = tuple(Path(d) for d in log_dirs)
@@ -149,6 +187,9 @@ class LogDirs:
         self._log = logger if logger is not None else structlog.get_logger("broker.logdirs")
         self._rng = rng if rng is not None else random.SystemRandom()
         self._failpoint = failpoint
+        # The one I/O seam of partition.metadata reads, and the retry backoff's sleep.
+        self._read_file = read_file if read_file is not None else read_partition_metadata_bytes
+        self._sleep = sleep
         # Everything in each deleting/, by (log dir, name); delete_at_ms None = not journaled.
         self._pending: dict[tuple[str, str], PendingDeletion] = {}
         self._scanned = False
@@ -195,12 +236,39 @@ class LogDirs:
                 EntryState.NOT_A_DIRECTORY,
                 detail=f"a {_kind(st.st_mode)}, not a directory",
             )
-        state, topic_id, detail = read_partition_metadata(path)
+        state, topic_id, detail = self._read_metadata(path)
         if state is EntryState.INACCESSIBLE:
             self._log.warning("partition_dir_inaccessible", dir=str(path), error=detail)
         elif state is EntryState.METADATA_UNREADABLE:
             self._log.warning("partition_metadata_unreadable", dir=str(path), error=detail)
         return LocalPartition(str(log_dir), name, state, topic_id, detail)
+
+    def _read_metadata(self, path: Path) -> tuple[EntryState, Uuid | None, str]:
+        """``read_partition_metadata`` with retries on I/O errors; raises
+        ``PartitionMetadataReadError`` when they persist."""
+        for attempt in range(1, PARTITION_METADATA_READ_ATTEMPTS_MAX + 1):
+            try:
+                return read_partition_metadata(path, self._read_file)
+            except OSError as exc:
+                if attempt == PARTITION_METADATA_READ_ATTEMPTS_MAX:
+                    error = PartitionMetadataReadError(path, exc, attempt)
+                    self._log.error(
+                        "partition_metadata_read_failed",
+                        path=str(error.path),
+                        errno=exc.errno,
+                        error=str(exc),
+                        attempts=attempt,
+                    )
+                    raise error from exc
+                self._log.warning(
+                    "partition_metadata_read_retried",
+                    path=str(path / PARTITION_METADATA_FILE),
+                    errno=exc.errno,
+                    error=str(exc),
+                    attempt=attempt,
+                )
+                self._sleep(PARTITION_METADATA_READ_BACKOFF_MS / 1000)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _inaccessible(self, log_dir: Path, name: str, exc: OSError) -> LocalPartition:
         self._log.warning("partition_dir_inaccessible", dir=str(log_dir / name), error=str(exc))
@@ -317,6 +385,7 @@ class LogDirs:
         assert self._scanned, "scan() before execute(): the plan must describe this disk"
         planned_dirs = {m.log_dir for m in plan.move_aside} | {c.log_dir for c in plan.creates}
         planned_dirs |= {s.log_dir for s in plan.schedules} | {d.log_dir for d in plan.deletes}
+        planned_dirs |= {w.log_dir for w in plan.write_metadata}
         assert planned_dirs <= set(self._by_name), f"plan names unknown log dirs {planned_dirs}"
         failures: list[Failure] = []
         moved: list[MoveAside] = []
@@ -328,6 +397,7 @@ class LogDirs:
                 done, done_schedules = self._move_aside(log_dir, moves, schedules, failures)
                 moved += done
                 scheduled += done_schedules
+        written = self._write_metadata(plan.write_metadata, failures)
         created = self._create(plan.creates, failures)
         deleted = self._delete(plan, failures)
         for conflict in plan.conflicts:
@@ -342,6 +412,7 @@ class LogDirs:
             scheduled=tuple(scheduled),
             deleted=tuple(deleted),
             failures=tuple(failures),
+            metadata_written=tuple(written),
         )
 
     def _move_aside(
@@ -440,6 +511,35 @@ class LogDirs:
         )
         for name, deletion in updates.items():
             self._pending[(key, name)] = deletion
+
+    def _write_metadata(
+        self, writes: Sequence[WritePartitionMetadata], failures: list[Failure]
+    ) -> list[WritePartitionMetadata]:
+        """Write the missing ``partition.metadata`` of directories under assigned names."""
+        done: list[WritePartitionMetadata] = []
+        for write in writes:
+            directory = self._by_name[write.log_dir] / write.dir_name
+            path = directory / PARTITION_METADATA_FILE
+            try:
+                st = os.lstat(directory)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(directory))
+                if os.path.lexists(path):
+                    raise FileExistsError(errno.EEXIST, "appeared since the scan", str(path))
+                write_file_atomically(path, partition_metadata.render(write.topic_id))
+            except OSError as exc:
+                _reraise_eio(exc)
+                self._fail(failures, "write_metadata", path, exc)
+                continue
+            done.append(write)
+            self._log.warning(
+                "partition_metadata_written",
+                dir=str(directory),
+                topic_id=str(write.topic_id),
+                partition=write.partition,
+                why="the directory of an assigned partition had no partition.metadata",
+            )
+        return done
 
     def _create(self, creates: Sequence[Create], failures: list[Failure]) -> list[Create]:
         created: list[Create] = []
@@ -607,6 +707,16 @@ def describe_plan(plan: ReconcilePlan) -> list[dict[str, object]]:
                 "delete_at_ms": schedule.delete_at_ms,
             }
         )
+    for write in plan.write_metadata:
+        rows.append(
+            {
+                "action": "write_partition_metadata",
+                "log_dir": write.log_dir,
+                "dir": write.dir_name,
+                "topic_id": str(write.topic_id),
+                "partition": write.partition,
+            }
+        )
     for create in plan.creates:
         rows.append(
             {
@@ -745,33 +855,51 @@ def snapshot_log_dirs(log_dirs: Sequence[Path]) -> DiskSnapshot:
 # ----- small helpers --------------------------------------------------------------------------
 
 
-def read_partition_metadata(directory: Path) -> tuple[EntryState, Uuid | None, str]:
-    """(state, topic id, why not) of ``directory/partition.metadata``, without following
-    symlinks: neither ``directory`` nor the file may be one."""
+class NotARegularFileError(ValueError):
+    """``partition.metadata`` (or the journal) is a directory, a FIFO, a device..."""
+
+
+def read_partition_metadata_bytes(directory: Path) -> bytes:
+    """The bytes of ``directory/partition.metadata`` (at most ``PARTITION_METADATA_BYTES_MAX``
+    + 1), without following symlinks: neither ``directory`` nor the file may be one. The one
+    I/O seam of ``partition.metadata`` reads (``LogDirs(read_file=...)``). Raises ``OSError``
+    (ENOENT: missing; ELOOP: a symlink; EACCES; EIO, EMFILE, ...) or
+    ``NotARegularFileError``."""
+    dir_fd = os.open(directory, _DIR_OPEN_FLAGS)
     try:
-        dir_fd = os.open(directory, _DIR_OPEN_FLAGS)
-    except PermissionError as exc:
-        return EntryState.INACCESSIBLE, None, str(exc)
-    except OSError as exc:
-        return EntryState.METADATA_UNREADABLE, None, f"cannot open the directory: {exc}"
-    try:
+        fd = _open_metadata_file(dir_fd)
         try:
-            fd = _open_metadata_file(dir_fd)
-        except FileNotFoundError:
-            return EntryState.METADATA_MISSING, None, "partition.metadata is missing"
-        except PermissionError as exc:
-            return EntryState.INACCESSIBLE, None, f"partition.metadata: {exc}"
-        except OSError as exc:
-            why = "is a symlink" if exc.errno == errno.ELOOP else f"cannot be opened: {exc}"
-            return EntryState.METADATA_UNREADABLE, None, f"partition.metadata {why}"
-        try:
-            data = _read_regular_file(fd, partition_metadata.PARTITION_METADATA_BYTES_MAX)
-        except (OSError, ValueError) as exc:
-            return EntryState.METADATA_UNREADABLE, None, f"partition.metadata: {exc}"
+            return _read_regular_file(fd, partition_metadata.PARTITION_METADATA_BYTES_MAX)
         finally:
             os.close(fd)
     finally:
         os.close(dir_fd)
+
+
+# Errors that describe the file, not a failed read: ENOENT (missing, or the directory vanished),
+# ELOOP (a symlink), ENOTDIR (the directory was replaced by a file), EACCES/EPERM (left alone).
+_CONTENT_ERRNOS: Final = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR})
+
+
+def read_partition_metadata(
+    directory: Path, read_file: Callable[[Path], bytes] = read_partition_metadata_bytes
+) -> tuple[EntryState, Uuid | None, str]:
+    """(state, topic id, why not) of ``directory/partition.metadata``. Raises ``OSError`` for
+    an I/O error (EIO, EMFILE, ENOMEM, ...): that says nothing about the file, so it must never
+    become a state a plan acts on."""
+    try:
+        data = read_file(directory)
+    except FileNotFoundError:
+        return EntryState.METADATA_MISSING, None, "partition.metadata is missing"
+    except PermissionError as exc:
+        return EntryState.INACCESSIBLE, None, f"partition.metadata: {exc}"
+    except NotARegularFileError as exc:
+        return EntryState.METADATA_UNREADABLE, None, f"partition.metadata: {exc}"
+    except OSError as exc:
+        if exc.errno not in _CONTENT_ERRNOS:
+            raise
+        why = "is a symlink" if exc.errno == errno.ELOOP else f"cannot be opened: {exc}"
+        return EntryState.METADATA_UNREADABLE, None, f"partition.metadata {why}"
     try:
         topic_id = partition_metadata.parse(data)
     except InvalidPartitionMetadata as exc:
@@ -789,7 +917,7 @@ def _read_regular_file(fd: int, bytes_max: int) -> bytes:
     not a regular file."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"not a regular file but a {_kind(st.st_mode)}")
+        raise NotARegularFileError(f"not a regular file but a {_kind(st.st_mode)}")
     chunks: list[bytes] = []
     total = 0
     # Each pass reads at least one byte or ends the loop, so it runs at most bytes_max+1 times.

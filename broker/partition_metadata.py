@@ -12,8 +12,12 @@ whitespace are tolerated; anything else (a missing key, a key given twice, an un
 unknown version, a reserved or malformed id, non-UTF-8 bytes, a NUL, a file larger than
 ``PARTITION_METADATA_BYTES_MAX``) raises ``InvalidPartitionMetadata`` naming the problem.
 
-A partition whose file cannot be parsed is treated as stale by reconciliation, never as a reason to
-refuse to start (docs/architecture.md#brokers, KAFKA-16814). ``broker/logdirs.py`` writes the file
+A file that cannot be parsed is never a reason to refuse to start (KAFKA-16814), and never a
+reason to move a partition's data aside either (docs/architecture.md#brokers): under a name
+assigned to the broker the directory is left in place and reported until an operator repairs it;
+under a name not assigned here, a FULL reconciliation moves it aside as it does any stray. An
+I/O error while reading the file is not a parse error: ``broker/logdirs.py`` retries it and stops
+the broker if it persists. ``broker/logdirs.py`` writes the file
 with a temp file, fsync and rename, inside a build directory that is renamed into place only after
 the file is durable, so a partition directory created by this project always has one.
 """

@@ -22,17 +22,35 @@ The rules, every decision keyed by (topic_id, partition), never by name alone:
   ``check_plan_safety`` asserts it on every plan.
 * **Create** every assigned partition that has no live copy, in the log dir holding the fewest
   partitions (Kafka's ``LogManager.nextLogDirs``), ties broken by the order of ``log.dirs``.
-* **Topic id mismatch** (both modes): an entry named like an assigned partition that is not its
-  live copy is stale: the topic was deleted and recreated while the broker was away (KIP-516
-  "Stale state"), or the entry has no readable id (a missing id never matches). It must go,
-  or the assigned partition could not be created under its name.
+* **Only positive evidence moves a directory**: a ``partition.metadata`` naming another topic id,
+  a name not assigned here once caught up (FULL), a partition the delta removed. The absence of
+  evidence never does. For an entry named like an assigned partition (both modes):
+
+  - **Topic id mismatch**: its ``partition.metadata`` holds another id: the topic was deleted
+    and recreated while the broker was away (KIP-516 "Stale state"). It is moved aside, or the
+    assigned partition could not be created under its name.
+  - **Missing** ``partition.metadata``: the file is written with the image's id
+    (``WritePartitionMetadata``), as Kafka writes it for a log that has none; the directory
+    becomes the live copy. If the partition already has a live copy (or another directory is
+    adopted in the same plan), the entry is left alone and reported as a conflict.
+  - **Unparseable** ``partition.metadata`` (corrupt bytes, a symlink, not a regular file): left
+    in place and reported as a conflict on every plan; the assigned partition is not created
+    over it. Kafka treats such a file as an error too; moving it aside would delete what may
+    be the partition's only copy of its data once the delay passed, and stopping the broker
+    for one damaged file would take every other partition down. An operator repairs or removes
+    it (docs/architecture.md#brokers).
+  - A non-directory (a regular file, a symlink) holds no partition data and is moved aside.
+
+  I/O errors never reach the plan: ``broker/logdirs.py`` retries the read and stops the broker
+  when it keeps failing.
 * **INCREMENTAL** (a delta): also move aside the live copies of partitions in ``removed``.
 * **FULL** (the first image after catch-up): also move aside every other stray: partitions not
-  assigned here, directories with a missing or unreadable ``partition.metadata`` (KAFKA-16814:
-  stale, never fatal), unparseable directory names (including Kafka's ``-delete``/``-stray``/
-  ``-future`` dirs), leftover ``.tmp-`` build directories, and non-directories (regular files,
-  symlinks) named like a partition. Non-directories with other names (``meta.properties``,
-  checkpoint files) are not partitions and are ignored.
+  assigned here, directories under names not assigned here with a missing or unparseable
+  ``partition.metadata`` (KAFKA-16814: stale, never fatal), unparseable directory names
+  (including Kafka's ``-delete``/``-stray``/``-future`` dirs), leftover ``.tmp-`` build
+  directories, and non-directories (regular files, symlinks) named like a partition.
+  Non-directories with other names (``meta.properties``, checkpoint files) are not partitions
+  and are ignored.
 * Entries that could not be read (permission denied) are left alone and reported as
   conflicts; so is an assigned partition whose directory name is held by such an entry.
 * Pending deletions whose due time has passed are deleted; entries found in ``deleting/``
@@ -41,10 +59,10 @@ The rules, every decision keyed by (topic_id, partition), never by name alone:
 * ``RESERVED_ENTRY_NAMES`` (``deleting``, ``lost+found``, and ``__cluster_metadata-0``, the
   metadata log when ``metadata.log.dir`` is also a log dir) are never touched.
 
-The seed's "Migration" step (adopt a partition without ``partition.metadata`` by writing one
-with the image's id) does not apply: this project creates every partition
-directory with its file already inside, so a directory without one is damaged or foreign and
-is treated as stale (docs/architecture.md#brokers).
+KIP-516's "Migration" step applies to a directory without ``partition.metadata`` under an
+assigned name: the file is written with the image's id. This project creates every partition
+directory with its file already inside, so such a directory was damaged or made by hand; its
+data is kept either way.
 
 Stale names in ``deleting/``: ``{topic_id}_{partition}`` when both are known (KIP-516
 "Deletion"); an unknown id becomes ``unknown-{h}`` and an unknown partition ``unknown``, where
@@ -189,7 +207,8 @@ class EntryState(enum.Enum):
 
     OK = "ok"  # a directory with a valid partition.metadata
     METADATA_MISSING = "metadata_missing"  # a directory without partition.metadata
-    METADATA_UNREADABLE = "metadata_unreadable"  # garbage, oversized, I/O error, a symlink...
+    # garbage, oversized, a symlink, not a regular file (never an I/O error: those stop the scan)
+    METADATA_UNREADABLE = "metadata_unreadable"
     NOT_A_DIRECTORY = "not_a_directory"  # a regular file, symlink, fifo...
     INACCESSIBLE = "inaccessible"  # permission denied: left alone
 
@@ -275,6 +294,17 @@ class Create:
 
 
 @dataclass(frozen=True, slots=True)
+class WritePartitionMetadata:
+    """Write ``log_dir/dir_name/partition.metadata`` (missing) with ``topic_id``: the directory,
+    named like assigned partition (topic_id, partition), becomes its live copy."""
+
+    log_dir: str
+    dir_name: str
+    topic_id: Uuid
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class MoveAside:
     """Rename ``log_dir/dir_name`` to ``log_dir/deleting/destination``."""
 
@@ -317,7 +347,7 @@ class Conflict:
 @dataclass(frozen=True, slots=True)
 class ReconcilePlan:
     """What to do, in this order: ``move_aside`` and ``schedules`` (freeing names an assigned
-    partition may need), then ``creates``, then ``deletes``."""
+    partition may need), then ``write_metadata``, then ``creates``, then ``deletes``."""
 
     mode: ReconcileMode
     now_ms: int
@@ -326,11 +356,14 @@ class ReconcilePlan:
     deletes: tuple[Delete, ...] = ()
     schedules: tuple[ScheduleDeletion, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
+    write_metadata: tuple[WritePartitionMetadata, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """No action (conflicts are reports, not actions)."""
-        return not (self.creates or self.move_aside or self.deletes or self.schedules)
+        return not (
+            self.creates or self.move_aside or self.deletes or self.schedules or self.write_metadata
+        )
 
 
 # ----- the plan -------------------------------------------------------------------------------
@@ -361,6 +394,8 @@ def _stale_reason(
         return None  # I11a
     parsed = entry.parsed
     if parsed is not None and parsed in assigned_dir_names:
+        if entry.state in _NO_ID_STATES:
+            return None  # no evidence: its partition.metadata is written or it is reported
         return _REASON_BY_STATE[entry.state]
     if mode is ReconcileMode.INCREMENTAL:
         key = entry.key
@@ -374,6 +409,10 @@ def _stale_reason(
     if entry.state is not EntryState.OK:
         return _REASON_BY_STATE[entry.state]
     return MoveReason.REMOVED if entry.key in removed else MoveReason.NOT_ASSIGNED
+
+
+# Directories whose topic id is unknown: under an assigned name they are kept (never moved).
+_NO_ID_STATES: Final = frozenset({EntryState.METADATA_MISSING, EntryState.METADATA_UNREADABLE})
 
 
 def _partition_of(entry: LocalPartition) -> int | None:
@@ -478,6 +517,42 @@ def plan_reconciliation(
                 )
             )
 
+    # Directories without an id under an assigned name: adopt the first missing one (in log-dir
+    # order) when the partition has no live copy; report any other one that has a copy. (One
+    # with an unparseable file and no copy is reported below: it holds the name.)
+    writes: list[WritePartitionMetadata] = []
+    adopted: set[tuple[Uuid, int]] = set()
+    without_id: list[tuple[LocalPartition, tuple[Uuid, int]]] = []
+    for entry in kept:
+        parsed = entry.parsed
+        if parsed is None or entry.state not in _NO_ID_STATES:
+            continue
+        assigned_id = assigned_dir_names.get(parsed)
+        if assigned_id is not None:
+            without_id.append((entry, (assigned_id, parsed[1])))
+    for entry, key in without_id:
+        if entry.state is EntryState.METADATA_MISSING and key not in copies and key not in adopted:
+            adopted.add(key)
+            writes.append(WritePartitionMetadata(entry.log_dir, entry.dir_name, *key))
+    written_places = {(w.log_dir, w.dir_name) for w in writes}
+    for entry, key in without_id:
+        if (entry.log_dir, entry.dir_name) in written_places:
+            continue
+        if key in copies or key in adopted:
+            why = (
+                "it has no partition.metadata"
+                if entry.state is EntryState.METADATA_MISSING
+                else f"its partition.metadata cannot be parsed ({entry.detail})"
+            )
+            conflicts.append(
+                Conflict(
+                    entry.log_dir,
+                    entry.dir_name,
+                    f"left alone: {why} and partition {key[0]}_{key[1]} has another copy; it "
+                    "may hold data, so an operator must choose",
+                )
+            )
+
     held_names = {entry.dir_name: entry for entry in kept}
     partition_counts = dict.fromkeys(log_dirs, 0)
     for entry in kept:
@@ -485,7 +560,7 @@ def plan_reconciliation(
             partition_counts[entry.log_dir] += 1
     creates: list[Create] = []
     for (topic_id, partition), name in sorted(assigned.items(), key=lambda kv: (kv[1], kv[0][1])):
-        if (topic_id, partition) in copies:
+        if (topic_id, partition) in copies or (topic_id, partition) in adopted:
             continue
         if not is_legal_topic_name(name) or not 0 <= partition <= PARTITION_MAX:
             conflicts.append(
@@ -505,12 +580,20 @@ def plan_reconciliation(
             continue
         holder = held_names.get(dir_name)
         if holder is not None:
+            hint = ""
+            if holder.state is EntryState.METADATA_UNREADABLE:
+                hint = (
+                    "; it is not moved aside with its data: if the data is this partition's, "
+                    f"repair partition.metadata ('version: 0', 'topic_id: {topic_id}'), "
+                    "otherwise move the directory away"
+                )
             conflicts.append(
                 Conflict(
                     holder.log_dir,
                     dir_name,
                     f"cannot create {dir_name} for topic id {topic_id}: the name is held by an "
-                    f"entry that is kept ({holder.state.value} {holder.detail})".rstrip(),
+                    f"entry that is kept ({holder.state.value} {holder.detail})".rstrip()
+                    + hint,
                 )
             )
             continue
@@ -536,6 +619,7 @@ def plan_reconciliation(
         deletes=deletes,
         schedules=schedules,
         conflicts=tuple(conflicts),
+        write_metadata=tuple(writes),
     )
     if not UNSAFE_STRAY_INVERT:
         check_plan_safety(plan, assigned=assigned, on_disk=on_disk)
@@ -549,9 +633,12 @@ def check_plan_safety(
     on_disk: Sequence[LocalPartition],
 ) -> None:
     """Assert I11a on a plan, independently of how it was made: no entry moved aside is a live
-    copy of an assigned partition, nothing is created that already has a live copy, and every
-    move goes to a distinct, short enough name in ``deleting/``."""
+    copy of an assigned partition, nor a directory without a readable id under an assigned
+    partition's name (no evidence that it is stale); ``partition.metadata`` is written only into
+    such a directory whose partition has no live copy; nothing is created that already has a live
+    copy or is adopted; and every move goes to a distinct, short enough name in ``deleting/``."""
     by_place = {(e.log_dir, e.dir_name): e for e in on_disk}
+    assigned_names = {(name, partition): tid for (tid, partition), name in assigned.items()}
     for move in plan.move_aside:
         entry = by_place.get((move.log_dir, move.dir_name))
         assert entry is not None, f"plan moves an entry the scan did not see: {move}"
@@ -560,15 +647,31 @@ def check_plan_safety(
             f"I11a: plan moves aside {move.log_dir}/{move.dir_name}, a live copy of assigned "
             f"partition {key}"
         )
+        assert entry.state not in _NO_ID_STATES or entry.parsed not in assigned_names, (
+            f"I11a: plan moves aside {move.log_dir}/{move.dir_name}, named like an assigned "
+            f"partition, without evidence that it is stale ({entry.state.value})"
+        )
         assert entry.dir_name not in RESERVED_ENTRY_NAMES, move
         assert name_bytes(move.destination) <= DIR_NAME_BYTES_MAX, move
     destinations = [(m.log_dir, m.destination) for m in plan.move_aside]
     assert len(set(destinations)) == len(destinations), destinations
     live = {e.key for e in on_disk if e.state is EntryState.OK and e.key is not None}
+    written: set[tuple[Uuid, int]] = set()
+    for write in plan.write_metadata:
+        key = (write.topic_id, write.partition)
+        entry = by_place.get((write.log_dir, write.dir_name))
+        assert entry is not None, f"plan writes into an entry the scan did not see: {write}"
+        assert entry.state is EntryState.METADATA_MISSING, f"would overwrite: {write} {entry}"
+        parsed = entry.parsed
+        assert parsed is not None and assigned_names.get(parsed) == write.topic_id, write
+        assert parsed[1] == write.partition, write
+        assert key not in live and key not in written, f"second copy of {key}: {write}"
+        written.add(key)
     for create in plan.creates:
         key = (create.topic_id, create.partition)
         assert key in assigned, f"plan creates an unassigned partition: {create}"
         assert key not in live, f"plan creates a partition that has a live copy: {create}"
+        assert key not in written, f"plan creates a partition it adopts: {create}"
 
 
 def apply_plan(
@@ -578,7 +681,14 @@ def apply_plan(
 ) -> tuple[tuple[LocalPartition, ...], tuple[PendingDeletion, ...]]:
     """The model of ``LogDirs.execute``: what a scan sees after the plan ran without errors."""
     moved = {(m.log_dir, m.dir_name) for m in plan.move_aside}
-    entries = [e for e in on_disk if (e.log_dir, e.dir_name) not in moved]
+    written = {(w.log_dir, w.dir_name): w.topic_id for w in plan.write_metadata}
+    entries = [
+        replace(e, state=EntryState.OK, topic_id=written[(e.log_dir, e.dir_name)], detail="")
+        if (e.log_dir, e.dir_name) in written
+        else e
+        for e in on_disk
+        if (e.log_dir, e.dir_name) not in moved
+    ]
     entries += [
         LocalPartition(c.log_dir, c.dir_name, EntryState.OK, c.topic_id) for c in plan.creates
     ]

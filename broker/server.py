@@ -11,6 +11,14 @@ Partition directories follow the image (docs/architecture.md#brokers): once the 
 caught up to the broker's own registration record (the high watermark it saw at start, Kafka's
 ``initialCatchUpFuture``), a FULL reconciliation runs; every later image change runs an
 INCREMENTAL one. Nothing destructive happens before that first catch-up.
+
+Fail safe (docs/architecture.md#brokers): a log dir that cannot be listed, or a
+``partition.metadata`` whose read keeps failing with an I/O error (EIO, EMFILE, ENOMEM, after
+``PARTITION_METADATA_READ_ATTEMPTS_MAX`` attempts, ``broker/logdirs.py``), stops the broker: it
+logs ``log_dir_failed`` at ERROR with the path and errno, shuts down, and the process exits 1
+with the same message. It never reconciles against a view it could not read, so a read error
+never moves a live partition aside. Every data directory is locked for the life of the process
+(``quorum/storage/dirlock.py``, taken by ``RaftManager.open``).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import grpc
 import structlog
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.logdirs import LogDirs
+from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
 from broker.reconcile import ReconcileMode
 from quorum.config import NodeConfig
 from quorum.errors import ErrorCode
@@ -41,6 +49,11 @@ from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
 
 REGISTER_RETRY_S = 0.5
+
+
+class LogDirFailedError(StartupError):
+    """A log dir failed (``LogDirUnavailableError``): the broker stopped. A ``StartupError`` so
+    that ``metaquorum broker start`` prints the message and exits 1, at start-up or later."""
 
 
 def wall_ms() -> int:
@@ -64,6 +77,7 @@ class ReconcileStats:
     created: int = 0
     moved_aside: int = 0
     deleted: int = 0
+    metadata_written: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -218,18 +232,22 @@ class BrokerNode:
                 mode = ReconcileMode.FULL
             removed, self._removed = self._removed, set()
             assigned = assigned_partitions(self.image, self.broker_id)
-            plan, result = await asyncio.to_thread(
-                self.log_dirs.reconcile,
-                assigned=assigned,
-                mode=mode,
-                now_ms=wall_ms(),
-                delete_delay_ms=self.config.delete_topic_delay_ms,
-                removed=removed,
-            )
+            try:
+                plan, result = await asyncio.to_thread(
+                    self.log_dirs.reconcile,
+                    assigned=assigned,
+                    mode=mode,
+                    now_ms=wall_ms(),
+                    delete_delay_ms=self.config.delete_topic_delay_ms,
+                    removed=removed,
+                )
+            except LogDirUnavailableError as exc:
+                raise self._log_dir_failed(exc) from exc
             self.stats.runs += 1
             self.stats.created += len(plan.creates)
             self.stats.moved_aside += len(plan.move_aside)
             self.stats.deleted += len(plan.deletes)
+            self.stats.metadata_written += len(plan.write_metadata)
             if not plan.is_empty or mode is ReconcileMode.FULL:
                 self.log.info(
                     "reconciled",
@@ -238,6 +256,7 @@ class BrokerNode:
                     created=len(plan.creates),
                     moved_aside=len(plan.move_aside),
                     deleted=len(plan.deletes),
+                    metadata_written=len(plan.write_metadata),
                     failures=len(result.failures),
                 )
             mode = ReconcileMode.INCREMENTAL
@@ -262,8 +281,19 @@ class BrokerNode:
             server,
         )
 
+    def _log_dir_failed(self, exc: LogDirUnavailableError) -> LogDirFailedError:
+        fields: dict[str, object] = {"log_dir": str(exc.log_dir), "error": str(exc)}
+        if isinstance(exc, PartitionMetadataReadError):
+            fields |= {"path": str(exc.path), "errno": exc.errno}
+        self.log.error("log_dir_failed", action="stopping the broker", **fields)
+        return LogDirFailedError(str(exc))
+
     async def run(self, stop: asyncio.Event) -> None:
-        scan = await asyncio.to_thread(self.log_dirs.scan)
+        try:
+            scan = await asyncio.to_thread(self.log_dirs.scan)
+        except LogDirUnavailableError as exc:
+            await self.raft.close()
+            raise self._log_dir_failed(exc) from exc
         self.log.info(
             "log_dirs_scanned",
             partitions=len(scan.on_disk),
@@ -289,7 +319,7 @@ class BrokerNode:
         self.log.info("stopped")
         for task in done:
             if task.get_name() != "stop-signal" and not task.cancelled():
-                task.result()  # a crash of a broker task is a crash of the process
+                task.result()  # a crash of a broker task (a failed log dir) ends the process
 
 
 async def run_broker(config: NodeConfig) -> int:

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from quorum import meta_properties
 from quorum.config import ConfigError, NodeConfig, load_config
@@ -32,6 +32,9 @@ from quorum.meta_properties import (
     MetaPropertiesError,
     UnformattedDirectoryError,
 )
+
+if TYPE_CHECKING:
+    from quorum.storage.dirlock import DirLock
 
 PROG: Final = "metaquorum"
 # The metadata feature level a freshly formatted cluster starts at (Kafka prints e.g.
@@ -162,6 +165,27 @@ def storage_format(args: argparse.Namespace) -> int:
             "the config"
         )
 
+    from quorum.storage.dirlock import release_all
+
+    # Lock every existing directory first (quorum/storage/dirlock.py): a running node holds
+    # its directories, and format must not touch them. Held until the command ends.
+    locks: list[DirLock] = []
+    try:
+        return _format_locked(config, cluster_id, ignore_formatted, locks)
+    finally:
+        release_all(locks)
+
+
+def _format_locked(
+    config: NodeConfig, cluster_id: Uuid, ignore_formatted: bool, locks: list[DirLock]
+) -> int:
+    from quorum.storage.dirlock import (
+        LOCK_FILE_NAME,
+        DirectoryLockedError,
+        DirectoryLockError,
+        lock_directory,
+    )
+
     # Decide for every directory before writing any, so a refusal leaves nothing half done.
     to_format: list[Path] = []
     problems: list[str] = []
@@ -169,6 +193,12 @@ def storage_format(args: argparse.Namespace) -> int:
         if directory.exists() and not directory.is_dir():
             problems.append(f"{directory} exists and is not a directory")
             continue
+        if directory.is_dir():
+            try:
+                locks.append(lock_directory(directory))
+            except (DirectoryLockedError, DirectoryLockError) as exc:
+                problems.append(str(exc))
+                continue
         try:
             existing: MetaProperties | None = meta_properties.read(directory)
         except UnformattedDirectoryError:
@@ -200,7 +230,11 @@ def storage_format(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             continue
-        if directory.is_dir() and any(directory.iterdir()) and not ignore_formatted:
+        if (
+            directory.is_dir()
+            and any(p.name != LOCK_FILE_NAME for p in directory.iterdir())
+            and not ignore_formatted
+        ):
             problems.append(
                 f"Log directory {directory} is not empty but has no {META_PROPERTIES_FILE}; it "
                 "may hold data of unknown origin. Empty it, or use --ignore-formatted to format "

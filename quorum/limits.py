@@ -70,3 +70,16 @@ assert (
 # valid frame out, so the damage counts as corruption (nothing is truncated).
 FRAME_SCAN_CANDIDATES_MAX: Final = 100_000
 FRAME_SCAN_CRC_BYTES_MAX: Final = 256 * 1024 * 1024
+
+# ----- data-directory locks and the broker's partition.metadata reads (issue #12) ---------------
+# Bytes read from a data directory's `.lock` file to name the process holding it (a pid and a
+# newline: at most 11 bytes on Linux); anything longer is not a pid and is not echoed.
+LOCK_FILE_BYTES_MAX: Final = 32
+# Attempts to read a partition's `partition.metadata` when the read fails with an I/O error
+# (EIO, EMFILE, ENOMEM, ...), PARTITION_METADATA_READ_BACKOFF_MS apart. A transient error (a
+# descriptor or memory shortage) clears within that half second; a persistent one stops the
+# broker naming the path and errno, because a partition whose id cannot be read must never be
+# moved aside as stale (docs/architecture.md#brokers). This project's choice; Kafka marks the
+# log dir offline at the first error.
+PARTITION_METADATA_READ_ATTEMPTS_MAX: Final = 5
+PARTITION_METADATA_READ_BACKOFF_MS: Final = 100

@@ -3,15 +3,27 @@ state, and reconcile partition directories (the KIP-516 stale-partition flow).""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from quorum.admin import AdminClient, NewTopic, TopicCollection
 from quorum.ids import Uuid
-from tests.process_cluster import ProcessCluster, process_cluster, run_cli, wait_until
+from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX
+from tests.process_cluster import (
+    METAQUORUM,
+    REPO,
+    ProcessCluster,
+    process_cluster,
+    run_cli,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -226,3 +238,121 @@ def test_brokers_follow_a_new_leader_after_kill_9(tmp_path: Path) -> None:
             assert broker_log[:common] == leader_log[:common]
         check_reconciled(cluster, admin)
         admin.close()
+
+
+# ----- a real EIO on partition.metadata (libfiu, issue #12) -----------------------------------
+
+FIU_RUN = shutil.which("fiu-run")
+FIU_CTRL = shutil.which("fiu-ctrl")
+# libfiu's POSIX preload wraps open()/open64() but not openat(): the broker's os.open of a
+# partition directory (the first step of reading its partition.metadata) calls open(), while
+# listing a log dir (opendir) and writing to already-open segments do not. failinfo is the errno.
+FIU_OPEN_EIO = f"name=posix/io/oc/open,failinfo={errno.EIO}"
+
+
+def fiu_ctrl(pid: int, command: str) -> None:
+    assert FIU_CTRL is not None
+    subprocess.run([FIU_CTRL, "-c", command, str(pid)], check=True, timeout=10)
+
+
+def log_tree(directory: Path) -> dict[str, tuple[int, int, bytes]]:
+    found: dict[str, tuple[int, int, bytes]] = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(root) / name
+            st = path.lstat()
+            data = path.read_bytes() if path.is_file() else b""
+            found[str(path.relative_to(directory))] = (st.st_ino, st.st_mtime_ns, data)
+    return found
+
+
+@pytest.mark.skipif(
+    FIU_RUN is None or FIU_CTRL is None,
+    reason="needs Debian's fiu-utils (fiu-run, fiu-ctrl) for a real EIO; scripts/test installs "
+    "it when run as root with apt-get available",
+)
+def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
+    tmp_path: Path,
+) -> None:
+    """Before issue #12 an EIO reading partition.metadata made the live partition look stale
+    and reconciliation moved it to deleting/. Now the read is retried, then the broker stops
+    (exit 1) naming the path and errno, and its log dir is exactly as it was."""
+    assert FIU_RUN is not None
+    with process_cluster(tmp_path, voters=1, brokers=1) as cluster:
+        cluster.format()
+        cluster.start(1)
+        broker = cluster.nodes[101]
+        # cluster.start, under fiu-run -x (it execs the broker: the pid is the broker's).
+        broker.starts += 1
+        with broker.log_path.open("ab") as log:
+            broker.process = subprocess.Popen(
+                [FIU_RUN, "-x", *METAQUORUM, "broker", "start", "--config", str(broker.config)],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"},
+            )
+        cluster.wait_for_leader(timeout_s=30)
+        admin = AdminClient(cluster.nodes[1].address, timeout_s=30)
+        wait_until(
+            lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),  # type: ignore[attr-defined]
+            30,
+            "the broker registered and unfenced",
+        )
+        admin.create_topics([NewTopic("live", 1, 1)]).all()
+        metadata = broker.log_dir / "live-0" / "partition.metadata"
+        wait_until(metadata.exists, 30, "live-0 created by the broker")
+        (broker.log_dir / "live-0" / "00000000000000000000.log").write_bytes(b"precious")
+        before = log_tree(broker.log_dir)
+
+        pid = broker.process.pid
+        fiu_ctrl(pid, f"enable {FIU_OPEN_EIO}")
+        try:
+            # An image change makes the broker scan its log dir and read live-0's file.
+            admin.create_topics([NewTopic("trigger", 1, 1)]).all()
+            wait_until(
+                lambda: "partition_metadata_read_failed" in cluster.logs(101),
+                30,
+                "the broker giving up on partition.metadata after its retries",
+            )
+        finally:
+            if broker.alive:
+                fiu_ctrl(pid, "disable name=posix/io/oc/open")
+        assert broker.process.wait(timeout=30) == 1
+        events = [
+            json.loads(line)
+            for line in cluster.logs(101).splitlines()
+            if line.startswith("{") and '"event"' in line
+        ]
+        retried = [e for e in events if e["event"] == "partition_metadata_read_retried"]
+        assert len(retried) == PARTITION_METADATA_READ_ATTEMPTS_MAX - 1
+        (failed,) = [e for e in events if e["event"] == "log_dir_failed"]
+        assert failed["path"] == str(metadata) and failed["errno"] == errno.EIO
+        assert f"Error: cannot read {metadata}" in cluster.logs(101)
+        # Not moved, not rewritten, no trigger-0 created, no deleting/.
+        assert log_tree(broker.log_dir) == before
+        assert cluster.nodes[1].alive
+        admin.close()
+
+
+def test_a_log_dir_that_cannot_be_scanned_at_start_stops_the_broker_with_a_message(
+    tmp_path: Path,
+) -> None:
+    """The start-up scan fails safe too: exit 1 with one line naming the log dir, no traceback,
+    and nothing moved (no controller needed: the scan runs before the broker connects)."""
+    with process_cluster(tmp_path, voters=1, brokers=1) as cluster:
+        cluster.format(101)
+        log_dir = cluster.nodes[101].log_dir
+        (log_dir / "deleting").write_bytes(b"not a directory")
+        (log_dir / "t-0").mkdir()
+        result = run_cli("broker", "start", "--config", str(cluster.nodes[101].config), check=False)
+        assert result.returncode == 1, result
+        assert f"Error: {log_dir / 'deleting'} is a regular file" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert '"event": "log_dir_failed"' in result.stderr
+        assert sorted(p.name for p in log_dir.iterdir()) == [
+            ".lock",
+            "deleting",
+            "meta.properties",
+            "t-0",
+        ]

@@ -7,7 +7,7 @@ import errno
 import json
 import os
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from broker.logdirs import (
     PENDING_JOURNAL,
     LogDirs,
     LogDirUnavailableError,
+    PartitionMetadataReadError,
     describe_plan,
     iso_time,
     snapshot_log_dirs,
@@ -37,6 +38,7 @@ from broker.reconcile import (
     i11_violations,
 )
 from quorum.ids import Uuid
+from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX, PARTITION_METADATA_READ_BACKOFF_MS
 from quorum.storage import fsutil
 
 FULL = ReconcileMode.FULL
@@ -214,6 +216,162 @@ def test_permission_denied_entries_are_skipped_with_a_warning(
     assert "Permission denied" in plan.conflicts[0].message
     assert result.failures == ()
     assert (d1 / "locked-0").is_dir()
+
+
+# ----- partition.metadata reads fail safe (issue #12) -----------------------------------------
+
+
+def failing_reads(
+    fail: Mapping[str, int], error: int, calls: list[str] | None = None
+) -> Callable[[Path], bytes]:
+    """A ``LogDirs(read_file=...)`` double: the first ``fail[dir name]`` reads of that
+    directory's partition.metadata raise ``OSError(error)``; the others read the real file."""
+    left = dict(fail)
+
+    def read_file(directory: Path) -> bytes:
+        if calls is not None:
+            calls.append(directory.name)
+        if left.get(directory.name, 0) > 0:
+            left[directory.name] -= 1
+            raise OSError(error, os.strerror(error))
+        return logdirs_module.read_partition_metadata_bytes(directory)
+
+    return read_file
+
+
+def tree(directory: Path) -> dict[str, tuple[int, int, bytes]]:
+    """(inode, mtime, bytes) of every file and directory under ``directory``."""
+    found: dict[str, tuple[int, int, bytes]] = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(root) / name
+            st = path.lstat()
+            data = path.read_bytes() if path.is_file() else b""
+            found[str(path.relative_to(directory))] = (st.st_ino, st.st_mtime_ns, data)
+    return found
+
+
+IO_ERRORS = [errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM]
+
+
+@pytest.mark.parametrize("error", IO_ERRORS, ids=errno.errorcode.get)
+@pytest.mark.parametrize("mode", [FULL, INCREMENTAL])
+def test_a_transient_io_error_on_partition_metadata_is_retried(
+    d1: Path, error: int, mode: ReconcileMode
+) -> None:
+    make_partition(d1, "a-0", ID1, b"live data")
+    make_partition(d1, "b-0", ID0, b"other")
+    before = tree(d1)
+    sleeps: list[float] = []
+    reads = failing_reads({"a-0": PARTITION_METADATA_READ_ATTEMPTS_MAX - 1}, error)
+    dirs = logdirs(d1, read_file=reads, sleep=sleeps.append)
+    with capture_logs() as logs:
+        plan, result = reconcile_now(dirs, {(ID1, 0): "a", (ID0, 0): "b"}, mode=mode)
+    assert plan.is_empty and plan.conflicts == () and result.failures == ()
+    assert tree(d1) == before
+    assert sleeps == [PARTITION_METADATA_READ_BACKOFF_MS / 1000] * (
+        PARTITION_METADATA_READ_ATTEMPTS_MAX - 1
+    )
+    retried = [log for log in logs if log["event"] == "partition_metadata_read_retried"]
+    assert [log["errno"] for log in retried] == [error] * len(sleeps)
+    assert retried[0]["path"] == str(d1 / "a-0" / "partition.metadata")
+
+
+@pytest.mark.parametrize("error", IO_ERRORS, ids=errno.errorcode.get)
+@pytest.mark.parametrize("assigned", [True, False], ids=["assigned", "unassigned"])
+def test_a_persistent_io_error_stops_the_broker_and_never_moves_the_directory(
+    d1: Path, error: int, assigned: bool
+) -> None:
+    """Before this change an EIO/EMFILE read made the directory METADATA_UNREADABLE and a FULL
+    plan moved the live partition, data and all, to deleting/."""
+    make_partition(d1, "a-0", ID1, b"live data")
+    make_partition(d1, "stray-0", ID0, b"stray")
+    before = tree(d1)
+    sleeps: list[float] = []
+    calls: list[str] = []
+    reads = failing_reads({"a-0": 1_000}, error, calls)
+    dirs = logdirs(d1, read_file=reads, sleep=sleeps.append)
+    with capture_logs() as logs, pytest.raises(PartitionMetadataReadError) as caught:
+        reconcile_now(dirs, {(ID1, 0): "a"} if assigned else {})
+    assert caught.value.path == d1 / "a-0" / "partition.metadata"
+    assert caught.value.errno == error
+    message = str(caught.value)
+    assert str(d1 / "a-0" / "partition.metadata") in message
+    assert f"errno {error} {errno.errorcode[error]}" in message
+    assert isinstance(caught.value, LogDirUnavailableError)
+    assert calls.count("a-0") == PARTITION_METADATA_READ_ATTEMPTS_MAX, "bounded, no loop"
+    assert len(sleeps) == PARTITION_METADATA_READ_ATTEMPTS_MAX - 1
+    assert tree(d1) == before, "nothing moved, written or deleted: not even the stray"
+    (failed,) = [log for log in logs if log["event"] == "partition_metadata_read_failed"]
+    assert failed["log_level"] == "error" and failed["errno"] == error
+
+
+def test_the_default_reader_turns_a_real_errno_into_a_retry(
+    d1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seam's real implementation: an EIO from os.open inside it is an I/O error, not a
+    state (the test double above stands in for the same function)."""
+    make_partition(d1, "a-0", ID1)
+
+    def eio(dir_fd: int) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(logdirs_module, "_open_metadata_file", eio)
+    with pytest.raises(PartitionMetadataReadError, match="errno 5 EIO"):
+        logdirs(d1, sleep=lambda s: None).scan()
+    assert (d1 / "a-0" / "partition.metadata").is_file()
+
+
+@pytest.mark.parametrize("mode", [FULL, INCREMENTAL])
+def test_a_missing_partition_metadata_of_an_assigned_partition_is_written(
+    d1: Path, mode: ReconcileMode
+) -> None:
+    path = make_partition(d1, "a-0", None, b"precious")
+    inode = path.stat().st_ino
+    before = snapshot_log_dirs([d1])
+    dirs = logdirs(d1)
+    with capture_logs() as logs:
+        plan, result = reconcile_now(dirs, {(ID1, 0): "a"}, mode=mode)
+    assert plan.move_aside == () and plan.creates == ()
+    assert result.metadata_written == plan.write_metadata
+    assert partition_metadata.parse((path / "partition.metadata").read_bytes()) == ID1
+    assert (path / "00000000000000000000.log").read_bytes() == b"precious"
+    assert path.stat().st_ino == inode
+    assert "partition_metadata_written" in [log["event"] for log in logs]
+    after = snapshot_log_dirs([d1])
+    assert i11_violations(assigned={(ID1, 0)}, before=before, after=after) == []
+    assert reconcile_now(dirs, {(ID1, 0): "a"}, now_ms=NOW + 1)[0].is_empty
+
+
+def test_a_metadata_write_never_replaces_a_file_that_appeared(d1: Path) -> None:
+    path = make_partition(d1, "a-0", None)
+    dirs = logdirs(d1)
+    plan = dirs.plan(assigned={(ID1, 0): "a"}, mode=FULL, now_ms=NOW, delete_delay_ms=DELAY)
+    (path / "partition.metadata").write_bytes(partition_metadata.render(ID0))
+    result = dirs.execute(plan)
+    assert [f.action for f in result.failures] == ["write_metadata"]
+    assert partition_metadata.parse((path / "partition.metadata").read_bytes()) == ID0
+
+
+def test_a_corrupt_partition_metadata_of_an_assigned_partition_is_left_and_reported(
+    d1: Path,
+) -> None:
+    path = make_partition(d1, "a-0", None, b"precious")
+    (path / "partition.metadata").write_bytes(b"version: 0\ntopic_id: \xff\xfe\n")
+    before = tree(d1)
+    dirs = logdirs(d1)
+    with capture_logs() as logs:
+        for mode in (FULL, INCREMENTAL):
+            plan, _ = reconcile_now(dirs, {(ID1, 0): "a"}, mode=mode)
+            assert plan.is_empty, plan
+    assert tree(d1) == before
+    conflicts = [log for log in logs if log["event"] == "reconcile_conflict"]
+    assert len(conflicts) == 2 and all(log["log_level"] == "error" for log in conflicts)
+    assert "repair partition.metadata" in conflicts[0]["message"]
+    # Repaired by the operator: the directory is the live copy, untouched.
+    (path / "partition.metadata").write_bytes(partition_metadata.render(ID1))
+    assert reconcile_now(dirs, {(ID1, 0): "a"})[0].is_empty
+    assert (path / "00000000000000000000.log").read_bytes() == b"precious"
 
 
 @pytest.mark.parametrize("how", ["missing", "file"])

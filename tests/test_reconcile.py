@@ -29,6 +29,7 @@ from broker.reconcile import (
     PendingDeletion,
     ReconcileMode,
     ReconcilePlan,
+    WritePartitionMetadata,
     apply_plan,
     build_dir_name,
     check_plan_safety,
@@ -355,16 +356,61 @@ def test_full_moves_aside_every_stray() -> None:
 
 
 @pytest.mark.parametrize("mode", [FULL, INCREMENTAL])
-@pytest.mark.parametrize(
-    "state",
-    [EntryState.METADATA_MISSING, EntryState.METADATA_UNREADABLE, EntryState.NOT_A_DIRECTORY],
-)
-def test_an_entry_holding_an_assigned_name_without_its_id_is_moved_in_both_modes(
-    mode: ReconcileMode, state: EntryState
+def test_a_non_directory_holding_an_assigned_name_is_moved_in_both_modes(
+    mode: ReconcileMode,
 ) -> None:
-    plan = plan_for({(ID1, 0): "a"}, [entry("a-0", state)], mode=mode)
-    assert moved(plan) == {"a-0": reconcile._REASON_BY_STATE[state]}
+    plan = plan_for({(ID1, 0): "a"}, [entry("a-0", EntryState.NOT_A_DIRECTORY)], mode=mode)
+    assert moved(plan) == {"a-0": MoveReason.NOT_A_DIRECTORY}
     assert plan.creates == (Create(D1, "a", 0, ID1),)
+
+
+@pytest.mark.parametrize("mode", [FULL, INCREMENTAL])
+def test_a_missing_partition_metadata_under_an_assigned_name_is_written(
+    mode: ReconcileMode,
+) -> None:
+    """Kafka writes partition.metadata for a log without one (KIP-516 "Migration"): the data is
+    kept and becomes the live copy; nothing is moved or created."""
+    plan = plan_for({(ID1, 0): "a"}, [entry("a-0", EntryState.METADATA_MISSING)], mode=mode)
+    assert plan.write_metadata == (WritePartitionMetadata(D1, "a-0", ID1, 0),)
+    assert plan.move_aside == () and plan.creates == () and plan.conflicts == ()
+
+
+def test_only_one_directory_is_adopted_and_never_beside_a_live_copy() -> None:
+    on_disk = [entry("a-0", EntryState.METADATA_MISSING, D1)]
+    on_disk += [entry("a-0", EntryState.METADATA_MISSING, D2)]
+    on_disk += [live("b", 0, ID_B, D1), entry("b-0", EntryState.METADATA_MISSING, D2)]
+    assigned = {(ID1, 0): "a", (ID_B, 0): "b"}
+    plan = plan_for(assigned, on_disk, log_dirs=(D1, D2))
+    assert plan.write_metadata == (WritePartitionMetadata(D1, "a-0", ID1, 0),)
+    assert plan.move_aside == () and plan.creates == ()
+    assert sorted((c.log_dir, c.dir_name) for c in plan.conflicts) == [(D2, "a-0"), (D2, "b-0")]
+    assert all("has another copy" in c.message for c in plan.conflicts)
+
+
+@pytest.mark.parametrize("mode", [FULL, INCREMENTAL])
+def test_a_corrupt_partition_metadata_under_an_assigned_name_is_left_in_place(
+    mode: ReconcileMode,
+) -> None:
+    """Corrupt bytes are no evidence that the directory is stale: it stays (with its data), the
+    partition is not created over it, and every plan reports it with what to do."""
+    corrupt = LocalPartition(D1, "a-0", EntryState.METADATA_UNREADABLE, detail="not UTF-8")
+    plan = plan_for({(ID1, 0): "a"}, [corrupt], mode=mode)
+    assert plan.is_empty
+    (conflict,) = plan.conflicts
+    assert conflict.dir_name == "a-0"
+    assert "not UTF-8" in conflict.message and f"topic_id: {ID1}" in conflict.message
+
+
+def test_without_an_id_only_an_unassigned_name_is_evidence_in_full() -> None:
+    on_disk = [
+        entry("other-0", EntryState.METADATA_MISSING),
+        entry("junk-1", EntryState.METADATA_UNREADABLE),
+    ]
+    assert moved(plan_for({}, on_disk)) == {
+        "other-0": MoveReason.METADATA_MISSING,
+        "junk-1": MoveReason.METADATA_UNREADABLE,
+    }
+    assert plan_for({}, on_disk, mode=INCREMENTAL).is_empty
 
 
 def test_non_directories_with_other_names_are_not_partitions() -> None:
@@ -465,6 +511,43 @@ def test_check_plan_safety_catches_a_plan_that_moves_an_assigned_partition() -> 
         check_plan_safety(recreate, assigned={(ID1, 0): "a"}, on_disk=on_disk)
 
 
+@pytest.mark.parametrize("state", [EntryState.METADATA_MISSING, EntryState.METADATA_UNREADABLE])
+def test_check_plan_safety_catches_moving_an_assigned_name_without_evidence(
+    state: EntryState,
+) -> None:
+    on_disk = [entry("a-0", state)]
+    forged = ReconcilePlan(
+        FULL,
+        NOW,
+        move_aside=(MoveAside(D1, "a-0", "x_0", None, 0, MoveReason.METADATA_MISSING, NOW),),
+    )
+    with pytest.raises(AssertionError, match="without evidence"):
+        check_plan_safety(forged, assigned={(ID1, 0): "a"}, on_disk=on_disk)
+
+
+def test_check_plan_safety_catches_a_bad_metadata_write() -> None:
+    assigned = {(ID1, 0): "a"}
+    overwrite = ReconcilePlan(
+        FULL, NOW, write_metadata=(WritePartitionMetadata(D1, "a-0", ID1, 0),)
+    )
+    with pytest.raises(AssertionError, match="overwrite"):
+        check_plan_safety(overwrite, assigned=assigned, on_disk=[live("a", 0, ID0)])
+    missing = [entry("a-0", EntryState.METADATA_MISSING)]
+    wrong_id = ReconcilePlan(
+        FULL, NOW, write_metadata=(WritePartitionMetadata(D1, "a-0", ID_B, 0),)
+    )
+    with pytest.raises(AssertionError):
+        check_plan_safety(wrong_id, assigned=assigned, on_disk=missing)
+    and_create = ReconcilePlan(
+        FULL,
+        NOW,
+        write_metadata=(WritePartitionMetadata(D1, "a-0", ID1, 0),),
+        creates=(Create(D2, "a", 0, ID1),),
+    )
+    with pytest.raises(AssertionError, match="adopts"):
+        check_plan_safety(and_create, assigned=assigned, on_disk=missing)
+
+
 def test_negative_control_stray_invert_is_caught_by_the_plan_guard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -544,15 +627,29 @@ def test_plan_is_idempotent_and_safe(
     # Every assigned partition has a live copy unless a kept entry holds its name.
     live_keys = {e.key for e in after_disk if e.state is EntryState.OK}
     blocked = {c.dir_name for c in second.conflicts}
+    blocked_places = {(c.log_dir, c.dir_name) for c in second.conflicts}
     for (topic_id, partition), name in assigned.items():
         assert (topic_id, partition) in live_keys or f"{name}-{partition}" in blocked
+    # Only positive evidence moves: an entry without an id under an assigned name stays.
+    assigned_names = {(name, partition) for (_, partition), name in assigned.items()}
+    moved_places = {(m.log_dir, m.dir_name) for m in first.move_aside}
+    for before in on_disk:
+        no_id = before.state in (EntryState.METADATA_MISSING, EntryState.METADATA_UNREADABLE)
+        if no_id and before.parsed in assigned_names:
+            assert (before.log_dir, before.dir_name) not in moved_places, before
     if mode is FULL:
-        # I11b: only live assigned copies, unreadable entries and non-partition files remain.
+        # I11b: only live assigned copies, unreadable entries, entries without an id under an
+        # assigned name (reported) and non-partition files remain.
         for remaining in after_disk:
             assert (
                 (remaining.state is EntryState.OK and remaining.key in assigned)
                 or remaining.state is EntryState.INACCESSIBLE
                 or (remaining.state is EntryState.NOT_A_DIRECTORY and remaining.parsed is None)
+                or (
+                    remaining.state in (EntryState.METADATA_MISSING, EntryState.METADATA_UNREADABLE)
+                    and remaining.parsed in assigned_names
+                    and (remaining.log_dir, remaining.dir_name) in blocked_places
+                )
             ), remaining
 
 

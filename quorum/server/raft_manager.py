@@ -1,7 +1,9 @@
 """The Raft side of a node process, the same for controllers and brokers (Kafka's
 ``KafkaRaftManager`` and the start-up its ``SharedServer`` does).
 
-Start-up, in this order: check ``meta.properties`` against the config, open the local copy of
+Start-up, in this order: lock every data directory (``.lock``, ``quorum/storage/dirlock.py``:
+a second process on a live directory stops here, before anything reads or repairs it), check
+``meta.properties`` against the config, open the local copy of
 ``__cluster_metadata-0``, (a voter) read ``quorum-state`` and refuse a voter set that differs
 from ``controller.quorum.voters``, load the newest valid snapshot and the log after it, then
 build the ``RaftNode``, the clients to the other voters, the ``RaftDriver`` and the
@@ -38,6 +40,13 @@ from quorum.server.snapshotting import (
     load_at_startup,
 )
 from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore, SegmentedLog
+from quorum.storage.dirlock import (
+    DirectoryLockedError,
+    DirectoryLockError,
+    DirLock,
+    lock_directories,
+    release_all,
+)
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
@@ -49,6 +58,16 @@ class StartupError(Exception):
 def metadata_log_dir(config: NodeConfig) -> Path:
     """The node's local copy of the metadata log: ``metadata.log.dir/__cluster_metadata-0``."""
     return config.metadata_log_dir / METADATA_PARTITION_DIR
+
+
+def lock_data_dirs(config: NodeConfig) -> list[DirLock]:
+    """Lock every data directory of ``config`` (``metadata.log.dir``, then ``log.dirs``) that
+    exists, before anything reads it; a missing one is left to ``meta_properties.check``, which
+    says how to format it. Raises ``StartupError`` naming the directory and the holder's pid."""
+    try:
+        return lock_directories(d for d in config.data_dirs if d.is_dir())
+    except (DirectoryLockedError, DirectoryLockError) as exc:
+        raise StartupError(str(exc)) from exc
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -77,6 +96,7 @@ class RaftManager:
         driver: RaftDriver,
         snapshotter: Snapshotter,
         logger: Any,
+        locks: Sequence[DirLock] = (),
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -88,6 +108,8 @@ class RaftManager:
         self.driver = driver
         self.snapshotter = snapshotter
         self.log = logger
+        # The data directories' locks, held until the process exits (or ``close``).
+        self.locks = tuple(locks)
         # Snapshots being taken or fetched; a task removes itself when it ends.
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -106,6 +128,33 @@ class RaftManager:
         of the snapshot it starts from (the log batches after it are replayed once committed).
         The driver calls the node back with ``on_committed``, ``on_ready`` and
         ``on_proposed``. Raises ``StartupError``."""
+        locks = lock_data_dirs(config)
+        try:
+            return cls._open_locked(
+                config,
+                locks,
+                voter=voter,
+                logger=logger,
+                on_committed=on_committed,
+                on_ready=on_ready,
+                on_proposed=on_proposed,
+            )
+        except BaseException:
+            release_all(locks)
+            raise
+
+    @classmethod
+    def _open_locked(
+        cls,
+        config: NodeConfig,
+        locks: Sequence[DirLock],
+        *,
+        voter: bool,
+        logger: Any,
+        on_committed: Callable[[Sequence[LogBatch]], None],
+        on_ready: Callable[[Ready], None],
+        on_proposed: Callable[[Sequence[Record], Proposal], None] | None,
+    ) -> tuple[RaftManager, MetadataImage]:
         properties = meta_properties.check(config)
         cluster_id = str(properties[config.metadata_log_dir].cluster_id)
         directory = metadata_log_dir(config)
@@ -177,6 +226,7 @@ class RaftManager:
             driver=driver,
             snapshotter=snapshotter,
             logger=logger,
+            locks=locks,
         )
         return manager, loaded.image
 
@@ -233,3 +283,4 @@ class RaftManager:
         """Close the clients to the voters and the log (the driver has stopped)."""
         await self.peers.close()
         self.segments.close()
+        release_all(self.locks)
