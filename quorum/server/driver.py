@@ -10,16 +10,26 @@ plans it (the simulator follows the same plan)::
 gRPC handlers never touch the node: they enqueue an ``Envelope`` and await a future that the
 loop resolves when the core answers. While an fsync runs in a worker thread, new requests and
 proposals queue up and share the next batch and the next fsync (group commit).
+
+Bounds at the edge (docs/conventions.md#limits): at most ``CONTROLLER_OPERATIONS_QUEUED_MAX``
+operations wait for the loop (``OperationQueueFullError`` past it) and one turn runs operations
+only until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX`` records were proposed, so a burst of
+large CreateTopics cannot starve Fetch and heartbeats; at most ``METADATA_OFFSET_WAITERS_MAX``
+reads wait for an offset (``TooManyWaitersError``), each woken only once its offset is applied.
+The longest turn (without the fsync, which runs off the loop) is kept in ``longest_turn_ms``;
+a turn longer than a tenth of the fetch timeout is logged as ``loop_turn_slow``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
@@ -31,6 +41,7 @@ from quorum.metadata.records import Record
 from quorum.raft.messages import Envelope, Message, RequestFailed
 from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
+from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
 
 # Inbound requests get correlation ids from their own range, far from the core's outbound ids.
@@ -55,6 +66,18 @@ class InboxFullError(Exception):
     retriable = True
 
 
+class OperationQueueFullError(Exception):
+    """``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations already wait for the loop."""
+
+    retriable = True
+
+
+class TooManyWaitersError(Exception):
+    """``METADATA_OFFSET_WAITERS_MAX`` reads already wait for a metadata offset."""
+
+    retriable = True
+
+
 T = TypeVar("T")
 
 # An operation of the active controller: given the offset its first record will get, it
@@ -73,6 +96,16 @@ class _Submitted:
 class _Commit:
     proposal: Proposal
     future: asyncio.Future[int]
+
+
+@dataclass(order=True)
+class _OffsetWaiter:
+    """A read waiting until ``applied_offset() >= offset`` (kept in a heap by offset)."""
+
+    offset: int
+    sequence: int
+    applied_offset: Callable[[], int] = field(compare=False)
+    future: asyncio.Future[None] = field(compare=False)
 
 
 SendRequest = Callable[[Envelope], Coroutine[Any, Any, Message]]
@@ -102,7 +135,9 @@ class RaftDriver:
         self._on_ready = on_ready
         self._on_proposed = on_proposed
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=limits.INBOX_ENVELOPES_MAX)
-        self._operations: list[_Submitted] = []
+        self._operations: deque[_Submitted] = deque()
+        self._offset_waiters: list[_OffsetWaiter] = []
+        self._waiter_sequence = itertools.count()
         self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._replies: dict[int, asyncio.Future[Message]] = {}
         self._commits: list[_Commit] = []
@@ -115,6 +150,10 @@ class RaftDriver:
         # Observers of the loop (health, tests, metrics): called after each Ready.
         self.high_watermark = node.high_watermark
         self.ready_count = 0
+        # The longest synchronous stretch of one loop turn (fsync excluded: it runs off the
+        # loop), in milliseconds; a turn over ``slow_turn_ms`` is logged (loop_turn_slow).
+        self.longest_turn_ms = 0.0
+        self.slow_turn_ms = node.config.fetch_timeout_ms / 10
         self._state_changed = asyncio.Condition()
 
     # ----- API for handlers ------------------------------------------------------------------
@@ -137,12 +176,26 @@ class RaftDriver:
         finally:
             self._replies.pop(correlation_id, None)
 
-    async def submit(self, operation: Operation[T]) -> tuple[Proposal | None, T]:
+    async def submit(
+        self, operation: Operation[T], *, from_client: bool = False
+    ) -> tuple[Proposal | None, T]:
         """Run ``operation`` in the loop while this node leads; append its records as one
         atomic batch. Returns where they will land (None when there were none) and the
-        operation's answer. Raises ``NotLeaderError`` when this node does not lead."""
+        operation's answer. Raises ``NotLeaderError`` when this node does not lead and, for an
+        operation ``from_client`` (an admin or broker RPC; the controller's own few operations
+        are never refused), ``OperationQueueFullError`` when
+        ``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations are already queued."""
         if self._stopping:
             raise ShuttingDownError("the node is shutting down")
+        if from_client and len(self._operations) >= limits.CONTROLLER_OPERATIONS_QUEUED_MAX:
+            # Callers that gave up (deadline) leave done futures behind: drop them first.
+            self._operations = deque(s for s in self._operations if not s.future.done())
+            if len(self._operations) >= limits.CONTROLLER_OPERATIONS_QUEUED_MAX:
+                raise OperationQueueFullError(
+                    f"{len(self._operations)} operations are already queued on the active "
+                    f"controller (at most {limits.CONTROLLER_OPERATIONS_QUEUED_MAX}); retry "
+                    "with backoff"
+                )
         future: asyncio.Future[tuple[Proposal | None, Any]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -176,6 +229,49 @@ class RaftDriver:
         self._wakeup.set()
         return await future
 
+    async def wait_for_offset(
+        self, offset: int, applied_offset: Callable[[], int], timeout_s: float
+    ) -> bool:
+        """Wait until ``applied_offset()`` (a monotonic view of what this node applied, the
+        same function for every caller) reaches ``offset``; False on timeout. The waiter sleeps
+        in a heap by offset and is woken only once its offset is reached. Raises
+        ``TooManyWaitersError`` past ``METADATA_OFFSET_WAITERS_MAX`` waiting reads."""
+        if applied_offset() >= offset:
+            return True
+        if self._stopping:
+            raise ShuttingDownError("the node is shutting down")
+        if len(self._offset_waiters) >= limits.METADATA_OFFSET_WAITERS_MAX:
+            raise TooManyWaitersError(
+                f"{len(self._offset_waiters)} reads already wait for a metadata offset on this "
+                f"node (at most {limits.METADATA_OFFSET_WAITERS_MAX}); retry with backoff or "
+                "ask another node"
+            )
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _OffsetWaiter(offset, next(self._waiter_sequence), applied_offset, future)
+        heapq.heappush(self._offset_waiters, waiter)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            if not future.done():
+                future.cancel()
+            if future.cancelled():  # still in the heap: at most WAITERS_MAX entries to scan
+                with contextlib.suppress(ValueError):
+                    self._offset_waiters.remove(waiter)
+                    heapq.heapify(self._offset_waiters)
+        return True
+
+    def _wake_offset_waiters(self) -> None:
+        waiters = self._offset_waiters
+        while waiters:
+            first = waiters[0]
+            if not first.future.done() and first.applied_offset() < first.offset:
+                return
+            heapq.heappop(waiters)
+            if not first.future.done():
+                first.future.set_result(None)
+
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``condition()`` holds after some Ready; False on timeout."""
         async with self._state_changed:
@@ -190,6 +286,7 @@ class RaftDriver:
     async def run(self) -> None:
         node = self.node
         while True:
+            turn_started_s = time.perf_counter()
             now = self.clock.now_ms()
             while not self._inbox.empty():
                 node.step(self._inbox.get_nowait(), now)
@@ -200,11 +297,13 @@ class RaftDriver:
             for function, call_future in calls:
                 if not call_future.done():
                     call_future.set_result(function())
-            self._run_operations(now)
+            operations, records = self._run_operations(now)
             ready = node.poll(now)
             plan = plan_ready(ready)
             self._dispatch(plan.send_before_flush)
+            persist_started_s = time.perf_counter()
             await self._persist(plan)
+            persist_s = time.perf_counter() - persist_started_s
             self._dispatch(plan.send_after_flush)
             self._apply(plan)
             node.advance(ready)
@@ -213,11 +312,15 @@ class RaftDriver:
             self._log_events(ready)
             if self._on_ready is not None:
                 self._on_ready(ready)
+            self._wake_offset_waiters()
             async with self._state_changed:
                 self._state_changed.notify_all()
+            self._end_turn(turn_started_s, persist_s, operations, records, plan)
             if self._stopping:
                 return
             if not self._inbox.empty() or self._operations or self._calls:
+                # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
+                await asyncio.sleep(0)
                 continue
             delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
             self._wakeup.clear()
@@ -226,17 +329,47 @@ class RaftDriver:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), delay_s)
 
-    def _run_operations(self, now: int) -> None:
-        operations, self._operations = self._operations, []
+    def _end_turn(
+        self,
+        started_s: float,
+        persist_s: float,
+        operations: int,
+        records: int,
+        plan: ReadyPlan,
+    ) -> None:
+        turn_ms = (time.perf_counter() - started_s - persist_s) * 1000
+        if turn_ms > self.longest_turn_ms:
+            self.longest_turn_ms = turn_ms
+            self.log_events.debug("loop_turn_longest", turn_ms=round(turn_ms, 1))
+        if turn_ms > self.slow_turn_ms:
+            self.log_events.warning(
+                "loop_turn_slow",
+                turn_ms=round(turn_ms, 1),
+                slow_turn_ms=self.slow_turn_ms,
+                operations=operations,
+                records_proposed=records,
+                batches_committed=len(plan.committed_batches),
+            )
+
+    def _run_operations(self, now: int) -> tuple[int, int]:
+        """Run queued operations until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX`` records
+        were proposed (at least one operation); the rest wait for the next turn. Returns the
+        operations run and the records they proposed."""
+        queue = self._operations
         node = self.node
-        for submitted in operations:
+        ran = 0
+        proposed = 0
+        while queue and proposed < limits.CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX:
+            submitted = queue.popleft()
             future = submitted.future
             if future.done():
                 continue
             if not node.is_leader():
                 future.set_exception(NotLeaderError(node.leader_id, node.epoch))
                 continue
+            ran += 1
             records, answer = submitted.operation(node.next_offset())
+            proposed += len(records)
             proposal = None
             if records:
                 try:
@@ -247,6 +380,7 @@ class RaftDriver:
                 if self._on_proposed is not None:
                     self._on_proposed(records, proposal)
             future.set_result((proposal, answer))
+        return ran, proposed
 
     async def _persist(self, plan: ReadyPlan) -> None:
         """Make the plan's election state and entries durable (before ``send_after_flush``)."""
@@ -272,6 +406,9 @@ class RaftDriver:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, envelope: Envelope) -> None:
+        """Send one outbound request; the answer, or ``RequestFailed`` if there is none, goes
+        back to the core. Nothing escapes this task: an unexpected failure is logged with the
+        peer, the message kind and the exception, and the core retries as after a lost one."""
         try:
             answer = await self._send_request(envelope)
         except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
@@ -279,6 +416,24 @@ class RaftDriver:
             answer = RequestFailed(code)
         except asyncio.CancelledError:
             return
+        except MalformedMessageError as exc:
+            # The peer's fault: its answer cannot become a core message.
+            self.log_events.warning(
+                "response_malformed",
+                peer=envelope.destination,
+                request=type(envelope.message).__name__,
+                problem=str(exc),
+            )
+            answer = RequestFailed(type(exc).__name__)
+        except Exception as exc:
+            self.log_events.error(
+                "send_failed",
+                peer=envelope.destination,
+                request=type(envelope.message).__name__,
+                error=repr(exc),
+                exc_info=exc,
+            )
+            answer = RequestFailed(type(exc).__name__)
         reply = Envelope(envelope.destination, envelope.source, envelope.correlation_id, answer)
         with contextlib.suppress(asyncio.QueueFull):
             self._inbox.put_nowait(reply)
@@ -348,6 +503,9 @@ class RaftDriver:
         for submitted in self._operations:
             if not submitted.future.done():
                 submitted.future.set_exception(ShuttingDownError("the node is shutting down"))
+        for waiter in self._offset_waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(ShuttingDownError("the node is shutting down"))
         for commit in self._commits:
             if not commit.future.done():
                 commit.future.set_exception(ShuttingDownError("the node is shutting down"))
