@@ -16,14 +16,17 @@ operations wait for the loop (``OperationQueueFullError`` past it) and one turn 
 only until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX`` records were proposed, so a burst of
 large CreateTopics cannot starve Fetch and heartbeats; at most ``METADATA_OFFSET_WAITERS_MAX``
 reads wait for an offset (``TooManyWaitersError``), each woken only once its offset is applied.
-The longest turn (without the fsync, which runs off the loop) is kept in ``longest_turn_ms``;
-a turn longer than a tenth of the fetch timeout is logged as ``loop_turn_slow``.
+Committed batches are applied one at a time with the event loop free between two. The longest
+stretch the loop holds the event loop (fsync and yields excluded) is kept in
+``longest_turn_ms``; one longer than a tenth of the fetch timeout is logged as
+``loop_turn_slow``, with the garbage collector's share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import heapq
 import itertools
 import time
@@ -98,6 +101,47 @@ class _Commit:
     future: asyncio.Future[int]
 
 
+class _GcTimer:
+    """Seconds the cyclic garbage collector ran in this process (``gc.callbacks``): a full
+    collection of a large image takes hundreds of milliseconds, so slow turns say how much of
+    them it was."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._started_s = 0.0
+
+    def callback(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started_s = time.perf_counter()
+        else:
+            self.total_s += time.perf_counter() - self._started_s
+
+
+class _Turn:
+    """One loop turn's stretches of holding the event loop (between two awaits)."""
+
+    def __init__(self, gc_timer: _GcTimer) -> None:
+        self._gc_timer = gc_timer
+        self.operations = 0
+        self.records = 0
+        self.longest_s = 0.0
+        self.gc_s = 0.0  # the collector's share of the longest stretch
+        self.longest_without_gc_s = 0.0
+        self.resume()
+
+    def resume(self) -> None:
+        self._started_s = time.perf_counter()
+        self._gc_started_s = self._gc_timer.total_s
+
+    def pause(self) -> None:
+        stretch_s = time.perf_counter() - self._started_s
+        gc_s = self._gc_timer.total_s - self._gc_started_s
+        if stretch_s > self.longest_s:
+            self.longest_s = stretch_s
+            self.gc_s = gc_s
+        self.longest_without_gc_s = max(self.longest_without_gc_s, stretch_s - gc_s)
+
+
 @dataclass(order=True)
 class _OffsetWaiter:
     """A read waiting until ``applied_offset() >= offset`` (kept in a heap by offset)."""
@@ -150,9 +194,12 @@ class RaftDriver:
         # Observers of the loop (health, tests, metrics): called after each Ready.
         self.high_watermark = node.high_watermark
         self.ready_count = 0
-        # The longest synchronous stretch of one loop turn (fsync excluded: it runs off the
-        # loop), in milliseconds; a turn over ``slow_turn_ms`` is logged (loop_turn_slow).
+        # The longest the loop held the event loop in one go (a stretch of a turn between two
+        # awaits; the fsync runs off the loop), in milliseconds; a turn with a stretch over
+        # ``slow_turn_ms`` is logged (loop_turn_slow), with the garbage collector's share.
         self.longest_turn_ms = 0.0
+        self.longest_turn_without_gc_ms = 0.0
+        self._gc_timer = _GcTimer()
         self.slow_turn_ms = node.config.fetch_timeout_ms / 10
         self._state_changed = asyncio.Condition()
 
@@ -285,69 +332,73 @@ class RaftDriver:
 
     async def run(self) -> None:
         node = self.node
-        while True:
-            turn_started_s = time.perf_counter()
-            now = self.clock.now_ms()
-            while not self._inbox.empty():
-                node.step(self._inbox.get_nowait(), now)
-            if self._resign_requested:
-                self._resign_requested = False
-                node.resign(now)
-            calls, self._calls = self._calls, []
-            for function, call_future in calls:
-                if not call_future.done():
-                    call_future.set_result(function())
-            operations, records = self._run_operations(now)
-            ready = node.poll(now)
-            plan = plan_ready(ready)
-            self._dispatch(plan.send_before_flush)
-            persist_started_s = time.perf_counter()
-            await self._persist(plan)
-            persist_s = time.perf_counter() - persist_started_s
-            self._dispatch(plan.send_after_flush)
-            self._apply(plan)
-            node.advance(ready)
-            self.ready_count += 1
-            self.high_watermark = ready.high_watermark
-            self._log_events(ready)
-            if self._on_ready is not None:
-                self._on_ready(ready)
-            self._wake_offset_waiters()
-            async with self._state_changed:
-                self._state_changed.notify_all()
-            self._end_turn(turn_started_s, persist_s, operations, records, plan)
-            if self._stopping:
-                return
-            if not self._inbox.empty() or self._operations or self._calls:
-                # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
-                await asyncio.sleep(0)
-                continue
-            delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
-            self._wakeup.clear()
-            if not self._inbox.empty() or self._operations or self._calls:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), delay_s)
+        gc.callbacks.append(self._gc_timer.callback)
+        try:
+            while True:
+                turn = _Turn(self._gc_timer)
+                now = self.clock.now_ms()
+                while not self._inbox.empty():
+                    node.step(self._inbox.get_nowait(), now)
+                if self._resign_requested:
+                    self._resign_requested = False
+                    node.resign(now)
+                calls, self._calls = self._calls, []
+                for function, call_future in calls:
+                    if not call_future.done():
+                        call_future.set_result(function())
+                turn.operations, turn.records = self._run_operations(now)
+                ready = node.poll(now)
+                plan = plan_ready(ready)
+                self._dispatch(plan.send_before_flush)
+                await self._persist(plan, turn)
+                self._dispatch(plan.send_after_flush)
+                await self._apply(plan, turn)
+                node.advance(ready)
+                self.ready_count += 1
+                self.high_watermark = ready.high_watermark
+                self._log_events(ready)
+                if self._on_ready is not None:
+                    self._on_ready(ready)
+                self._wake_offset_waiters()
+                async with self._state_changed:
+                    self._state_changed.notify_all()
+                turn.pause()
+                self._end_turn(turn, plan)
+                if self._stopping:
+                    return
+                if not self._inbox.empty() or self._operations or self._calls:
+                    # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
+                    await asyncio.sleep(0)
+                    continue
+                delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
+                self._wakeup.clear()
+                if not self._inbox.empty() or self._operations or self._calls:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), delay_s)
+        finally:
+            gc.callbacks.remove(self._gc_timer.callback)
 
-    def _end_turn(
-        self,
-        started_s: float,
-        persist_s: float,
-        operations: int,
-        records: int,
-        plan: ReadyPlan,
-    ) -> None:
-        turn_ms = (time.perf_counter() - started_s - persist_s) * 1000
-        if turn_ms > self.longest_turn_ms:
-            self.longest_turn_ms = turn_ms
-            self.log_events.debug("loop_turn_longest", turn_ms=round(turn_ms, 1))
+    def _end_turn(self, turn: _Turn, plan: ReadyPlan) -> None:
+        turn_ms = turn.longest_s * 1000
+        without_gc_ms = turn.longest_without_gc_s * 1000
+        if turn_ms > self.longest_turn_ms or without_gc_ms > self.longest_turn_without_gc_ms:
+            self.longest_turn_ms = max(self.longest_turn_ms, turn_ms)
+            self.longest_turn_without_gc_ms = max(self.longest_turn_without_gc_ms, without_gc_ms)
+            self.log_events.debug(
+                "loop_turn_longest",
+                turn_ms=round(turn_ms, 1),
+                gc_ms=round(turn.gc_s * 1000, 1),
+                turn_without_gc_ms=round(without_gc_ms, 1),
+            )
         if turn_ms > self.slow_turn_ms:
             self.log_events.warning(
                 "loop_turn_slow",
                 turn_ms=round(turn_ms, 1),
+                gc_ms=round(turn.gc_s * 1000, 1),
                 slow_turn_ms=self.slow_turn_ms,
-                operations=operations,
-                records_proposed=records,
+                operations=turn.operations,
+                records_proposed=turn.records,
                 batches_committed=len(plan.committed_batches),
             )
 
@@ -382,17 +433,21 @@ class RaftDriver:
             future.set_result((proposal, answer))
         return ran, proposed
 
-    async def _persist(self, plan: ReadyPlan) -> None:
+    async def _persist(self, plan: ReadyPlan, turn: _Turn) -> None:
         """Make the plan's election state and entries durable (before ``send_after_flush``)."""
         if plan.election_to_persist is not None:
             assert self.election_store is not None, "an observer never persists election state"
+            turn.pause()
             await asyncio.to_thread(self.election_store.write, plan.election_to_persist)
+            turn.resume()
         if plan.truncate_to is not None:
             # The core checked the high watermark; storage checks again (I7).
             self.log.truncate_to(plan.truncate_to, high_watermark=0)
         if plan.entries_to_append:
             self.log.append(plan.entries_to_append)
+            turn.pause()
             await asyncio.to_thread(self.log.flush)
+            turn.resume()
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
         for envelope in envelopes:
@@ -439,9 +494,17 @@ class RaftDriver:
             self._inbox.put_nowait(reply)
             self._wakeup.set()
 
-    def _apply(self, plan: ReadyPlan) -> None:
+    async def _apply(self, plan: ReadyPlan, turn: _Turn) -> None:
+        """Apply the committed batches in order, one at a time, letting the event loop serve
+        handlers between two (nothing else changes the node meanwhile); then answer the
+        proposals they commit."""
         if plan.committed_batches and self._on_committed is not None:
-            self._on_committed(plan.committed_batches)
+            for index, batch in enumerate(plan.committed_batches):
+                if index > 0:
+                    turn.pause()
+                    await asyncio.sleep(0)
+                    turn.resume()
+                self._on_committed((batch,))
         if not self._commits:
             return
         still: list[_Commit] = []
