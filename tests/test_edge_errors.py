@@ -13,11 +13,14 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
+from quorum import limits
+from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.records import NoOpRecord
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.server.admin_service import AdminServicer
+from quorum.server.driver import OperationQueueFullError, TooManyWaitersError
 from quorum.server.grpc_server import make_server
 from quorum.server.service import CHUNK_BYTES_MAX, QuorumServicer
 from quorum.storage.snapshots import snapshot_size, write_snapshot
@@ -37,11 +40,16 @@ def fake_driver() -> Any:
 
 
 def serve(
-    snapshot_dir: Path, body: Callable[[grpc.aio.Channel], Awaitable[T]]
-) -> T:  # pragma: no cover - plumbing
+    snapshot_dir: Path,
+    body: Callable[[grpc.aio.Channel], Awaitable[T]],
+    *,
+    driver: Any = None,
+    state_machine: ControllerStateMachine | None = None,
+) -> T:
     async def main() -> T:
         server = make_server()
-        driver = fake_driver()
+        nonlocal driver
+        driver = driver or fake_driver()
         raft_pb2_grpc.add_QuorumServiceServicer_to_server(
             QuorumServicer(
                 driver,
@@ -55,11 +63,11 @@ def serve(
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
                 driver,
-                None,
+                state_machine,
                 cluster_id=CLUSTER_ID,
                 voters={},
-                controller_ready=lambda: False,
-                image=lambda: None,  # type: ignore[arg-type,return-value]
+                controller_ready=lambda: state_machine is not None,
+                image=lambda: SimpleNamespace(offset=5),  # type: ignore[arg-type,return-value]
             ),
             server,
         )
@@ -175,3 +183,73 @@ def test_fetch_snapshot_positions_and_ids_get_kafka_error_codes(tmp_path: Path) 
     assert "end_offset must be in [0," in answers[4].error_message
     assert "max_bytes -1 is negative" in answers[7].error_message
     assert answers[9].size == size
+
+
+class OverloadedDriver:
+    """A driver whose operation queue and waiting reads are full."""
+
+    def __init__(self) -> None:
+        self.node = fake_driver().node
+
+    async def submit(self, operation: Any, *, from_client: bool = False) -> Any:
+        assert from_client
+        raise OperationQueueFullError("1000 operations are already queued (at most 1000)")
+
+    async def wait_for_offset(self, offset: int, applied: Any, timeout_s: float) -> bool:
+        raise TooManyWaitersError("1000 reads already wait (at most 1000)")
+
+
+def test_overload_is_resource_exhausted_and_names_the_bound(tmp_path: Path) -> None:
+    async def body(channel: grpc.aio.Channel) -> list[grpc.aio.AioRpcError]:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        errors = []
+        for call in (
+            stub.CreateTopics(
+                admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(name="t")]),
+                timeout=10,
+            ),
+            stub.DescribeCluster(admin_pb2.DescribeClusterRequest(min_metadata_offset=10**15)),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            errors.append(caught.value)
+        return errors
+
+    errors = serve(
+        tmp_path, body, driver=OverloadedDriver(), state_machine=ControllerStateMachine()
+    )
+    assert [e.code() for e in errors] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2
+    assert "operations are already queued" in (errors[0].details() or "")
+    assert "reads already wait" in (errors[1].details() or "")
+
+
+class SlowDriver:
+    """A driver whose image never reaches the offset; records how long reads would wait."""
+
+    def __init__(self) -> None:
+        self.node = fake_driver().node
+        self.waits_s: list[float] = []
+
+    async def wait_for_offset(self, offset: int, applied: Any, timeout_s: float) -> bool:
+        self.waits_s.append(timeout_s)
+        return False
+
+
+def test_a_read_waits_for_its_offset_a_bounded_time(tmp_path: Path) -> None:
+    driver = SlowDriver()
+
+    async def body(channel: grpc.aio.Channel) -> list[Any]:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        request = admin_pb2.DescribeClusterRequest(min_metadata_offset=10**15)
+        return [
+            await stub.DescribeCluster(request),  # no deadline
+            await stub.DescribeCluster(request, timeout=3600),  # an hour
+            await stub.DescribeCluster(request, timeout=2),
+        ]
+
+    answers = serve(tmp_path, body, driver=driver)
+    assert [a.error_code for a in answers] == [ErrorCode.REQUEST_TIMED_OUT] * 3
+    assert "not yet 1000000000000000" in answers[0].error_message
+    bound_s = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
+    assert driver.waits_s[0] == driver.waits_s[1] == bound_s
+    assert 1 < driver.waits_s[2] < 2
