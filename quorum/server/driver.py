@@ -11,15 +11,15 @@ gRPC handlers never touch the node: they enqueue an ``Envelope`` and await a fut
 loop resolves when the core answers. While an fsync runs in a worker thread, new requests and
 proposals queue up and share the next batch and the next fsync (group commit).
 
-Bounds at the edge (docs/conventions.md#limits): at most ``CONTROLLER_OPERATIONS_QUEUED_MAX``
-operations wait for the loop (``OperationQueueFullError`` past it) and one turn runs operations
-only until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX`` records were proposed, so a burst of
-large CreateTopics cannot starve Fetch and heartbeats; at most ``METADATA_OFFSET_WAITERS_MAX``
-reads wait for an offset (``TooManyWaitersError``), each woken only once its offset is applied.
-Committed batches are applied one at a time with the event loop free between two. The longest
-stretch the loop holds the event loop (fsync and yields excluded) is kept in
-``longest_turn_ms``; one longer than a tenth of the fetch timeout is logged as
-``loop_turn_slow``, with the garbage collector's share.
+Bounds at the edge (docs/conventions.md#bounds-at-the-edge): at most
+``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations wait for the loop (``OperationQueueFullError``
+past it) and one turn runs operations only until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX``
+records were proposed, so a burst of large CreateTopics cannot starve Fetch and heartbeats; at
+most ``METADATA_OFFSET_WAITERS_MAX`` reads wait for an offset (``TooManyWaitersError``), each
+woken only once its offset is applied. Committed batches are applied one at a time with the
+event loop free between two. The longest stretch the loop holds the event loop (fsync and
+yields excluded) is kept in ``longest_turn_ms``; one longer than a tenth of the fetch timeout
+is logged as ``loop_turn_slow``, with the garbage collector's share.
 """
 
 from __future__ import annotations
