@@ -28,6 +28,7 @@ from quorum.server.driver import (
     ShuttingDownError,
     TooManyWaitersError,
 )
+from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
 
 
@@ -268,9 +269,23 @@ def test_waiting_reads_wake_by_offset_and_are_bounded(
     asyncio.run(main())
 
 
-def test_a_failing_send_is_logged_with_its_cause_and_the_node_carries_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("failure", "event", "level", "text"),
+    [
+        (RuntimeError("serializer exploded"), "send_failed", "error", "serializer exploded"),
+        (
+            MalformedMessageError("VoteResponse", "leader_epoch", "is negative"),
+            "response_malformed",
+            "warning",
+            "leader_epoch",
+        ),
+    ],
+)
+def test_a_failing_send_is_logged_with_its_cause_and_the_node_carries_on(
+    tmp_path: Path, failure: Exception, event: str, level: str, text: str
+) -> None:
     async def broken(envelope: Envelope) -> Message:
-        raise RuntimeError("serializer exploded")
+        raise failure
 
     async def main() -> list[dict[str, object]]:
         log = SegmentedLog.open(tmp_path)
@@ -298,10 +313,10 @@ def test_a_failing_send_is_logged_with_its_cause_and_the_node_carries_on(tmp_pat
         return failures(logs)
 
     def failures(logs: list[dict[str, object]]) -> list[dict[str, object]]:
-        return [e for e in logs if e["event"] == "send_failed"]
+        return [e for e in logs if e["event"] == event]
 
     logged = asyncio.run(main())
     assert {e["peer"] for e in logged} <= {2, 3}
     assert {e["request"] for e in logged} == {"VoteRequest"}
-    assert all("serializer exploded" in str(e["error"]) for e in logged)
-    assert all(e["log_level"] == "error" for e in logged)
+    assert all(text in str(e.get("error", e.get("problem"))) for e in logged)
+    assert all(e["log_level"] == level for e in logged)
