@@ -83,3 +83,22 @@ LOCK_FILE_BYTES_MAX: Final = 32
 # log dir offline at the first error.
 PARTITION_METADATA_READ_ATTEMPTS_MAX: Final = 5
 PARTITION_METADATA_READ_BACKOFF_MS: Final = 100
+
+# ----- the gRPC edge and the driver loop (quorum/server) ---------------------------------------
+# Reads waiting until this node has applied their min_metadata_offset (read-your-writes): past
+# this many, a read is refused (RESOURCE_EXHAUSTED) instead of holding memory and a timer. Our
+# choice, Kafka has no such wait; it matches gRPC's max_concurrent_streams of one connection.
+METADATA_OFFSET_WAITERS_MAX: Final = 1_000
+# The longest such a read waits, whatever its deadline (none: this long); Kafka's default
+# request.timeout.ms.
+METADATA_OFFSET_WAIT_MS_MAX: Final = 30_000
+# Operations (CreateTopics, DeleteTopics, broker registrations and heartbeats) queued for the
+# active controller's loop; past this many, RESOURCE_EXHAUSTED (retriable). Our choice: each
+# holds a parsed request, and a full queue is minutes of work (Kafka's controller event queue
+# is unbounded but throttles topic mutations per client, KIP-599).
+CONTROLLER_OPERATIONS_QUEUED_MAX: Final = 1_000
+# One loop turn runs queued operations only until this many records were proposed (at least one
+# operation), then steps Fetch and heartbeats again. Our choice: proposing costs about 40 us per
+# record (CreateTopics measured on one core), so a turn's operations stay near 40 ms; Kafka's
+# controller likewise runs one event at a time.
+CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX: Final = 1_000

@@ -22,7 +22,7 @@ from quorum.admin import (
 )
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from tests.process_cluster import (
     ProcessCluster,
     cluster_with_brokers,
@@ -194,6 +194,27 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
                 timeout=10,
             )
             assert [t.error_code for t in duplicate.topics] == [ErrorCode.INVALID_REQUEST] * 2
+            # Bytes that are no CreateTopicsRequest (a name with invalid UTF-8): INVALID_ARGUMENT
+            # naming the method and the reason, on the real server (docs/conventions.md).
+            raw = channel.unary_unary("/quorum.rpc.v1.AdminService/CreateTopics")
+            with pytest.raises(grpc.RpcError) as undecodable:
+                raw(b"\x0a\x03\x0a\x01\xff", timeout=10)
+            assert undecodable.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "request AdminService/CreateTopics could not be decoded" in str(
+                undecodable.value.details()
+            )
+            assert "bad UTF-8" in str(undecodable.value.details())
+            # FetchSnapshot for a snapshot id no snapshot can have: INVALID_REQUEST, not UNKNOWN.
+            leader_epoch = cluster.wait_for_leader()[1]
+            snapshot = raft_pb2_grpc.QuorumServiceStub(channel).FetchSnapshot(
+                raft_pb2.FetchSnapshotRequest(
+                    cluster_id=cluster.cluster_id,
+                    current_leader_epoch=leader_epoch,
+                    snapshot_id=raft_pb2.SnapshotId(end_offset=-1, epoch=1),
+                ),
+                timeout=10,
+            )
+            assert snapshot.error_code == ErrorCode.INVALID_REQUEST, snapshot
         after = sorted((t.name, t.topic_id) for t in admin.list_topics().listings())
         assert after == before
 

@@ -8,7 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
+from quorum import limits
 from quorum.errors import ErrorCode
 from quorum.metadata.batch import LogBatch, decode_batch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, Record
@@ -18,7 +20,15 @@ from quorum.raft.election import ElectionState
 from quorum.raft.messages import Envelope, FetchResponse, Message, VoteResponse
 from quorum.raft.node import RaftNode, Ready
 from quorum.raft.ready_plan import plan_ready, propose_in_batches
-from quorum.server.driver import Clock, RaftDriver
+from quorum.server.driver import (
+    Clock,
+    Operation,
+    OperationQueueFullError,
+    RaftDriver,
+    ShuttingDownError,
+    TooManyWaitersError,
+)
+from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
 
 
@@ -158,3 +168,155 @@ def test_propose_in_batches_splits_only_what_does_not_fit_in_one_batch() -> None
     sizes = [b.record_count for b in ready.entries_to_append if b.base_offset >= start]
     assert sizes == [2, 2, 2, 1]
     node.advance(ready)
+
+
+# ----- bounds at the edge: queued operations, waiting reads, send failures ----------------------
+
+
+async def leading_driver(directory: Path) -> tuple[RaftDriver, asyncio.Task[None]]:
+    driver = make_driver(directory)
+    task = asyncio.create_task(driver.run())
+    assert await driver.wait_for(driver.node.is_leader, 5)
+    return driver, task
+
+
+async def stop(driver: RaftDriver, task: asyncio.Task[None]) -> None:
+    driver.stop()
+    await task
+    driver.log.close()
+
+
+def test_one_turn_runs_operations_only_up_to_the_record_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX", 10)
+
+    async def main() -> list[int]:
+        driver, task = await leading_driver(tmp_path)
+        turns: list[int] = []
+
+        def operation(tag: str) -> Operation[None]:
+            def run(_next_offset: int) -> tuple[list[Record], None]:
+                turns.append(driver.ready_count)
+                return records(6, tag), None
+
+            return run
+
+        placed = await asyncio.gather(
+            *(driver.submit(operation(f"op{i}"), from_client=True) for i in range(8))
+        )
+        await asyncio.gather(*(driver.wait_committed(p) for p, _ in placed if p is not None))
+        await stop(driver, task)
+        return turns
+
+    turns = asyncio.run(main())
+    assert len(turns) == 8
+    # 6 records each and a budget of 10: two operations per turn (the second passes it).
+    per_turn = [turns.count(t) for t in sorted(set(turns))]
+    assert per_turn == [2, 2, 2, 2], turns
+
+
+def test_a_full_operation_queue_refuses_clients_but_not_the_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "CONTROLLER_OPERATIONS_QUEUED_MAX", 3)
+
+    async def main() -> None:
+        driver, task = await leading_driver(tmp_path)
+        noop: Operation[None] = lambda _offset: ((), None)  # noqa: E731
+        # The loop does not run between these calls: all of them are queued at once.
+        queued = [asyncio.ensure_future(driver.submit(noop, from_client=True)) for _ in range(3)]
+        await asyncio.sleep(0)
+        with pytest.raises(OperationQueueFullError, match="at most 3"):
+            await driver.submit(noop, from_client=True)
+        internal = asyncio.ensure_future(driver.submit(noop))  # the controller's own: accepted
+        assert [await f for f in queued] == [(None, None)] * 3
+        assert await internal == (None, None)
+        # Drained: clients are accepted again.
+        assert await driver.submit(noop, from_client=True) == (None, None)
+        await stop(driver, task)
+
+    asyncio.run(main())
+
+
+def test_waiting_reads_wake_by_offset_and_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "METADATA_OFFSET_WAITERS_MAX", 3)
+
+    async def main() -> None:
+        driver, task = await leading_driver(tmp_path)
+        applied = [10]
+        far = asyncio.ensure_future(driver.wait_for_offset(10**15, lambda: applied[0], 60))
+        near = asyncio.ensure_future(driver.wait_for_offset(20, lambda: applied[0], 60))
+        soon = asyncio.ensure_future(driver.wait_for_offset(15, lambda: applied[0], 0.05))
+        await asyncio.sleep(0)
+        assert await driver.wait_for_offset(10, lambda: applied[0], 0)  # reached: no wait
+        with pytest.raises(TooManyWaitersError, match="at most 3"):
+            await driver.wait_for_offset(11, lambda: applied[0], 60)
+        assert await soon is False  # timed out, and it left the heap
+        assert len(driver._offset_waiters) == 2
+        applied[0] = 20
+        await driver.propose(records(1, "wake"))  # a Ready wakes the waiters reached
+        assert await near is True
+        assert not far.done()
+        driver.stop()
+        with pytest.raises(ShuttingDownError):
+            await far
+        await task
+        driver.log.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("failure", "event", "level", "text"),
+    [
+        (RuntimeError("serializer exploded"), "send_failed", "error", "serializer exploded"),
+        (
+            MalformedMessageError("VoteResponse", "leader_epoch", "is negative"),
+            "response_malformed",
+            "warning",
+            "leader_epoch",
+        ),
+    ],
+)
+def test_a_failing_send_is_logged_with_its_cause_and_the_node_carries_on(
+    tmp_path: Path, failure: Exception, event: str, level: str, text: str
+) -> None:
+    async def broken(envelope: Envelope) -> Message:
+        raise failure
+
+    async def main() -> list[dict[str, object]]:
+        log = SegmentedLog.open(tmp_path)
+        store = ElectionStore(tmp_path / "quorum-state")
+        clock = Clock()
+        node = RaftNode(
+            node_id=1,
+            voters=frozenset({1, 2, 3}),
+            cluster_id="driver-test",
+            config=RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, fetch_max_wait_ms=100),
+            rng=random.Random(1),
+            now_ms=clock.now_ms(),
+            election_state=store.read(),
+            batches=[],
+        )
+        driver = RaftDriver(
+            node=node, log=log, election_store=store, send_request=broken, clock=clock
+        )
+        with capture_logs() as logs:
+            task = asyncio.create_task(driver.run())
+            # The candidate keeps asking for votes: every send fails, the loop goes on.
+            assert await driver.wait_for(lambda: len(failures(logs)) >= 4, 10)
+            assert not task.done()
+        await stop(driver, task)
+        return failures(logs)
+
+    def failures(logs: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [e for e in logs if e["event"] == event]
+
+    logged = asyncio.run(main())
+    assert {e["peer"] for e in logged} <= {2, 3}
+    assert {e["request"] for e in logged} == {"VoteRequest"}
+    assert all(text in str(e.get("error", e.get("problem"))) for e in logged)
+    assert all(e["log_level"] == level for e in logged)

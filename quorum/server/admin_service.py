@@ -40,13 +40,20 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint
 from quorum.raft.node import NotLeaderError
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
-from quorum.server.driver import RaftDriver, ShuttingDownError
+from quorum.server.driver import (
+    OperationQueueFullError,
+    RaftDriver,
+    ShuttingDownError,
+    TooManyWaitersError,
+)
 
 T = TypeVar("T")
 
 # Answer a little before the caller's deadline, so it gets our answer rather than its timeout.
 DEADLINE_MARGIN_S = 0.05
 DEFAULT_TIMEOUT_S = 30.0
+# A read waiting for its min_metadata_offset waits at most this long, whatever its deadline.
+METADATA_OFFSET_WAIT_S_MAX = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
 
 
 def _uuid(data: bytes, what: str) -> Uuid:
@@ -158,7 +165,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             return result.records, result.response
 
         try:
-            proposal, answer = await asyncio.wait_for(driver.submit(run), budget)
+            proposal, answer = await asyncio.wait_for(driver.submit(run, from_client=True), budget)
             if proposal is None:
                 return answer, self._image().offset
             await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
@@ -175,7 +182,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def _read_at(self, request: Any, context: grpc.aio.ServicerContext) -> None:
         """Wait until the committed image has applied ``min_metadata_offset``. A read that
         names no offset wants the newest state: only the active controller has it for sure,
-        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale."""
+        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale.
+
+        The wait is bounded: at most ``METADATA_OFFSET_WAIT_MS_MAX`` (or the deadline), at most
+        ``METADATA_OFFSET_WAITERS_MAX`` reads at once (then RESOURCE_EXHAUSTED). An offset this
+        node has not reached yet is not refused (a follower or broker may lag the leader); if it
+        is not reached in time the answer is REQUEST_TIMED_OUT."""
         if not request.HasField("min_metadata_offset"):
             if not self._serve_reads_without_offset and not self._driver.node.is_leader():
                 raise self._not_controller()
@@ -183,9 +195,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         wanted = request.min_metadata_offset
         if self._image().offset >= wanted:
             return
-        reached = await self._driver.wait_for(
-            lambda: self._image().offset >= wanted, self._budget_s(context)
-        )
+        budget = min(self._budget_s(context), METADATA_OFFSET_WAIT_S_MAX)
+        reached = await self._driver.wait_for_offset(wanted, lambda: self._image().offset, budget)
         if not reached:
             raise RequestRejected(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -202,6 +213,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             return self._header(response, ErrorCode.INVALID_REQUEST, str(exc))
         except ShuttingDownError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except (OperationQueueFullError, TooManyWaitersError) as exc:
+            # Overload is a transport condition (like a full inbox): retriable, no answer.
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
 
     # ----- topics ---------------------------------------------------------------------------
 

@@ -10,16 +10,29 @@ plans it (the simulator follows the same plan)::
 gRPC handlers never touch the node: they enqueue an ``Envelope`` and await a future that the
 loop resolves when the core answers. While an fsync runs in a worker thread, new requests and
 proposals queue up and share the next batch and the next fsync (group commit).
+
+Bounds at the edge (docs/conventions.md#bounds-at-the-edge): at most
+``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations wait for the loop (``OperationQueueFullError``
+past it) and one turn runs operations only until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX``
+records were proposed, so a burst of large CreateTopics cannot starve Fetch and heartbeats; at
+most ``METADATA_OFFSET_WAITERS_MAX`` reads wait for an offset (``TooManyWaitersError``), each
+woken only once its offset is applied. Committed batches are applied one at a time with the
+event loop free between two. The longest stretch the loop holds the event loop (fsync and
+yields excluded) is kept in ``longest_turn_ms``; one longer than a tenth of the fetch timeout
+is logged as ``loop_turn_slow``, with the garbage collector's share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
@@ -31,10 +44,18 @@ from quorum.metadata.records import Record
 from quorum.raft.messages import Envelope, Message, RequestFailed
 from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
+from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
 
 # Inbound requests get correlation ids from their own range, far from the core's outbound ids.
 INBOUND_CORRELATION_BASE = 1 << 48
+
+# CPython collects its youngest generation every 700 allocations (net), and the whole heap
+# (hundreds of milliseconds for a large metadata image) every 100 young collections once the
+# long-lived objects grew by a quarter. A node's loop raises the first threshold to this (a young
+# collection still takes a few milliseconds): a burst of 20 x 1,000 created topics measured
+# 2.1 s of full collections inside loop turns with 700, 0.3-0.4 s with 20,000.
+GC_YOUNG_THRESHOLD = 20_000
 
 
 class Clock:
@@ -52,6 +73,18 @@ class ShuttingDownError(Exception):
 
 
 class InboxFullError(Exception):
+    retriable = True
+
+
+class OperationQueueFullError(Exception):
+    """``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations already wait for the loop."""
+
+    retriable = True
+
+
+class TooManyWaitersError(Exception):
+    """``METADATA_OFFSET_WAITERS_MAX`` reads already wait for a metadata offset."""
+
     retriable = True
 
 
@@ -73,6 +106,62 @@ class _Submitted:
 class _Commit:
     proposal: Proposal
     future: asyncio.Future[int]
+
+
+class _GcTimer:
+    """Seconds the cyclic garbage collector ran in this process (``gc.callbacks``): a full
+    collection of a large image takes hundreds of milliseconds, so slow turns say how much of
+    them it was."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._started_s = 0.0
+
+    def callback(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started_s = time.perf_counter()
+        else:
+            self.total_s += time.perf_counter() - self._started_s
+
+
+class _Turn:
+    """One loop turn's stretches of holding the event loop (between two awaits)."""
+
+    def __init__(self, gc_timer: _GcTimer) -> None:
+        self._gc_timer = gc_timer
+        self.operations = 0
+        self.records = 0
+        self.longest_s = 0.0
+        self.gc_s = 0.0  # the collector's share of the longest stretch
+        self.longest_without_gc_s = 0.0
+        # CPU seconds of this thread (other processes on the machine do not count)
+        self.longest_cpu_without_gc_s = 0.0
+        self.resume()
+
+    def resume(self) -> None:
+        self._started_s = time.perf_counter()
+        self._cpu_started_s = time.thread_time()
+        self._gc_started_s = self._gc_timer.total_s
+
+    def pause(self) -> None:
+        stretch_s = time.perf_counter() - self._started_s
+        gc_s = self._gc_timer.total_s - self._gc_started_s
+        if stretch_s > self.longest_s:
+            self.longest_s = stretch_s
+            self.gc_s = gc_s
+        self.longest_without_gc_s = max(self.longest_without_gc_s, stretch_s - gc_s)
+        cpu_s = time.thread_time() - self._cpu_started_s
+        self.longest_cpu_without_gc_s = max(self.longest_cpu_without_gc_s, cpu_s - gc_s)
+
+
+@dataclass(order=True)
+class _OffsetWaiter:
+    """A read waiting until ``applied_offset() >= offset`` (kept in a heap by offset)."""
+
+    offset: int
+    sequence: int
+    applied_offset: Callable[[], int] = field(compare=False)
+    future: asyncio.Future[None] = field(compare=False)
 
 
 SendRequest = Callable[[Envelope], Coroutine[Any, Any, Message]]
@@ -102,7 +191,9 @@ class RaftDriver:
         self._on_ready = on_ready
         self._on_proposed = on_proposed
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=limits.INBOX_ENVELOPES_MAX)
-        self._operations: list[_Submitted] = []
+        self._operations: deque[_Submitted] = deque()
+        self._offset_waiters: list[_OffsetWaiter] = []
+        self._waiter_sequence = itertools.count()
         self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._replies: dict[int, asyncio.Future[Message]] = {}
         self._commits: list[_Commit] = []
@@ -115,6 +206,14 @@ class RaftDriver:
         # Observers of the loop (health, tests, metrics): called after each Ready.
         self.high_watermark = node.high_watermark
         self.ready_count = 0
+        # The longest the loop held the event loop in one go (a stretch of a turn between two
+        # awaits; the fsync runs off the loop), in milliseconds; a turn with a stretch over
+        # ``slow_turn_ms`` is logged (loop_turn_slow), with the garbage collector's share.
+        self.longest_turn_ms = 0.0
+        self.longest_turn_without_gc_ms = 0.0
+        self.longest_turn_cpu_without_gc_ms = 0.0
+        self._gc_timer = _GcTimer()
+        self.slow_turn_ms = node.config.fetch_timeout_ms / 10
         self._state_changed = asyncio.Condition()
 
     # ----- API for handlers ------------------------------------------------------------------
@@ -137,12 +236,26 @@ class RaftDriver:
         finally:
             self._replies.pop(correlation_id, None)
 
-    async def submit(self, operation: Operation[T]) -> tuple[Proposal | None, T]:
+    async def submit(
+        self, operation: Operation[T], *, from_client: bool = False
+    ) -> tuple[Proposal | None, T]:
         """Run ``operation`` in the loop while this node leads; append its records as one
         atomic batch. Returns where they will land (None when there were none) and the
-        operation's answer. Raises ``NotLeaderError`` when this node does not lead."""
+        operation's answer. Raises ``NotLeaderError`` when this node does not lead and, for an
+        operation ``from_client`` (an admin or broker RPC; the controller's own few operations
+        are never refused), ``OperationQueueFullError`` when
+        ``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations are already queued."""
         if self._stopping:
             raise ShuttingDownError("the node is shutting down")
+        if from_client and len(self._operations) >= limits.CONTROLLER_OPERATIONS_QUEUED_MAX:
+            # Callers that gave up (deadline) leave done futures behind: drop them first.
+            self._operations = deque(s for s in self._operations if not s.future.done())
+            if len(self._operations) >= limits.CONTROLLER_OPERATIONS_QUEUED_MAX:
+                raise OperationQueueFullError(
+                    f"{len(self._operations)} operations are already queued on the active "
+                    f"controller (at most {limits.CONTROLLER_OPERATIONS_QUEUED_MAX}); retry "
+                    "with backoff"
+                )
         future: asyncio.Future[tuple[Proposal | None, Any]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -176,6 +289,49 @@ class RaftDriver:
         self._wakeup.set()
         return await future
 
+    async def wait_for_offset(
+        self, offset: int, applied_offset: Callable[[], int], timeout_s: float
+    ) -> bool:
+        """Wait until ``applied_offset()`` (a monotonic view of what this node applied, the
+        same function for every caller) reaches ``offset``; False on timeout. The waiter sleeps
+        in a heap by offset and is woken only once its offset is reached. Raises
+        ``TooManyWaitersError`` past ``METADATA_OFFSET_WAITERS_MAX`` waiting reads."""
+        if applied_offset() >= offset:
+            return True
+        if self._stopping:
+            raise ShuttingDownError("the node is shutting down")
+        if len(self._offset_waiters) >= limits.METADATA_OFFSET_WAITERS_MAX:
+            raise TooManyWaitersError(
+                f"{len(self._offset_waiters)} reads already wait for a metadata offset on this "
+                f"node (at most {limits.METADATA_OFFSET_WAITERS_MAX}); retry with backoff or "
+                "ask another node"
+            )
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _OffsetWaiter(offset, next(self._waiter_sequence), applied_offset, future)
+        heapq.heappush(self._offset_waiters, waiter)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            if not future.done():
+                future.cancel()
+            if future.cancelled():  # still in the heap: at most WAITERS_MAX entries to scan
+                with contextlib.suppress(ValueError):
+                    self._offset_waiters.remove(waiter)
+                    heapq.heapify(self._offset_waiters)
+        return True
+
+    def _wake_offset_waiters(self) -> None:
+        waiters = self._offset_waiters
+        while waiters:
+            first = waiters[0]
+            if not first.future.done() and first.applied_offset() < first.offset:
+                return
+            heapq.heappop(waiters)
+            if not first.future.done():
+                first.future.set_result(None)
+
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``condition()`` holds after some Ready; False on timeout."""
         async with self._state_changed:
@@ -189,54 +345,105 @@ class RaftDriver:
 
     async def run(self) -> None:
         node = self.node
-        while True:
-            now = self.clock.now_ms()
-            while not self._inbox.empty():
-                node.step(self._inbox.get_nowait(), now)
-            if self._resign_requested:
-                self._resign_requested = False
-                node.resign(now)
-            calls, self._calls = self._calls, []
-            for function, call_future in calls:
-                if not call_future.done():
-                    call_future.set_result(function())
-            self._run_operations(now)
-            ready = node.poll(now)
-            plan = plan_ready(ready)
-            self._dispatch(plan.send_before_flush)
-            await self._persist(plan)
-            self._dispatch(plan.send_after_flush)
-            self._apply(plan)
-            node.advance(ready)
-            self.ready_count += 1
-            self.high_watermark = ready.high_watermark
-            self._log_events(ready)
-            if self._on_ready is not None:
-                self._on_ready(ready)
-            async with self._state_changed:
-                self._state_changed.notify_all()
-            if self._stopping:
-                return
-            if not self._inbox.empty() or self._operations or self._calls:
-                continue
-            delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
-            self._wakeup.clear()
-            if not self._inbox.empty() or self._operations or self._calls:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), delay_s)
+        gc.callbacks.append(self._gc_timer.callback)
+        young, middle, old = gc.get_threshold()
+        if 0 < young < GC_YOUNG_THRESHOLD:
+            gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+        try:
+            while True:
+                turn = _Turn(self._gc_timer)
+                now = self.clock.now_ms()
+                while not self._inbox.empty():
+                    node.step(self._inbox.get_nowait(), now)
+                if self._resign_requested:
+                    self._resign_requested = False
+                    node.resign(now)
+                calls, self._calls = self._calls, []
+                for function, call_future in calls:
+                    if not call_future.done():
+                        call_future.set_result(function())
+                turn.operations, turn.records = self._run_operations(now)
+                ready = node.poll(now)
+                plan = plan_ready(ready)
+                self._dispatch(plan.send_before_flush)
+                await self._persist(plan, turn)
+                self._dispatch(plan.send_after_flush)
+                await self._apply(plan, turn)
+                node.advance(ready)
+                self.ready_count += 1
+                self.high_watermark = ready.high_watermark
+                self._log_events(ready)
+                if self._on_ready is not None:
+                    self._on_ready(ready)
+                self._wake_offset_waiters()
+                async with self._state_changed:
+                    self._state_changed.notify_all()
+                turn.pause()
+                self._end_turn(turn, plan)
+                if self._stopping:
+                    return
+                if not self._inbox.empty() or self._operations or self._calls:
+                    # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
+                    await asyncio.sleep(0)
+                    continue
+                delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
+                self._wakeup.clear()
+                if not self._inbox.empty() or self._operations or self._calls:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), delay_s)
+        finally:
+            gc.callbacks.remove(self._gc_timer.callback)
 
-    def _run_operations(self, now: int) -> None:
-        operations, self._operations = self._operations, []
+    def _end_turn(self, turn: _Turn, plan: ReadyPlan) -> None:
+        turn_ms = turn.longest_s * 1000
+        without_gc_ms = turn.longest_without_gc_s * 1000
+        cpu_ms = turn.longest_cpu_without_gc_s * 1000
+        if (
+            turn_ms > self.longest_turn_ms
+            or without_gc_ms > self.longest_turn_without_gc_ms
+            or cpu_ms > self.longest_turn_cpu_without_gc_ms
+        ):
+            self.longest_turn_ms = max(self.longest_turn_ms, turn_ms)
+            self.longest_turn_without_gc_ms = max(self.longest_turn_without_gc_ms, without_gc_ms)
+            self.longest_turn_cpu_without_gc_ms = max(self.longest_turn_cpu_without_gc_ms, cpu_ms)
+            self.log_events.debug(
+                "loop_turn_longest",
+                turn_ms=round(turn_ms, 1),
+                gc_ms=round(turn.gc_s * 1000, 1),
+                turn_without_gc_ms=round(without_gc_ms, 1),
+                turn_cpu_without_gc_ms=round(cpu_ms, 1),
+            )
+        if turn_ms > self.slow_turn_ms:
+            self.log_events.warning(
+                "loop_turn_slow",
+                turn_ms=round(turn_ms, 1),
+                gc_ms=round(turn.gc_s * 1000, 1),
+                slow_turn_ms=self.slow_turn_ms,
+                operations=turn.operations,
+                records_proposed=turn.records,
+                batches_committed=len(plan.committed_batches),
+            )
+
+    def _run_operations(self, now: int) -> tuple[int, int]:
+        """Run queued operations until ``CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX`` records
+        were proposed (at least one operation); the rest wait for the next turn. Returns the
+        operations run and the records they proposed."""
+        queue = self._operations
         node = self.node
-        for submitted in operations:
+        ran = 0
+        proposed = 0
+        while queue and proposed < limits.CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX:
+            submitted = queue.popleft()
             future = submitted.future
             if future.done():
                 continue
             if not node.is_leader():
                 future.set_exception(NotLeaderError(node.leader_id, node.epoch))
                 continue
+            ran += 1
             records, answer = submitted.operation(node.next_offset())
+            proposed += len(records)
             proposal = None
             if records:
                 try:
@@ -247,18 +454,23 @@ class RaftDriver:
                 if self._on_proposed is not None:
                     self._on_proposed(records, proposal)
             future.set_result((proposal, answer))
+        return ran, proposed
 
-    async def _persist(self, plan: ReadyPlan) -> None:
+    async def _persist(self, plan: ReadyPlan, turn: _Turn) -> None:
         """Make the plan's election state and entries durable (before ``send_after_flush``)."""
         if plan.election_to_persist is not None:
             assert self.election_store is not None, "an observer never persists election state"
+            turn.pause()
             await asyncio.to_thread(self.election_store.write, plan.election_to_persist)
+            turn.resume()
         if plan.truncate_to is not None:
             # The core checked the high watermark; storage checks again (I7).
             self.log.truncate_to(plan.truncate_to, high_watermark=0)
         if plan.entries_to_append:
             self.log.append(plan.entries_to_append)
+            turn.pause()
             await asyncio.to_thread(self.log.flush)
+            turn.resume()
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
         for envelope in envelopes:
@@ -272,6 +484,9 @@ class RaftDriver:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, envelope: Envelope) -> None:
+        """Send one outbound request; the answer, or ``RequestFailed`` if there is none, goes
+        back to the core. Nothing escapes this task: an unexpected failure is logged with the
+        peer, the message kind and the exception, and the core retries as after a lost one."""
         try:
             answer = await self._send_request(envelope)
         except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
@@ -279,14 +494,40 @@ class RaftDriver:
             answer = RequestFailed(code)
         except asyncio.CancelledError:
             return
+        except MalformedMessageError as exc:
+            # The peer's fault: its answer cannot become a core message.
+            self.log_events.warning(
+                "response_malformed",
+                peer=envelope.destination,
+                request=type(envelope.message).__name__,
+                problem=str(exc),
+            )
+            answer = RequestFailed(type(exc).__name__)
+        except Exception as exc:
+            self.log_events.error(
+                "send_failed",
+                peer=envelope.destination,
+                request=type(envelope.message).__name__,
+                error=repr(exc),
+                exc_info=exc,
+            )
+            answer = RequestFailed(type(exc).__name__)
         reply = Envelope(envelope.destination, envelope.source, envelope.correlation_id, answer)
         with contextlib.suppress(asyncio.QueueFull):
             self._inbox.put_nowait(reply)
             self._wakeup.set()
 
-    def _apply(self, plan: ReadyPlan) -> None:
+    async def _apply(self, plan: ReadyPlan, turn: _Turn) -> None:
+        """Apply the committed batches in order, one at a time, letting the event loop serve
+        handlers between two (nothing else changes the node meanwhile); then answer the
+        proposals they commit."""
         if plan.committed_batches and self._on_committed is not None:
-            self._on_committed(plan.committed_batches)
+            for index, batch in enumerate(plan.committed_batches):
+                if index > 0:
+                    turn.pause()
+                    await asyncio.sleep(0)
+                    turn.resume()
+                self._on_committed((batch,))
         if not self._commits:
             return
         still: list[_Commit] = []
@@ -348,6 +589,9 @@ class RaftDriver:
         for submitted in self._operations:
             if not submitted.future.done():
                 submitted.future.set_exception(ShuttingDownError("the node is shutting down"))
+        for waiter in self._offset_waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(ShuttingDownError("the node is shutting down"))
         for commit in self._commits:
             if not commit.future.done():
                 commit.future.set_exception(ShuttingDownError("the node is shutting down"))

@@ -3,15 +3,23 @@
 Every node listens on its single ``listeners`` entry. Health reports NOT_SERVING for the
 server ("") and each of the node's services until the node says otherwise (a controller once a
 leader is known, a broker once caught up). A port that cannot be bound is a ``StartupError``.
+
+Every byte that arrives is untrusted: a request whose bytes do not decode as the method's
+protobuf message (truncated, a string field with invalid UTF-8, a wrong wire type) is answered
+INVALID_ARGUMENT naming the method and what failed, for every service of the node
+(``RequestDecodingInterceptor``; gRPC alone would answer UNKNOWN). docs/conventions.md#errors
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -40,6 +48,84 @@ def bind(server: grpc.aio.Server, host: str, port: int) -> str:
     return address
 
 
+@dataclass(frozen=True)
+class Undecodable:
+    """Handed to a handler instead of a request whose bytes did not decode."""
+
+    method: str
+    reason: str
+    size_bytes: int
+
+
+def undecodable_message(method: str, reason: str, size_bytes: int) -> str:
+    """``request AdminService/CreateTopics could not be decoded: <reason>``."""
+    name = method.lstrip("/")
+    service, _, rpc = name.rpartition("/")
+    short = f"{service.rpartition('.')[2]}/{rpc}" if service else name
+    return f"request {short} could not be decoded: {reason} ({size_bytes} bytes received)"
+
+
+class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Turns a request that does not decode into INVALID_ARGUMENT, for every unary method.
+
+    The method's handler is rebuilt once (cached per registered method, so the cache is bounded
+    by the methods the server serves) with a request deserializer that catches ``DecodeError``
+    and hands the behaviour an ``Undecodable`` marker, on which it aborts."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method: str = handler_call_details.method
+        cached = self._handlers.get(method)
+        if cached is not None:
+            return cached
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler  # unknown methods stay UNIMPLEMENTED; streams are grpc's own
+        wrapped = _decoding_handler(method, handler)
+        self._handlers[method] = wrapped
+        return wrapped
+
+
+def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    deserialize = handler.request_deserializer
+    behaviour = handler.unary_unary
+    assert deserialize is not None and behaviour is not None
+
+    def request_deserializer(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as exc:
+            return Undecodable(method, str(exc) or type(exc).__name__, len(data))
+
+    async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                undecodable_message(request.method, request.reason, request.size_bytes),
+            )
+        result = behaviour(request, context)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    return grpc.unary_unary_rpc_method_handler(
+        unary_unary,
+        request_deserializer=request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def make_server() -> grpc.aio.Server:
+    """A gRPC server with the node's options and request decoding (no services yet)."""
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=[RequestDecodingInterceptor()])
+
+
 class GrpcServer:
     """The node's gRPC server on ``listener``, serving ``services`` (their full names) plus
     health and reflection."""
@@ -66,7 +152,7 @@ class GrpcServer:
     ) -> None:
         """Add the node's servicers (``add_servicers``), health (NOT_SERVING) and reflection,
         bind the listener and start serving. Raises ``StartupError``."""
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server = make_server()
         add_servicers(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for service in ("", *self.services):

@@ -37,8 +37,7 @@ from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
 from quorum.storage.snapshots import (
-    PositionOutOfRangeError,
-    SnapshotNotFoundError,
+    SnapshotRequestError,
     read_chunk,
     snapshot_size,
 )
@@ -98,7 +97,8 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
     async def FetchSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """KIP-630: a chunk of the leader's snapshot. Errors: INCONSISTENT_CLUSTER_ID,
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-        SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE."""
+        SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE (a position outside [0, size), negative
+        included), INVALID_REQUEST (a snapshot id no snapshot can have, negative max_bytes)."""
         node = self._driver.node
         response = raft_pb2.FetchSnapshotResponse()
         response.current_leader.leader_id = node.leader_id if node.leader_id is not None else -1
@@ -116,19 +116,22 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         if code is not ErrorCode.NONE or self._snapshot_dir is None:
             response.error_code = int(code or ErrorCode.SNAPSHOT_NOT_FOUND)
             return response
+        if request.max_bytes < 0:
+            response.error_code = int(ErrorCode.INVALID_REQUEST)
+            response.error_message = (
+                f"max_bytes {request.max_bytes} is negative; ask for 1 to {CHUNK_BYTES_MAX} "
+                "bytes (0: the server's chunk size)"
+            )
+            return response
         snapshot = SnapshotId(request.snapshot_id.end_offset, request.snapshot_id.epoch)
-        max_bytes = max(1, min(request.max_bytes or CHUNK_BYTES_MAX, CHUNK_BYTES_MAX))
+        max_bytes = min(request.max_bytes or CHUNK_BYTES_MAX, CHUNK_BYTES_MAX)
         try:
             size = snapshot_size(self._snapshot_dir, snapshot)
             data = await asyncio.to_thread(
                 read_chunk, self._snapshot_dir, snapshot, request.position, max_bytes
             )
-        except SnapshotNotFoundError as exc:
-            response.error_code = int(ErrorCode.SNAPSHOT_NOT_FOUND)
-            response.error_message = str(exc)
-            return response
-        except PositionOutOfRangeError as exc:
-            response.error_code = int(ErrorCode.POSITION_OUT_OF_RANGE)
+        except SnapshotRequestError as exc:
+            response.error_code = int(exc.error_code)
             response.error_message = str(exc)
             return response
         response.size = size

@@ -186,6 +186,23 @@ class PositionOutOfRangeError(SnapshotRequestError):
     error_code = ErrorCode.POSITION_OUT_OF_RANGE
 
 
+class InvalidSnapshotIdError(SnapshotRequestError):
+    """A requested snapshot id no snapshot can have (a negative end offset or epoch)."""
+
+    error_code = ErrorCode.INVALID_REQUEST
+
+
+def _check_requested_id(snapshot_id: SnapshotId) -> None:
+    """A FetchSnapshot's id comes from the network: refuse one no snapshot can have before it
+    becomes a file name (where it would be our invariant)."""
+    if not 0 <= snapshot_id.end_offset <= _OFFSET_MAX or not 0 <= snapshot_id.epoch <= INT32_MAX:
+        raise InvalidSnapshotIdError(
+            f"snapshot id (end_offset {snapshot_id.end_offset}, epoch {snapshot_id.epoch}) is "
+            f"not a snapshot id: end_offset must be in [0, {_OFFSET_MAX}] and epoch in "
+            f"[0, {INT32_MAX}]"
+        )
+
+
 # ----- names ------------------------------------------------------------------------------
 
 
@@ -670,7 +687,9 @@ def delete_snapshots_before(directory: Path, snapshot_id: SnapshotId) -> list[Sn
 
 
 def snapshot_size(directory: Path, snapshot_id: SnapshotId) -> int:
-    """The size in bytes of a snapshot file (FetchSnapshot's ``size``)."""
+    """The size in bytes of a snapshot file (FetchSnapshot's ``size``).
+    ``InvalidSnapshotIdError`` for an id no snapshot can have, ``SnapshotNotFoundError``."""
+    _check_requested_id(snapshot_id)
     try:
         return snapshot_path(directory, snapshot_id).stat().st_size
     except FileNotFoundError:
@@ -682,9 +701,15 @@ def read_chunk(directory: Path, snapshot_id: SnapshotId, position: int, max_byte
 
     ``position`` must be in ``[0, size)`` (``PositionOutOfRangeError`` otherwise, as Kafka);
     returns at least one byte when ``max_bytes >= 1``. ``SnapshotNotFoundError`` if the snapshot
-    is not (or no longer) here."""
+    is not (or no longer) here, ``InvalidSnapshotIdError`` for an id no snapshot can have."""
     if max_bytes < 1:
         raise StorageInvariantError(f"read_chunk with max_bytes={max_bytes}")
+    _check_requested_id(snapshot_id)
+    if position < 0:
+        raise PositionOutOfRangeError(
+            f"position {position} is negative; a FetchSnapshot position is a byte offset in "
+            f"[0, size) of snapshot {snapshot_file_name(snapshot_id)}"
+        )
     path = snapshot_path(directory, snapshot_id)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
