@@ -1,4 +1,4 @@
-"""``AdminClient``: Kafka's Admin API over gRPC (DESIGN.md sections 5 and 7, KIP-516).
+"""``AdminClient``: Kafka's Admin API over gRPC (docs/architecture.md#interfaces, KIP-516).
 
 The client mirrors ``org.apache.kafka.clients.admin.Admin`` with Python names::
 
@@ -14,7 +14,7 @@ already-completed ``TopicOutcome`` per topic: ``outcome.result()`` returns the v
 topic's typed error, exactly where Kafka's ``future.get()`` would. Shortcuts raise the same way
 (``CreateTopicsResult.topic_id(name)``, ``DescribeTopicsResult.all_topic_names()``, ...).
 
-Errors (STYLE.md L5):
+Errors (docs/conventions.md#errors; the classes live in ``quorum.errors``):
 
 - ``KafkaError`` and its subclasses (Kafka's exception names with ``Error``: ``TopicExistsError``,
   ``UnknownTopicIdError``, ...) carry a Kafka ``ErrorCode``, the server's message and
@@ -58,11 +58,48 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import Any, ClassVar, Final, Generic, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 import grpc
 
-from quorum.errors import ErrorCode, error_name
+from quorum.errors import (
+    AdminConnectionError,
+    AdminError,
+    AdminTimeoutError,
+    AdminTransportError,
+    BrokerNotAvailableError,
+    DuplicateBrokerRegistrationError,
+    ErrorCode,
+    FencedLeaderEpochError,
+    InconsistentClusterIdError,
+    InconsistentTopicIdError,
+    InconsistentVoterSetError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    KafkaError,
+    NotControllerError,
+    NotLeaderOrFollowerError,
+    PolicyViolationError,
+    PositionOutOfRangeError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+    ServerFailedError,
+    SnapshotNotFoundError,
+    StaleBrokerEpochError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    error_for,
+    error_name,
+)
 from quorum.ids import UUID_BYTES, ZERO_UUID, Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
 from quorum.server.transport import (
@@ -138,314 +175,6 @@ _CHANNEL_OPTIONS: Final[list[tuple[str, Any]]] = [
 
 T = TypeVar("T")
 K = TypeVar("K", str, Uuid)
-
-
-# ----- errors ------------------------------------------------------------------------------------
-
-
-class AdminError(Exception):
-    """Everything ``AdminClient`` raises for a call that did not succeed."""
-
-    @property
-    def retriable(self) -> bool:
-        """True if the same call may succeed when tried again later."""
-        return False
-
-
-class KafkaError(AdminError):
-    """An error the server reported with a Kafka error code (for the request or one topic).
-
-    ``str(error)`` is ``"<ERROR_NAME>: <message>"``; ``message`` is the server's message alone.
-    """
-
-    default_error_code: ClassVar[ErrorCode | None] = None
-
-    def __init__(self, message: str = "", *, error_code: ErrorCode | None = None) -> None:
-        code = error_code if error_code is not None else type(self).default_error_code
-        if code is None or code is ErrorCode.NONE:
-            raise TypeError(f"{type(self).__name__} needs an error code other than NONE")
-        self.error_code: ErrorCode = code
-        self.message = message or f"the server reported {code.name} without a message"
-        super().__init__(f"{code.name}: {self.message}")
-
-    @property
-    def error_name(self) -> str:
-        return self.error_code.name
-
-    @property
-    def retriable(self) -> bool:
-        return self.error_code.retriable
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_kafka_error, (type(self), self.message, self.error_code))
-
-
-def _rebuild_kafka_error(cls: type[KafkaError], message: str, code: ErrorCode) -> KafkaError:
-    return cls(message, error_code=code)
-
-
-class UnknownTopicOrPartitionError(KafkaError):
-    """UNKNOWN_TOPIC_OR_PARTITION (3): no topic has this name."""
-
-    default_error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-class NotLeaderOrFollowerError(KafkaError):
-    """NOT_LEADER_OR_FOLLOWER (6): the node does not lead the quorum (DescribeQuorum)."""
-
-    default_error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class RequestTimedOutError(KafkaError):
-    """REQUEST_TIMED_OUT (7): the server gave up before the request's deadline (e.g. its image
-    did not reach ``min_metadata_offset`` in time)."""
-
-    default_error_code = ErrorCode.REQUEST_TIMED_OUT
-
-
-class BrokerNotAvailableError(KafkaError):
-    """BROKER_NOT_AVAILABLE (8)."""
-
-    default_error_code = ErrorCode.BROKER_NOT_AVAILABLE
-
-
-class InvalidTopicError(KafkaError):
-    """INVALID_TOPIC_EXCEPTION (17): the name breaks Kafka's topic name rules, or is reserved."""
-
-    default_error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-
-
-class RecordListTooLargeError(KafkaError):
-    """RECORD_LIST_TOO_LARGE (18): the request's records do not fit in one batch."""
-
-    default_error_code = ErrorCode.RECORD_LIST_TOO_LARGE
-
-
-class TopicExistsError(KafkaError):
-    """TOPIC_ALREADY_EXISTS (36)."""
-
-    default_error_code = ErrorCode.TOPIC_ALREADY_EXISTS
-
-
-class InvalidPartitionsError(KafkaError):
-    """INVALID_PARTITIONS (37)."""
-
-    default_error_code = ErrorCode.INVALID_PARTITIONS
-
-
-class InvalidReplicationFactorError(KafkaError):
-    """INVALID_REPLICATION_FACTOR (38): e.g. more replicas than unfenced brokers."""
-
-    default_error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-
-
-class InvalidReplicaAssignmentError(KafkaError):
-    """INVALID_REPLICA_ASSIGNMENT (39)."""
-
-    default_error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-
-
-class InvalidConfigError(KafkaError):
-    """INVALID_CONFIG (40): Kafka's InvalidConfigurationException."""
-
-    default_error_code = ErrorCode.INVALID_CONFIG
-
-
-class NotControllerError(KafkaError):
-    """NOT_CONTROLLER (41): raised once the retries could not find the active controller.
-    ``controller_id`` / ``controller_endpoint`` are what the last node answered, or None."""
-
-    default_error_code = ErrorCode.NOT_CONTROLLER
-
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        error_code: ErrorCode | None = None,
-        controller_id: int | None = None,
-        controller_endpoint: str | None = None,
-    ) -> None:
-        super().__init__(message, error_code=error_code)
-        self.controller_id = controller_id
-        self.controller_endpoint = controller_endpoint
-
-
-class InvalidRequestError(KafkaError):
-    """INVALID_REQUEST (42): e.g. a topic named by both name and id, or repeated."""
-
-    default_error_code = ErrorCode.INVALID_REQUEST
-
-
-class PolicyViolationError(KafkaError):
-    """POLICY_VIOLATION (44)."""
-
-    default_error_code = ErrorCode.POLICY_VIOLATION
-
-
-class TopicDeletionDisabledError(KafkaError):
-    """TOPIC_DELETION_DISABLED (73)."""
-
-    default_error_code = ErrorCode.TOPIC_DELETION_DISABLED
-
-
-class FencedLeaderEpochError(KafkaError):
-    """FENCED_LEADER_EPOCH (74)."""
-
-    default_error_code = ErrorCode.FENCED_LEADER_EPOCH
-
-
-class UnknownLeaderEpochError(KafkaError):
-    """UNKNOWN_LEADER_EPOCH (75)."""
-
-    default_error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
-class StaleBrokerEpochError(KafkaError):
-    """STALE_BROKER_EPOCH (77): the broker must register again."""
-
-    default_error_code = ErrorCode.STALE_BROKER_EPOCH
-
-
-class InconsistentVoterSetError(KafkaError):
-    """INCONSISTENT_VOTER_SET (94)."""
-
-    default_error_code = ErrorCode.INCONSISTENT_VOTER_SET
-
-
-class SnapshotNotFoundError(KafkaError):
-    """SNAPSHOT_NOT_FOUND (98)."""
-
-    default_error_code = ErrorCode.SNAPSHOT_NOT_FOUND
-
-
-class PositionOutOfRangeError(KafkaError):
-    """POSITION_OUT_OF_RANGE (99)."""
-
-    default_error_code = ErrorCode.POSITION_OUT_OF_RANGE
-
-
-class UnknownTopicIdError(KafkaError):
-    """UNKNOWN_TOPIC_ID (100): no topic has this id (it may have been deleted)."""
-
-    default_error_code = ErrorCode.UNKNOWN_TOPIC_ID
-
-
-class DuplicateBrokerRegistrationError(KafkaError):
-    """DUPLICATE_BROKER_REGISTRATION (101)."""
-
-    default_error_code = ErrorCode.DUPLICATE_BROKER_REGISTRATION
-
-
-class InconsistentTopicIdError(KafkaError):
-    """INCONSISTENT_TOPIC_ID (103)."""
-
-    default_error_code = ErrorCode.INCONSISTENT_TOPIC_ID
-
-
-class InconsistentClusterIdError(KafkaError):
-    """INCONSISTENT_CLUSTER_ID (104)."""
-
-    default_error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
-
-
-class ServerFailedError(KafkaError):
-    """UNKNOWN_SERVER_ERROR (-1): the server failed in a way it could not classify."""
-
-    default_error_code = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-class UnsupportedVersionError(KafkaError):
-    """UNSUPPORTED_VERSION (35)."""
-
-    default_error_code = ErrorCode.UNSUPPORTED_VERSION
-
-
-_ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
-    cls.default_error_code: cls
-    for cls in (
-        ServerFailedError,
-        UnsupportedVersionError,
-        UnknownTopicOrPartitionError,
-        NotLeaderOrFollowerError,
-        RequestTimedOutError,
-        BrokerNotAvailableError,
-        InvalidTopicError,
-        RecordListTooLargeError,
-        TopicExistsError,
-        InvalidPartitionsError,
-        InvalidReplicationFactorError,
-        InvalidReplicaAssignmentError,
-        InvalidConfigError,
-        NotControllerError,
-        InvalidRequestError,
-        PolicyViolationError,
-        TopicDeletionDisabledError,
-        FencedLeaderEpochError,
-        UnknownLeaderEpochError,
-        StaleBrokerEpochError,
-        InconsistentVoterSetError,
-        SnapshotNotFoundError,
-        PositionOutOfRangeError,
-        UnknownTopicIdError,
-        DuplicateBrokerRegistrationError,
-        InconsistentTopicIdError,
-        InconsistentClusterIdError,
-    )
-    if cls.default_error_code is not None
-}
-
-
-class UnknownServerError(AdminError):
-    """The server answered something this client cannot read. ``code`` is the unknown error
-    code when that was the problem, else None."""
-
-    def __init__(self, message: str, *, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class AdminTransportError(AdminError):
-    """A gRPC-level failure. ``status`` is the gRPC status name of the last attempt (None if
-    there was none); ``failures`` lists every failed attempt as ``"address: STATUS (details)"``."""
-
-    def __init__(
-        self, message: str, *, status: str | None = None, failures: Sequence[str] = ()
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.failures = tuple(failures)
-
-
-class AdminConnectionError(AdminTransportError):
-    """No node could be reached (UNAVAILABLE / RESOURCE_EXHAUSTED) within the retries."""
-
-    @property
-    def retriable(self) -> bool:
-        return True
-
-
-class AdminTimeoutError(AdminTransportError):
-    """The call's deadline passed. For a mutation the outcome is unknown."""
-
-    @property
-    def retriable(self) -> bool:
-        return True
-
-
-def error_for(code: int, message: str = "") -> KafkaError | UnknownServerError:
-    """The typed error for a Kafka error code from the wire (not NONE).
-
-    Known codes give their ``KafkaError`` subclass (a plain ``KafkaError`` for a known code
-    without one); a code this build does not know gives ``UnknownServerError``.
-    """
-    try:
-        error_code = ErrorCode(code)
-    except ValueError:
-        return UnknownServerError(f"{error_name(code)}: {message or 'no message'}", code=int(code))
-    if error_code is ErrorCode.NONE:
-        raise ValueError("error_for(NONE): NONE is not an error")
-    cls = _ERROR_CLASSES.get(error_code, KafkaError)
-    return cls(message, error_code=error_code)
 
 
 # ----- topic collections -------------------------------------------------------------------------

@@ -155,10 +155,12 @@ class LocalCluster:
                     f"see {managed.log_path}"
                 )
 
-    def run(self, *args: str, show: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, show: bool = True, timeout_s: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         """Run a metaquorum command the way a user would, printing it and its output."""
         result = subprocess.run(
-            _cli(*args), capture_output=True, text=True, check=False, timeout=60
+            _cli(*args), capture_output=True, text=True, check=False, timeout=timeout_s
         )
         if show:
             _say(f"\n$ metaquorum {' '.join(args)}")
@@ -274,9 +276,12 @@ def replay_with_spark(cluster: LocalCluster) -> None:
     log_dir = cluster.controllers[0].config.metadata_log_dir
     out = cluster.data_dir / "replay"
     _say("\n== Spark replays the metadata log (KIP-516's case: one name, several ids)")
+    # Spark starts a JVM and runs a dozen jobs: a minute on an idle 2-core machine is plenty,
+    # but a loaded one (a CI runner, tests beside it) needs more.
     result = cluster.run(
-        "replay", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[2]"
-    )
+        "replay", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[2]",
+        timeout_s=300,
+    )  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(f"the Spark replay failed (exit code {result.returncode})")
     _say(f"\n   report: {out / 'report.md'}")

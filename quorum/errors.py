@@ -1,13 +1,26 @@
 """Kafka's error codes, shared by the Raft core, the controller, the admin API and the CLI.
 
 Numbers and names are Kafka's (``org.apache.kafka.common.protocol.Errors``) so a Kafka engineer
-recognises them in responses, logs and CLI output. ``retriable`` follows Kafka's classification:
-a client may retry the same request (possibly elsewhere) and expect it to succeed.
+recognises them in responses, logs and CLI output. ``ErrorCode.retriable`` follows Kafka's
+classification: a client may retry the same request (possibly elsewhere) and expect it to succeed.
+
+Error classes, one per condition. Each Kafka error code has exactly one exception class here
+(``TopicExistsError`` for TOPIC_ALREADY_EXISTS, ``SnapshotNotFoundError`` for
+SNAPSHOT_NOT_FOUND, ...); the server raises it where it detects the condition (e.g. the snapshot
+store) and the ``AdminClient`` builds the same class from a code on the wire (``error_for``).
+
+``retriable``, in one way everywhere in this project: a class attribute
+``retriable: ClassVar[bool]`` of the error class (Kafka's model, where retriability is a property
+of the exception class, ``RetriableException``). A ``KafkaError`` subclass takes it from its
+code's ``ErrorCode.retriable``; other error classes (the Raft core's ``NotLeaderError``, the
+driver's overload errors, ``StorageError``) set it explicitly.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Final
 
 
 class ErrorCode(enum.IntEnum):
@@ -64,3 +77,309 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"UNKNOWN_ERROR_CODE({code})"
+
+
+# ----- error classes: one per Kafka error code, plus the client's own ----------------------------
+
+
+class AdminError(Exception):
+    """Everything ``AdminClient`` raises for a call that did not succeed."""
+
+    # True if the same call may succeed when tried again later.
+    retriable: ClassVar[bool] = False
+
+
+class KafkaError(AdminError):
+    """An error the server reported with a Kafka error code (for the request or one topic).
+
+    ``str(error)`` is ``"<ERROR_NAME>: <message>"``; ``message`` is the server's message alone.
+    """
+
+    default_error_code: ClassVar[ErrorCode | None] = None
+
+    def __init__(self, message: str = "", *, error_code: ErrorCode | None = None) -> None:
+        code = error_code if error_code is not None else type(self).default_error_code
+        if code is None or code is ErrorCode.NONE:
+            raise TypeError(f"{type(self).__name__} needs an error code other than NONE")
+        self.error_code: ErrorCode = code
+        self.message = message or f"the server reported {code.name} without a message"
+        super().__init__(f"{code.name}: {self.message}")
+
+    @property
+    def error_name(self) -> str:
+        return self.error_code.name
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.default_error_code is not None:
+            cls.retriable = cls.default_error_code.retriable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_kafka_error, (type(self), self.message, self.error_code))
+
+
+def _rebuild_kafka_error(cls: type[KafkaError], message: str, code: ErrorCode) -> KafkaError:
+    return cls(message, error_code=code)
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    """UNKNOWN_TOPIC_OR_PARTITION (3): no topic has this name."""
+
+    default_error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    """NOT_LEADER_OR_FOLLOWER (6): the node does not lead the quorum (DescribeQuorum)."""
+
+    default_error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class RequestTimedOutError(KafkaError):
+    """REQUEST_TIMED_OUT (7): the server gave up before the request's deadline (e.g. its image
+    did not reach ``min_metadata_offset`` in time)."""
+
+    default_error_code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class BrokerNotAvailableError(KafkaError):
+    """BROKER_NOT_AVAILABLE (8)."""
+
+    default_error_code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+class InvalidTopicError(KafkaError):
+    """INVALID_TOPIC_EXCEPTION (17): the name breaks Kafka's topic name rules, or is reserved."""
+
+    default_error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class RecordListTooLargeError(KafkaError):
+    """RECORD_LIST_TOO_LARGE (18): the request's records do not fit in one batch."""
+
+    default_error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class TopicExistsError(KafkaError):
+    """TOPIC_ALREADY_EXISTS (36)."""
+
+    default_error_code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(KafkaError):
+    """INVALID_PARTITIONS (37)."""
+
+    default_error_code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(KafkaError):
+    """INVALID_REPLICATION_FACTOR (38): e.g. more replicas than unfenced brokers."""
+
+    default_error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    """INVALID_REPLICA_ASSIGNMENT (39)."""
+
+    default_error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class InvalidConfigError(KafkaError):
+    """INVALID_CONFIG (40): Kafka's InvalidConfigurationException."""
+
+    default_error_code = ErrorCode.INVALID_CONFIG
+
+
+class NotControllerError(KafkaError):
+    """NOT_CONTROLLER (41): raised once the retries could not find the active controller.
+    ``controller_id`` / ``controller_endpoint`` are what the last node answered, or None."""
+
+    default_error_code = ErrorCode.NOT_CONTROLLER
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        error_code: ErrorCode | None = None,
+        controller_id: int | None = None,
+        controller_endpoint: str | None = None,
+    ) -> None:
+        super().__init__(message, error_code=error_code)
+        self.controller_id = controller_id
+        self.controller_endpoint = controller_endpoint
+
+
+class InvalidRequestError(KafkaError):
+    """INVALID_REQUEST (42): e.g. a topic named by both name and id, or repeated."""
+
+    default_error_code = ErrorCode.INVALID_REQUEST
+
+
+class PolicyViolationError(KafkaError):
+    """POLICY_VIOLATION (44)."""
+
+    default_error_code = ErrorCode.POLICY_VIOLATION
+
+
+class TopicDeletionDisabledError(KafkaError):
+    """TOPIC_DELETION_DISABLED (73)."""
+
+    default_error_code = ErrorCode.TOPIC_DELETION_DISABLED
+
+
+class FencedLeaderEpochError(KafkaError):
+    """FENCED_LEADER_EPOCH (74)."""
+
+    default_error_code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """UNKNOWN_LEADER_EPOCH (75)."""
+
+    default_error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class StaleBrokerEpochError(KafkaError):
+    """STALE_BROKER_EPOCH (77): the broker must register again."""
+
+    default_error_code = ErrorCode.STALE_BROKER_EPOCH
+
+
+class InconsistentVoterSetError(KafkaError):
+    """INCONSISTENT_VOTER_SET (94)."""
+
+    default_error_code = ErrorCode.INCONSISTENT_VOTER_SET
+
+
+class SnapshotNotFoundError(KafkaError):
+    """SNAPSHOT_NOT_FOUND (98)."""
+
+    default_error_code = ErrorCode.SNAPSHOT_NOT_FOUND
+
+
+class PositionOutOfRangeError(KafkaError):
+    """POSITION_OUT_OF_RANGE (99)."""
+
+    default_error_code = ErrorCode.POSITION_OUT_OF_RANGE
+
+
+class UnknownTopicIdError(KafkaError):
+    """UNKNOWN_TOPIC_ID (100): no topic has this id (it may have been deleted)."""
+
+    default_error_code = ErrorCode.UNKNOWN_TOPIC_ID
+
+
+class DuplicateBrokerRegistrationError(KafkaError):
+    """DUPLICATE_BROKER_REGISTRATION (101)."""
+
+    default_error_code = ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
+class InconsistentTopicIdError(KafkaError):
+    """INCONSISTENT_TOPIC_ID (103)."""
+
+    default_error_code = ErrorCode.INCONSISTENT_TOPIC_ID
+
+
+class InconsistentClusterIdError(KafkaError):
+    """INCONSISTENT_CLUSTER_ID (104)."""
+
+    default_error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
+
+
+class ServerFailedError(KafkaError):
+    """UNKNOWN_SERVER_ERROR (-1): the server failed in a way it could not classify."""
+
+    default_error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class UnsupportedVersionError(KafkaError):
+    """UNSUPPORTED_VERSION (35)."""
+
+    default_error_code = ErrorCode.UNSUPPORTED_VERSION
+
+
+_ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
+    cls.default_error_code: cls
+    for cls in (
+        ServerFailedError,
+        UnsupportedVersionError,
+        UnknownTopicOrPartitionError,
+        NotLeaderOrFollowerError,
+        RequestTimedOutError,
+        BrokerNotAvailableError,
+        InvalidTopicError,
+        RecordListTooLargeError,
+        TopicExistsError,
+        InvalidPartitionsError,
+        InvalidReplicationFactorError,
+        InvalidReplicaAssignmentError,
+        InvalidConfigError,
+        NotControllerError,
+        InvalidRequestError,
+        PolicyViolationError,
+        TopicDeletionDisabledError,
+        FencedLeaderEpochError,
+        UnknownLeaderEpochError,
+        StaleBrokerEpochError,
+        InconsistentVoterSetError,
+        SnapshotNotFoundError,
+        PositionOutOfRangeError,
+        UnknownTopicIdError,
+        DuplicateBrokerRegistrationError,
+        InconsistentTopicIdError,
+        InconsistentClusterIdError,
+    )
+    if cls.default_error_code is not None
+}
+
+
+class UnknownServerError(AdminError):
+    """The server answered something this client cannot read. ``code`` is the unknown error
+    code when that was the problem, else None."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AdminTransportError(AdminError):
+    """A gRPC-level failure. ``status`` is the gRPC status name of the last attempt (None if
+    there was none); ``failures`` lists every failed attempt as ``"address: STATUS (details)"``."""
+
+    def __init__(
+        self, message: str, *, status: str | None = None, failures: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.failures = tuple(failures)
+
+
+class AdminConnectionError(AdminTransportError):
+    """No node could be reached (UNAVAILABLE / RESOURCE_EXHAUSTED) within the retries."""
+
+    retriable = True
+
+
+class AdminTimeoutError(AdminTransportError):
+    """The call's deadline passed. For a mutation the outcome is unknown."""
+
+    retriable = True
+
+
+def error_for(code: int, message: str = "") -> KafkaError | UnknownServerError:
+    """The typed error for a Kafka error code from the wire (not NONE).
+
+    Known codes give their ``KafkaError`` subclass (a plain ``KafkaError`` for a known code
+    without one); a code this build does not know gives ``UnknownServerError``.
+    """
+    try:
+        error_code = ErrorCode(code)
+    except ValueError:
+        return UnknownServerError(f"{error_name(code)}: {message or 'no message'}", code=int(code))
+    if error_code is ErrorCode.NONE:
+        raise ValueError("error_for(NONE): NONE is not an error")
+    cls = _ERROR_CLASSES.get(error_code, KafkaError)
+    return cls(message, error_code=error_code)
+
+
+assert set(_ERROR_CLASSES) == set(ErrorCode) - {ErrorCode.NONE}, "every Kafka code has its class"

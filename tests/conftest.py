@@ -1,6 +1,5 @@
 """Shared fixtures. ``spark``: one local Spark session for the whole test session (starting one
-costs ~5 s), created only when a test asks for it (ECOSYSTEM.md, "PySpark 4.x Python Data
-Source API": the recommended fixture)."""
+costs ~5 s), created only when a test asks for it (docs/conventions.md#tests)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, Uuid
@@ -74,7 +74,7 @@ from quorum.raft.state import (
 class NotLeaderError(Exception):
     """A proposal reached a node that is not the leader. Retriable elsewhere."""
 
-    retriable = True
+    retriable: ClassVar[bool] = True
     refresh_leader = True
 
     def __init__(self, leader_id: int | None, epoch: int) -> None:
@@ -86,7 +86,7 @@ class NotLeaderError(Exception):
 class BatchTooLargeError(ValueError):
     """One proposal does not fit in one batch (records or bytes over the limit)."""
 
-    retriable = False
+    retriable: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, slots=True)

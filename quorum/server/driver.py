@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import grpc
 import structlog
@@ -69,23 +69,23 @@ class Clock:
 
 
 class ShuttingDownError(Exception):
-    retriable = True
+    retriable: ClassVar[bool] = True
 
 
 class InboxFullError(Exception):
-    retriable = True
+    retriable: ClassVar[bool] = True
 
 
 class OperationQueueFullError(Exception):
     """``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations already wait for the loop."""
 
-    retriable = True
+    retriable: ClassVar[bool] = True
 
 
 class TooManyWaitersError(Exception):
     """``METADATA_OFFSET_WAITERS_MAX`` reads already wait for a metadata offset."""
 
-    retriable = True
+    retriable: ClassVar[bool] = True
 
 
 T = TypeVar("T")

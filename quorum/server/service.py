@@ -16,7 +16,12 @@ from typing import Any
 import grpc
 
 from quorum.config import HostPort
-from quorum.errors import ErrorCode
+from quorum.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    PositionOutOfRangeError,
+    SnapshotNotFoundError,
+)
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -37,7 +42,6 @@ from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
 from quorum.storage.snapshots import (
-    SnapshotRequestError,
     read_chunk,
     snapshot_size,
 )
@@ -130,9 +134,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             data = await asyncio.to_thread(
                 read_chunk, self._snapshot_dir, snapshot, request.position, max_bytes
             )
-        except SnapshotRequestError as exc:
+        except (SnapshotNotFoundError, PositionOutOfRangeError, InvalidRequestError) as exc:
             response.error_code = int(exc.error_code)
-            response.error_message = str(exc)
+            response.error_message = exc.message
             return response
         response.size = size
         response.position = request.position

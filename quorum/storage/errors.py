@@ -1,6 +1,6 @@
 """Errors raised by the storage layer.
 
-Two families, following STYLE.md L5:
+Two families, following docs/conventions.md#errors:
 
 - ``StorageError`` and its subclasses: the disk holds something we cannot use (corruption, a
   log that failed an earlier write). These are operating errors of this node, not of a peer: the
@@ -15,6 +15,7 @@ Two families, following STYLE.md L5:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 # Said by every corruption error: the only repair is to re-replicate from the other voters.
 _WIPE_ADVICE = (
@@ -27,7 +28,7 @@ _WIPE_ADVICE = (
 class StorageError(Exception):
     """The local disk holds something this node cannot use. Never retriable."""
 
-    retriable = False
+    retriable: ClassVar[bool] = False
 
 
 class CorruptLogError(StorageError):

@@ -60,7 +60,11 @@ from typing import BinaryIO, Final, Self
 import structlog
 
 from quorum import limits
-from quorum.errors import ErrorCode
+from quorum.errors import (
+    InvalidRequestError,
+    PositionOutOfRangeError,
+    SnapshotNotFoundError,
+)
 from quorum.limits import INT32_MAX
 from quorum.metadata.batch import DecodedBatch, LogBatch, decode_log_batch
 from quorum.metadata.image import MetadataImage
@@ -93,7 +97,6 @@ __all__ = [
     "SnapshotId",
     "SnapshotInfo",
     "SnapshotNotFoundError",
-    "SnapshotRequestError",
     "SnapshotWriter",
     "ValidSnapshot",
     "delete_snapshots_before",
@@ -168,35 +171,11 @@ class SnapshotExistsError(StorageError):
     """A snapshot with this id is already in the directory; snapshots are never overwritten."""
 
 
-class SnapshotRequestError(Exception):
-    """A request for a snapshot that cannot be served; ``error_code`` is Kafka's answer."""
-
-    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-class SnapshotNotFoundError(SnapshotRequestError):
-    """No snapshot with this id (never taken here, or deleted by retention)."""
-
-    error_code = ErrorCode.SNAPSHOT_NOT_FOUND
-
-
-class PositionOutOfRangeError(SnapshotRequestError):
-    """A chunk position outside ``[0, size)`` of the snapshot."""
-
-    error_code = ErrorCode.POSITION_OUT_OF_RANGE
-
-
-class InvalidSnapshotIdError(SnapshotRequestError):
-    """A requested snapshot id no snapshot can have (a negative end offset or epoch)."""
-
-    error_code = ErrorCode.INVALID_REQUEST
-
-
 def _check_requested_id(snapshot_id: SnapshotId) -> None:
     """A FetchSnapshot's id comes from the network: refuse one no snapshot can have before it
     becomes a file name (where it would be our invariant)."""
     if not 0 <= snapshot_id.end_offset <= _OFFSET_MAX or not 0 <= snapshot_id.epoch <= INT32_MAX:
-        raise InvalidSnapshotIdError(
+        raise InvalidRequestError(
             f"snapshot id (end_offset {snapshot_id.end_offset}, epoch {snapshot_id.epoch}) is "
             f"not a snapshot id: end_offset must be in [0, {_OFFSET_MAX}] and epoch in "
             f"[0, {INT32_MAX}]"
@@ -688,7 +667,7 @@ def delete_snapshots_before(directory: Path, snapshot_id: SnapshotId) -> list[Sn
 
 def snapshot_size(directory: Path, snapshot_id: SnapshotId) -> int:
     """The size in bytes of a snapshot file (FetchSnapshot's ``size``).
-    ``InvalidSnapshotIdError`` for an id no snapshot can have, ``SnapshotNotFoundError``."""
+    ``InvalidRequestError`` for an id no snapshot can have, ``SnapshotNotFoundError``."""
     _check_requested_id(snapshot_id)
     try:
         return snapshot_path(directory, snapshot_id).stat().st_size
@@ -701,7 +680,7 @@ def read_chunk(directory: Path, snapshot_id: SnapshotId, position: int, max_byte
 
     ``position`` must be in ``[0, size)`` (``PositionOutOfRangeError`` otherwise, as Kafka);
     returns at least one byte when ``max_bytes >= 1``. ``SnapshotNotFoundError`` if the snapshot
-    is not (or no longer) here, ``InvalidSnapshotIdError`` for an id no snapshot can have."""
+    is not (or no longer) here, ``InvalidRequestError`` for an id no snapshot can have."""
     if max_bytes < 1:
         raise StorageInvariantError(f"read_chunk with max_bytes={max_bytes}")
     _check_requested_id(snapshot_id)
