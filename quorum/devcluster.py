@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from quorum import harness
 from quorum.admin import AdminClient
 from quorum.config import NodeConfig, load_config
+from quorum.harness import METAQUORUM, start_node, stop_node
 from quorum.ids import Uuid
 
 STOP_TIMEOUT_S = 10.0
@@ -54,7 +54,7 @@ class Managed:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "quorum.cli", *args]
+    return [*METAQUORUM, *args]
 
 
 def _say(text: str) -> None:
@@ -64,13 +64,11 @@ def _say(text: str) -> None:
 def wait_until(
     condition: Callable[[], T | None], what: str, timeout_s: float = STEP_TIMEOUT_S
 ) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise SystemExit(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    """The harness's wait, ending the demo with a message instead of a test failure."""
+    try:
+        return harness.wait_until(condition, timeout_s, what, interval_s=0.1)
+    except AssertionError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 class LocalCluster:
@@ -120,27 +118,17 @@ class LocalCluster:
             )  # fmt: skip
 
     def start(self, managed: Managed) -> None:
-        managed.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with managed.log_path.open("ab") as log:
-            managed.process = subprocess.Popen(
-                _cli(managed.role, "start", "--config", str(managed.config_path)),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "LOG_FORMAT": "json"},
-                start_new_session=True,  # Ctrl-C reaches us; we stop the children ourselves
-            )
+        # Ctrl-C reaches us, not the nodes: we stop the children ourselves.
+        managed.process = start_node(
+            managed.role, managed.config_path, managed.log_path, cwd=None, new_session=True
+        )
         _say(f"   started {managed.name} (pid {managed.process.pid}), log: {managed.log_path}")
 
     def stop(self, managed: Managed) -> None:
         if not managed.alive:
             return
         assert managed.process is not None
-        managed.process.send_signal(signal.SIGTERM)
-        try:
-            managed.process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            managed.process.kill()
-            managed.process.wait(timeout=STOP_TIMEOUT_S)
+        stop_node(managed.process, STOP_TIMEOUT_S)
         _say(f"   stopped {managed.name} (exit code {managed.process.returncode})")
 
     def stop_all(self) -> None:

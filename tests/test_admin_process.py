@@ -21,14 +21,14 @@ from quorum.admin import (
     UnknownTopicIdError,
 )
 from quorum.errors import ErrorCode
-from quorum.ids import Uuid
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
-from tests.process_cluster import (
+from quorum.harness import (
     ProcessCluster,
     cluster_with_brokers,
     run_cli,
     wait_until,
 )
+from quorum.ids import Uuid
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """Spark reads the metadata log of a running quorum while the active controller appends to it.
 
-Three real controller processes (tests/process_cluster.py) with small segments, test brokers
+Three real controller processes (quorum/harness.py) with small segments, test brokers
 heartbeating, and a thread creating topics through the AdminClient as fast as they commit.
 Meanwhile Spark loads the leader's ``__cluster_metadata-0`` several times. Every read must
 succeed and be a prefix of the final log that ends at a batch boundary (the source stops at
@@ -19,9 +19,9 @@ import pytest
 
 from quorum.admin import AdminClient, NewTopic
 from quorum.analytics.source import list_log_files, load
+from quorum.harness import FakeBrokers, process_cluster, wait_until
 from quorum.ids import Uuid
 from quorum.tools.log_dump import Tail, iter_frames, segment_files
-from tests.process_cluster import FakeBrokers, process_cluster, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.process, pytest.mark.slow]
 

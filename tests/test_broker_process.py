@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from quorum.admin import AdminClient, NewTopic, TopicCollection
-from quorum.ids import Uuid
-from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX
-from tests.process_cluster import (
+from quorum.harness import (
     METAQUORUM,
     REPO,
     ProcessCluster,
@@ -24,6 +22,8 @@ from tests.process_cluster import (
     run_cli,
     wait_until,
 )
+from quorum.ids import Uuid
+from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.process_cluster import REPO
+from quorum.harness import REPO
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from quorum.cli import main
+from quorum.harness import REPO
 from quorum.limits import LOCK_FILE_BYTES_MAX
 from quorum.storage.dirlock import (
     LOCK_FILE_NAME,
@@ -22,7 +23,6 @@ from quorum.storage.dirlock import (
     lock_directory,
     read_holder_pid,
 )
-from tests.process_cluster import REPO
 
 # A child process that locks the directory given as argv[1], says so, and waits for stdin to
 # close (or to be killed).

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from quorum.admin import AdminClient
-from tests.process_cluster import ProcessCluster, process_cluster, run_cli, wait_until
+from quorum.harness import ProcessCluster, process_cluster, run_cli, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

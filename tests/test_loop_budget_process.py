@@ -22,8 +22,8 @@ import grpc
 import pytest
 
 from quorum.errors import ErrorCode
+from quorum.harness import ProcessCluster, cluster_with_brokers
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
-from tests.process_cluster import ProcessCluster, cluster_with_brokers
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_cluster import ProcessCluster, process_cluster, run_cli, wait_until
+from quorum.harness import ProcessCluster, process_cluster, run_cli, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from quorum.admin import AdminClient, NewTopic, TopicCollection
-from tests.process_cluster import FakeBrokers, ProcessCluster, process_cluster, wait_until
+from quorum.harness import FakeBrokers, ProcessCluster, process_cluster, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -230,7 +230,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path: Pa
 def test_truncated_newest_checkpoint_without_fallback_refuses_to_start(tmp_path: Path) -> None:
     """With retention cleaning everything before the newest snapshot there is nothing to fall
     back on: the controller refuses to start, names the file and says what to do."""
-    from tests.process_cluster import run_cli  # noqa: PLC0415
+    from quorum.harness import run_cli  # noqa: PLC0415
 
     with process_cluster(tmp_path, settings={**TINY, "metadata.max.retention.bytes": 1}) as cluster:
         cluster.format()

@@ -26,13 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+import grpc
 
-import grpc  # noqa: E402
-
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
-from tests.process_cluster import cluster_with_brokers  # noqa: E402
+from quorum.harness import cluster_with_brokers
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -27,11 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from quorum.admin import AdminClient, NewTopic  # noqa: E402
-from tests.process_cluster import ProcessCluster, process_cluster, wait_until  # noqa: E402
+from quorum.admin import AdminClient, NewTopic
+from quorum.harness import ProcessCluster, process_cluster, wait_until
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -23,10 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from tests.process_cluster import ProcessCluster, process_cluster, wait_until  # noqa: E402
+from quorum.harness import ProcessCluster, process_cluster, wait_until
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -36,12 +36,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from quorum.ids import Uuid  # noqa: E402
-from quorum.metadata.batch import LogBatch, encode_batch  # noqa: E402
-from quorum.metadata.records import (  # noqa: E402
+from quorum.ids import Uuid
+from quorum.metadata.batch import LogBatch, encode_batch
+from quorum.metadata.records import (
     NO_LEADER,
     BrokerEndpoint,
     ConfigRecord,
@@ -57,8 +54,8 @@ from quorum.metadata.records import (  # noqa: E402
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from quorum.storage import SegmentedLog  # noqa: E402
-from quorum.storage.log import SEGMENT_BYTES_MAX_DEFAULT  # noqa: E402
+from quorum.storage import SegmentedLog
+from quorum.storage.log import SEGMENT_BYTES_MAX_DEFAULT
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 TOPIC_CONFIGS = (

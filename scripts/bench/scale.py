@@ -79,12 +79,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+import grpc
 
-import grpc  # noqa: E402
-
-from quorum.admin import (  # noqa: E402
+from quorum.admin import (
     AdminClient,
     AdminError,
     InvalidReplicationFactorError,
@@ -92,19 +89,21 @@ from quorum.admin import (  # noqa: E402
     TopicCollection,
     TopicExistsError,
 )
-from quorum.limits import (  # noqa: E402
-    CREATE_TOPICS_REPLICAS_MAX,
-    CREATE_TOPICS_TOPICS_MAX,
-    RECORDS_PER_BATCH_MAX,
-)
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
-from tests.process_cluster import (  # noqa: E402
+from quorum.harness import (
     ConcurrentFakeBrokers,
     ControllerProcess,
     ProcessCluster,
     process_cluster,
     wait_until,
 )
+from quorum.limits import (
+    CREATE_TOPICS_REPLICAS_MAX,
+    CREATE_TOPICS_TOPICS_MAX,
+    RECORDS_PER_BATCH_MAX,
+)
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+
+REPO = Path(__file__).resolve().parents[2]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

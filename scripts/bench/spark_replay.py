@@ -39,18 +39,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from quorum.analytics.source import (  # noqa: E402
+from quorum.analytics.source import (
     ReadOptions,
     list_log_files,
     plan_partitions,
     read_partition,
 )
-from quorum.metadata.batch import decode_log_batch  # noqa: E402
-from quorum.metadata.records import PartitionRecord, RemoveTopicRecord, TopicRecord  # noqa: E402
-from quorum.tools.log_dump import Tail, iter_frames, segment_files  # noqa: E402
+from quorum.metadata.batch import decode_log_batch
+from quorum.metadata.records import PartitionRecord, RemoveTopicRecord, TopicRecord
+from quorum.tools.log_dump import Tail, iter_frames, segment_files
 
 
 def python_lifecycle(log_dir: Path) -> tuple[int, dict[Any, list[Any]]]:

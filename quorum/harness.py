@@ -1,7 +1,10 @@
-"""Real processes for end-to-end tests: configs in ``tmp_path``, free ports on 127.0.0.1, every
-process started through the ``metaquorum`` CLI and killed by PID at the end.
+"""Real processes on 127.0.0.1, started through the ``metaquorum`` CLI and stopped by PID: the
+one harness behind the process tests, the benchmarks in ``scripts/bench/`` and ``metaquorum dev
+up`` (``quorum/devcluster.py`` starts and stops its nodes with ``start_node`` / ``stop_node``).
 
-Every wait is a condition polled against a deadline (``wait_until``); nothing sleeps blindly.
+``ProcessCluster`` writes its own configs (free ports, a temporary root); ``dev up`` uses the
+configs of ``deploy/local/``. Every wait is a condition polled against a deadline
+(``wait_until``); nothing sleeps blindly.
 """
 
 from __future__ import annotations
@@ -76,6 +79,42 @@ def run_cli(
             f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
         )
     return result
+
+
+def start_node(
+    role: str,
+    config: Path,
+    log_path: Path,
+    *extra: str,
+    cwd: Path | None = REPO,
+    new_session: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start ``metaquorum {role} start --config CONFIG`` as a user would, JSON logs appended to
+    ``log_path``. ``new_session`` keeps a terminal's Ctrl-C away from it (``dev up`` stops its
+    children itself)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [*METAQUORUM, role, "start", "--config", str(config), *extra],
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=new_session,
+        )
+
+
+def stop_node(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
+    """SIGTERM by PID (a graceful resignation), SIGKILL if it outlives ``timeout_s``; the exit
+    code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait(timeout=timeout_s)
 
 
 @dataclass
@@ -175,16 +214,7 @@ class ProcessCluster:
         node = self.nodes[node_id]
         assert not node.alive, f"controller {node_id} is already running"
         node.starts += 1
-        log = node.log_path.open("ab")
-        env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
-        node.process = subprocess.Popen(
-            [*METAQUORUM, node.role, "start", "--config", str(node.config), *extra],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        log.close()
+        node.process = start_node(node.role, node.config, node.log_path, *extra)
         return node
 
     def start_all(self) -> None:
@@ -283,10 +313,10 @@ class FakeBrokers:
                 try:
                     with grpc.insecure_channel(node.address) as channel:
                         stub = admin_pb2_grpc.AdminServiceStub(channel)
-                        answer = getattr(stub, method)(request, timeout=5)
+                        answer: object = getattr(stub, method)(request, timeout=5)
                 except grpc.RpcError:
                     continue
-                if answer.error_code != ErrorCode.NOT_CONTROLLER:
+                if getattr(answer, "error_code", None) != ErrorCode.NOT_CONTROLLER:
                     return answer
             return None
 
