@@ -247,3 +247,56 @@ def test_checker_catches_an_unused_limit(tmp_path: Path) -> None:
     (tmp_path / "quorum" / "user.py").write_text("from quorum.limits import USED_MAX\n")
     assert module_constants(limits) == ["USED_MAX", "UNUSED_MAX"]
     assert unused_constants(limits, limit_users(tmp_path)) == ["UNUSED_MAX"]
+
+
+# ----- modules talk through public names; brokers do not reach into the controller -----------
+
+PROJECT_PACKAGES = ("quorum", "broker", "tests")
+# A broker is a node of its own: what it shares with a controller lives in quorum.server's
+# shared modules (raft_manager, grpc_server, driver), never in the controller's.
+BROKER_FORBIDDEN_IMPORTS = ("quorum.server.controller",)
+
+
+def project_python_files() -> list[Path]:
+    files = [p for d in PROJECT_PACKAGES for p in sorted((ROOT / d).rglob("*.py"))]
+    files += sorted((ROOT / "scripts").rglob("*.py"))
+    return [p for p in files if "rpc" not in p.relative_to(ROOT).parts]
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``from <project module> import _name``: a private name used outside its module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] in PROJECT_PACKAGES
+        ):
+            found += [
+                f"{path.relative_to(root)}:{node.lineno}: from {node.module} import {a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    problems = [p for path in project_python_files() for p in private_imports(path)]
+    assert not problems, "\n".join(problems)
+
+
+def test_private_import_checker_bites(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from quorum.storage.log import _helper\nfrom quorum.ids import Uuid\n")
+    assert private_imports(bad, tmp_path) == ["bad.py:1: from quorum.storage.log import _helper"]
+
+
+def test_brokers_import_nothing_from_the_controller() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "broker").rglob("*.py"))
+        for module in imported_modules(path)
+        if module.startswith(BROKER_FORBIDDEN_IMPORTS)
+    ]
+    assert not offenders, "\n".join(offenders)
