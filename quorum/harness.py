@@ -117,6 +117,30 @@ def stop_node(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
     return process.wait(timeout=timeout_s)
 
 
+DirectoryState = dict[str, tuple[int, int, int, bytes]]
+
+
+def directory_state(root: Path) -> DirectoryState:
+    """(inode, size, mtime_ns, bytes) of ``root`` and of every file and directory under it, by
+    relative path: equal before and after means nothing was written, moved or deleted."""
+    st = root.lstat()
+    state: DirectoryState = {".": (st.st_ino, st.st_size, st.st_mtime_ns, b"")}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(directory) / name
+            st = path.lstat()
+            data = path.read_bytes() if path.is_file() else b""
+            state[str(path.relative_to(root))] = (st.st_ino, st.st_size, st.st_mtime_ns, data)
+    return state
+
+
+def wait_for_unfenced_broker(admin: Any, what: str, timeout_s: float = 30) -> None:
+    """Wait until the cluster ``admin`` (an ``AdminClient``) describes has an unfenced broker."""
+    wait_until(
+        lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers), timeout_s, what
+    )
+
+
 @dataclass
 class ControllerProcess:
     """A controller or a broker process (``role``)."""

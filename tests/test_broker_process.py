@@ -18,8 +18,10 @@ from quorum.harness import (
     METAQUORUM,
     REPO,
     ProcessCluster,
+    directory_state,
     process_cluster,
     run_cli,
+    wait_for_unfenced_broker,
     wait_until,
 )
 from quorum.ids import Uuid
@@ -255,17 +257,6 @@ def fiu_ctrl(pid: int, command: str) -> None:
     subprocess.run([FIU_CTRL, "-c", command, str(pid)], check=True, timeout=10)
 
 
-def log_tree(directory: Path) -> dict[str, tuple[int, int, bytes]]:
-    found: dict[str, tuple[int, int, bytes]] = {}
-    for root, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            path = Path(root) / name
-            st = path.lstat()
-            data = path.read_bytes() if path.is_file() else b""
-            found[str(path.relative_to(directory))] = (st.st_ino, st.st_mtime_ns, data)
-    return found
-
-
 @pytest.mark.skipif(
     FIU_RUN is None or FIU_CTRL is None,
     reason="needs Debian's fiu-utils (fiu-run, fiu-ctrl) for a real EIO; scripts/test installs "
@@ -294,16 +285,12 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
             )
         cluster.wait_for_leader(timeout_s=30)
         admin = AdminClient(cluster.nodes[1].address, timeout_s=30)
-        wait_until(
-            lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),  # type: ignore[attr-defined]
-            30,
-            "the broker registered and unfenced",
-        )
+        wait_for_unfenced_broker(admin, "the broker registered and unfenced")
         admin.create_topics([NewTopic("live", 1, 1)]).all()
         metadata = broker.log_dir / "live-0" / "partition.metadata"
         wait_until(metadata.exists, 30, "live-0 created by the broker")
         (broker.log_dir / "live-0" / "00000000000000000000.log").write_bytes(b"precious")
-        before = log_tree(broker.log_dir)
+        before = directory_state(broker.log_dir)
 
         pid = broker.process.pid
         fiu_ctrl(pid, f"enable {FIU_OPEN_EIO}")
@@ -330,7 +317,7 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
         assert failed["path"] == str(metadata) and failed["errno"] == errno.EIO
         assert f"Error: cannot read {metadata}" in cluster.logs(101)
         # Not moved, not rewritten, no trigger-0 created, no deleting/.
-        assert log_tree(broker.log_dir) == before
+        assert directory_state(broker.log_dir) == before
         assert cluster.nodes[1].alive
         admin.close()
 

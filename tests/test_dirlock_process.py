@@ -8,33 +8,22 @@ its own writes (NoOps, fetched batches) cannot hide or fake a change; it is resu
 
 from __future__ import annotations
 
-import hashlib
-import os
 import signal
 from pathlib import Path
 
 import pytest
 
 from quorum.admin import AdminClient
-from quorum.harness import ProcessCluster, process_cluster, run_cli, wait_until
+from quorum.harness import (
+    ProcessCluster,
+    directory_state,
+    process_cluster,
+    run_cli,
+    wait_for_unfenced_broker,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
-
-Tree = dict[str, tuple[str, int, str, int]]
-
-
-def tree_state(root: Path) -> Tree:
-    """Every entry under ``root``: (kind, size, sha256, mtime_ns), by relative path."""
-    state: Tree = {}
-    for directory, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(directory) / name
-            st = path.lstat()
-            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-            kind = "dir" if path.is_dir() else "file"
-            state[str(path.relative_to(root))] = (kind, st.st_size, digest, st.st_mtime_ns)
-    state["."] = ("dir", 0, "", root.stat().st_mtime_ns)
-    return state
 
 
 def second_start_is_refused(
@@ -45,11 +34,11 @@ def second_start_is_refused(
     pid = node.process.pid
     node.process.send_signal(signal.SIGSTOP)
     try:
-        before = tree_state(node.data_dir)
+        before = directory_state(node.data_dir)
         result = run_cli(
             node.role, "start", "--config", str(node.config), *extra, check=False, timeout_s=60
         )
-        after = tree_state(node.data_dir)
+        after = directory_state(node.data_dir)
     finally:
         node.process.send_signal(signal.SIGCONT)
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
@@ -64,11 +53,7 @@ def test_second_start_on_a_live_directory_exits_1_and_changes_nothing(tmp_path: 
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
         admin = AdminClient(cluster.nodes[1].address, timeout_s=30)
-        wait_until(
-            lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),  # type: ignore[attr-defined]
-            30,
-            "the broker registered and unfenced",
-        )
+        wait_for_unfenced_broker(admin, "the broker registered and unfenced")
         controller = cluster.nodes[1]
         broker = cluster.nodes[101]
 
@@ -85,10 +70,6 @@ def test_second_start_on_a_live_directory_exits_1_and_changes_nothing(tmp_path: 
         # Both live nodes keep serving.
         _, _, hw = cluster.wait_for_leader(timeout_s=30)
         wait_until(lambda: cluster.wait_for_leader()[2] > hw, 30, "the high watermark moving again")
-        wait_until(
-            lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),  # type: ignore[attr-defined]
-            30,
-            "the broker still unfenced",
-        )
+        wait_for_unfenced_broker(admin, "the broker still unfenced")
         assert controller.alive and broker.alive
         admin.close()

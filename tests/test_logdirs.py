@@ -37,6 +37,7 @@ from broker.reconcile import (
     deleting_base_name,
     i11_violations,
 )
+from quorum.harness import directory_state
 from quorum.ids import Uuid
 from quorum.limits import PARTITION_METADATA_READ_ATTEMPTS_MAX, PARTITION_METADATA_READ_BACKOFF_MS
 from quorum.storage import fsutil
@@ -239,18 +240,6 @@ def failing_reads(
     return read_file
 
 
-def tree(directory: Path) -> dict[str, tuple[int, int, bytes]]:
-    """(inode, mtime, bytes) of every file and directory under ``directory``."""
-    found: dict[str, tuple[int, int, bytes]] = {}
-    for root, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            path = Path(root) / name
-            st = path.lstat()
-            data = path.read_bytes() if path.is_file() else b""
-            found[str(path.relative_to(directory))] = (st.st_ino, st.st_mtime_ns, data)
-    return found
-
-
 IO_ERRORS = [errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM]
 
 
@@ -261,14 +250,14 @@ def test_a_transient_io_error_on_partition_metadata_is_retried(
 ) -> None:
     make_partition(d1, "a-0", ID1, b"live data")
     make_partition(d1, "b-0", ID0, b"other")
-    before = tree(d1)
+    before = directory_state(d1)
     sleeps: list[float] = []
     reads = failing_reads({"a-0": PARTITION_METADATA_READ_ATTEMPTS_MAX - 1}, error)
     dirs = logdirs(d1, read_file=reads, sleep=sleeps.append)
     with capture_logs() as logs:
         plan, result = reconcile_now(dirs, {(ID1, 0): "a", (ID0, 0): "b"}, mode=mode)
     assert plan.is_empty and plan.conflicts == () and result.failures == ()
-    assert tree(d1) == before
+    assert directory_state(d1) == before
     assert sleeps == [PARTITION_METADATA_READ_BACKOFF_MS / 1000] * (
         PARTITION_METADATA_READ_ATTEMPTS_MAX - 1
     )
@@ -286,7 +275,7 @@ def test_a_persistent_io_error_stops_the_broker_and_never_moves_the_directory(
     plan moved the live partition, data and all, to deleting/."""
     make_partition(d1, "a-0", ID1, b"live data")
     make_partition(d1, "stray-0", ID0, b"stray")
-    before = tree(d1)
+    before = directory_state(d1)
     sleeps: list[float] = []
     calls: list[str] = []
     reads = failing_reads({"a-0": 1_000}, error, calls)
@@ -301,7 +290,7 @@ def test_a_persistent_io_error_stops_the_broker_and_never_moves_the_directory(
     assert isinstance(caught.value, LogDirUnavailableError)
     assert calls.count("a-0") == PARTITION_METADATA_READ_ATTEMPTS_MAX, "bounded, no loop"
     assert len(sleeps) == PARTITION_METADATA_READ_ATTEMPTS_MAX - 1
-    assert tree(d1) == before, "nothing moved, written or deleted: not even the stray"
+    assert directory_state(d1) == before, "nothing moved, written or deleted: not even the stray"
     (failed,) = [log for log in logs if log["event"] == "partition_metadata_read_failed"]
     assert failed["log_level"] == "error" and failed["errno"] == error
 
@@ -358,13 +347,13 @@ def test_a_corrupt_partition_metadata_of_an_assigned_partition_is_left_and_repor
 ) -> None:
     path = make_partition(d1, "a-0", None, b"precious")
     (path / "partition.metadata").write_bytes(b"version: 0\ntopic_id: \xff\xfe\n")
-    before = tree(d1)
+    before = directory_state(d1)
     dirs = logdirs(d1)
     with capture_logs() as logs:
         for mode in (FULL, INCREMENTAL):
             plan, _ = reconcile_now(dirs, {(ID1, 0): "a"}, mode=mode)
             assert plan.is_empty, plan
-    assert tree(d1) == before
+    assert directory_state(d1) == before
     conflicts = [log for log in logs if log["event"] == "reconcile_conflict"]
     assert len(conflicts) == 2 and all(log["log_level"] == "error" for log in conflicts)
     assert "repair partition.metadata" in conflicts[0]["message"]
