@@ -152,13 +152,17 @@ def test_a_node_at_int32_max_runs_no_election_and_does_not_crash() -> None:
     assert any(e.name == "epoch_exhausted" for r in ctx.readies for e in r.events)
 
 
-def test_responses_beyond_the_epoch_limit_are_dropped() -> None:
-    ctx = follower_of_1()
+def test_responses_may_carry_epochs_above_epoch_max() -> None:
+    """A response answers this node's own request on its own connection to a voter: a node
+    left behind above EPOCH_MAX catches up through it (requests move it one epoch at a time)."""
+    ctx = follower_of_1(epoch=limits.EPOCH_MAX + 5)
     (fetch,) = ctx.sent(ctx.readies[-1], FetchRequest)
-    ctx.deliver(1, FetchResponse(ErrorCode.NONE, 3, limits.INT32_MAX, 0, 0), fetch.correlation_id)
-    ready = ctx.poll()
-    assert ctx.node.epoch == 5 and ready.election_to_persist is None
-    assert any("epoch limit" in r for r in rejected(ready, "response_rejected"))
+    epoch = limits.EPOCH_MAX + 50
+    ctx.deliver(
+        1, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 3, epoch, 0, 0), fetch.correlation_id
+    )
+    ctx.poll()
+    assert (ctx.node.epoch, ctx.node.leader_id) == (epoch, 3)
 
 
 # ----- leader stickiness ----------------------------------------------------------------------
@@ -269,7 +273,6 @@ def test_describe_quorum_of_another_cluster_reveals_nothing() -> None:
 @pytest.mark.parametrize(
     "response",
     [
-        FetchResponse(ErrorCode.NONE, 3, 5, 0, 0),  # another leader of our epoch
         FetchResponse(ErrorCode.NONE, 9, 6, 0, 0),  # a leader outside the voter set
         FetchResponse(ErrorCode.NONE, 1, -3, 0, 0),
         FetchResponse(ErrorCode.NONE, 1, 5, -1, 0),
@@ -291,15 +294,19 @@ def test_a_vote_response_naming_another_leader_of_our_epoch_is_dropped() -> None
     ctx = follower_of_1()
     ready = ctx.poll(advance_ms=ctx.node.config.fetch_timeout_ms)
     assert ctx.node.is_prospective()
-    for request in ctx.sent(ready, VoteRequest):
-        ctx.deliver(
-            request.destination,
-            VoteResponse(ErrorCode.NONE, 3, 5, False, True),
-            request.correlation_id,
-        )
+    requests = {r.destination: r for r in ctx.sent(ready, VoteRequest)}
+    ctx.deliver(3, VoteResponse(ErrorCode.NONE, 3, 5, False, True), requests[3].correlation_id)
     ready = ctx.poll()
     assert rejected(ready, "response_rejected")
-    assert ctx.node.epoch == 5
+    assert (ctx.node.epoch, ctx.node.state.name) == (5, "prospective")
+    # Node 1 itself says node 3 leads epoch 5: what made us follow 1 was wrong (a forged
+    # BeginQuorumEpoch). Forget the leader, keep the vote, find the real one.
+    ctx.deliver(1, VoteResponse(ErrorCode.NONE, 3, 5, False, True), requests[1].correlation_id)
+    ctx.poll()
+    assert (ctx.node.epoch, ctx.node.state.name, ctx.node.leader_id) == (5, "unattached", None)
+    ctx.deliver(3, BeginQuorumEpochRequest(HEADER, 3, 5, 2))
+    assert answer(ctx, BeginQuorumEpochResponse).error_code is ErrorCode.NONE  # type: ignore[union-attr]
+    assert ctx.node.leader_id == 3
 
 
 # ----- bounded state --------------------------------------------------------------------------
@@ -455,3 +462,26 @@ def test_fuzzed_messages_never_crash_the_core() -> None:
                 assert ctx.node.epoch <= limits.INT32_MAX
     except Exception as exc:
         raise AssertionError(f"fuzz seed {seed}: {exc!r}") from exc
+
+
+def test_a_voter_stuck_above_a_sticky_leader_brings_it_up() -> None:
+    """A voter whose epoch is above the live leader's (it lost an election the others never
+    joined, or a forged message moved it) cannot win nor follow. Its pre-vote makes the leader
+    ask it again with BeginQuorumEpoch; its FENCED_LEADER_EPOCH answer moves the leader up."""
+    ctx = Context()
+    ctx.elect()
+    ctx.deliver(2, fetch_request(2, 1, ctx.node.log_end_offset, 1))
+    ctx.deliver(3, fetch_request(3, 1, ctx.node.log_end_offset, 1))
+    ctx.poll()
+    ctx.deliver(3, vote_request(5, 3, last_epoch=1, last_offset=0, pre_vote=True))
+    assert not answer(ctx, VoteResponse).vote_granted  # type: ignore[union-attr]
+    ready = ctx.poll(advance_ms=ctx.node.config.begin_quorum_epoch_resend_ms)
+    (begin,) = ctx.sent(ready, BeginQuorumEpochRequest)
+    assert begin.destination == 3 and ctx.node.is_leader()
+    ctx.deliver(
+        3,
+        BeginQuorumEpochResponse(ErrorCode.FENCED_LEADER_EPOCH, None, 4),
+        begin.correlation_id,
+    )
+    ctx.poll()
+    assert ctx.node.epoch == 4 and not ctx.node.is_leader()

@@ -596,10 +596,24 @@ class RaftNode:
         self._transition(resigned, reason)
         self._send_end_quorum_epoch(resigned)
 
-    def _observe_epoch(self, epoch: int, leader_id: int | None, reason: str) -> bool:
-        """React to an epoch and leader learned from any message. Returns True when the
-        message's epoch is stale and its contents must be ignored."""
+    def _observe_epoch(
+        self, epoch: int, leader_id: int | None, reason: str, source: int | None = None
+    ) -> bool:
+        """React to an epoch and leader learned from any message (``source``: the node that
+        answered, for responses). Returns True when the message's epoch is stale, or names a
+        second leader of our epoch, and its contents must be ignored."""
         if epoch < self.epoch:
+            return True
+        known = self._known_leader() if epoch == self.epoch else None
+        if known is not None and leader_id is not None and leader_id != known:
+            if source == known and source != self.node_id:
+                # The node we took for the leader of this epoch says another one leads it:
+                # what told us otherwise was wrong (a forged BeginQuorumEpoch). Forget the
+                # leader, keep the vote; the real one is found like after an election.
+                self._become_unattached(
+                    epoch, f"node {known} denies leading the epoch", self._voted_id()
+                )
+                return True
             return True
         if epoch > self.epoch:
             if leader_id is not None and leader_id != self.node_id:
@@ -619,8 +633,8 @@ class RaftNode:
         return False
 
     def _epoch_acceptable(self, epoch: int) -> bool:
-        """Whether a peer may move this node to ``epoch``: any epoch up to ``EPOCH_MAX``,
-        above it only this node's epoch or the next one, never past ``INT32_MAX``
+        """Whether a peer's request may move this node to ``epoch``: any epoch up to
+        ``EPOCH_MAX``, above it only this node's epoch or the next one, never past ``INT32_MAX``
         (docs/architecture.md#hostile-peers). One forged message cannot strand the quorum at
         an epoch with no room left to elect."""
         return epoch <= limits.INT32_MAX and (epoch <= limits.EPOCH_MAX or epoch <= self.epoch + 1)
@@ -649,6 +663,9 @@ class RaftNode:
             response=type(envelope.message).__name__,
             reason=reason,
         )
+
+    def _voted_id(self) -> int | None:
+        return election_state_of(self.state, self.voters, self.node_id).voted_id
 
     # ----- request handlers -----------------------------------------------------------------
 
@@ -724,12 +741,14 @@ class RaftNode:
             return
         up_to_date = self._log_is_up_to_date(request.last_offset_epoch, request.last_offset)
         if request.pre_vote:
+            self._maybe_voter_ahead(request.candidate_id, request.candidate_epoch - 1)
             granted = up_to_date and not self._has_live_leader()
             if granted:
                 self._emit("pre_vote_granted", candidate_id=request.candidate_id)
             self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, True))
             return
         if request.candidate_epoch > self.epoch and self._has_live_leader():
+            self._maybe_voter_ahead(request.candidate_id, request.candidate_epoch)
             # Leader stickiness (etcd's check-quorum lease, KIP-996's rule for pre-votes applied
             # to votes): a voter that heard its leader within the fetch timeout neither bumps
             # its epoch nor votes. A real candidate won a pre-vote majority of voters without a
@@ -748,7 +767,9 @@ class RaftNode:
         granted = False
         if isinstance(state, UnattachedState | ProspectiveState) and state.leader_id is None:
             if state.voted_id == request.candidate_id:
-                granted = True
+                # Checked again: the vote may have been cast for a forged request in this
+                # candidate's name that claimed a longer log (no authentication yet).
+                granted = up_to_date
             elif state.voted_id is None and up_to_date:
                 granted = True
                 self._transition(
@@ -763,6 +784,18 @@ class RaftNode:
             self._emit("vote_granted", candidate_id=request.candidate_id)
         self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, False))
 
+    def _maybe_voter_ahead(self, voter_id: int, voter_epoch: int) -> None:
+        """A voter's request says it is in an epoch above the one this node leads. Sticky
+        leaders (see ``handle_vote_request``) would leave such a voter out for good: it cannot
+        win (the others hear a live leader) nor follow an older epoch. So the leader asks it
+        again, with its next BeginQuorumEpoch resend; a voter really ahead answers
+        FENCED_LEADER_EPOCH with its epoch and the leader moves up (etcd lets such a node
+        depose the leader the same way). A forged request costs one BeginQuorumEpoch to the
+        real voter per resend interval, which it simply acknowledges."""
+        leader = self.maybe_leader_state()
+        if leader is not None and voter_epoch > self.epoch and voter_id in leader.voters:
+            leader.acknowledged.discard(voter_id)
+
     def _vote_request_problem(self, request: VoteRequest) -> str:
         """What makes a Vote request invalid ("" if nothing)."""
         if request.candidate_id == self.node_id:
@@ -771,7 +804,10 @@ class RaftNode:
             return "negative epoch or offset"
         if request.last_offset_epoch > request.candidate_epoch:
             return "last offset epoch above the candidate epoch"
-        if not self._epoch_acceptable(request.candidate_epoch):
+        if request.candidate_epoch > limits.INT32_MAX or not (
+            request.pre_vote or self._epoch_acceptable(request.candidate_epoch)
+        ):
+            # A pre-vote moves no epoch: it only needs to be representable.
             return f"candidate epoch {request.candidate_epoch} beyond the epoch limit"
         return ""
 
@@ -912,6 +948,7 @@ class RaftNode:
         if error is ErrorCode.NONE:
             if request.current_leader_epoch > self.epoch:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
+                self._maybe_voter_ahead(request.replica_id, request.current_leader_epoch)
             elif leader is None:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif request.current_leader_epoch < self.epoch:
@@ -1028,7 +1065,7 @@ class RaftNode:
         if isinstance(message, RequestFailed):
             self._handle_request_failed(inflight)
             return
-        problem = self._response_problem(message)
+        problem = self._response_problem(message, envelope.source)
         if problem:
             self._drop_response(envelope, problem)
             if inflight.kind is RequestKind.FETCH:
@@ -1060,16 +1097,20 @@ class RaftNode:
             case DescribeQuorumResponse():  # pragma: no cover - the core never asks
                 pass
 
-    def _response_problem(self, message: Message) -> str:
-        """What makes a response unusable whatever it answers ("" if nothing): an epoch this
-        node may not move to, a leader outside the voter set, a leader of our own epoch other
-        than the one we know, negative offsets."""
+    def _response_problem(self, message: Message, source: int) -> str:
+        """What makes a response unusable whatever it answers ("" if nothing): a leader outside
+        the voter set, a leader of our own epoch other than the one we know, negative offsets.
+
+        ``EPOCH_MAX`` binds requests, which anyone can send. A response comes back on this
+        node's own connection to a configured voter, answering a request of its own, and may
+        carry any epoch a voter reached: that is how a node left behind above ``EPOCH_MAX``
+        (where requests move it one epoch at a time) catches up."""
         epoch: int = getattr(message, "leader_epoch", 0)
         leader_id: int | None = getattr(message, "leader_id", None)
         if epoch < 0 and not isinstance(message, DescribeQuorumResponse):
             return f"negative leader epoch {epoch}"
-        if not self._epoch_acceptable(epoch):
-            return f"leader epoch {epoch} beyond the epoch limit"
+        if epoch > limits.INT32_MAX:
+            return f"leader epoch {epoch} beyond INT32_MAX"
         if leader_id is not None and leader_id not in self.voters:
             return f"leader {leader_id} is not a voter"
         known = self._known_leader()
@@ -1077,7 +1118,8 @@ class RaftNode:
             epoch == self.epoch
             and leader_id is not None
             and known is not None
-            and leader_id != known
+            # unless the leader we knew denies it: see _observe_epoch
+            and known not in (leader_id, source)
         ):
             return f"names node {leader_id} as leader of epoch {epoch}, led by node {known}"
         if isinstance(message, FetchResponse):
@@ -1117,7 +1159,9 @@ class RaftNode:
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "vote response", envelope.source
+        ):
             return
         election = self._election_for(inflight.kind)
         if election is None:
@@ -1164,7 +1208,9 @@ class RaftNode:
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "begin epoch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "begin epoch response", envelope.source
+        ):
             return
         leader = self.maybe_leader_state()
         if leader is not None and response.error_code is ErrorCode.NONE:
@@ -1173,7 +1219,9 @@ class RaftNode:
     def handle_end_quorum_epoch_response(
         self, envelope: Envelope, response: EndQuorumEpochResponse
     ) -> None:
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "end epoch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "end epoch response", envelope.source
+        ):
             return
         resigned = self.maybe_resigned_state()
         if resigned is not None:
@@ -1190,7 +1238,9 @@ class RaftNode:
         ):
             self._fetch_backoff()
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "fetch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "fetch response", envelope.source
+        ):
             return
         state = self.maybe_follower_state()
         if error is not ErrorCode.NONE or state is None:
