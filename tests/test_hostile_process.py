@@ -19,8 +19,16 @@ import pytest
 from quorum.admin import AdminClient, NewTopic
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.limits import EPOCH_MAX, INT32_MAX
+from quorum.raft.election import ElectionState
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
-from tests.process_cluster import ProcessCluster, cluster_with_brokers, wait_until
+from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore
+from tests.process_cluster import (
+    ProcessCluster,
+    cluster_with_brokers,
+    process_cluster,
+    run_cli,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -239,3 +247,20 @@ def _try_create(admin: AdminClient) -> object | None:
         if "TOPIC_ALREADY_EXISTS" in repr(exc) or "already exists" in str(exc):
             return exc
         return None
+
+
+def test_a_persisted_epoch_at_int32_max_refuses_to_start_and_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A quorum-state pushed to 2^31-1 (by a forged Vote to an older version) leaves no room
+    for an election: the node says so at start-up instead of running leaderless."""
+    with process_cluster(tmp_path, voters=1) as cluster:
+        cluster.format()
+        node = cluster.nodes[1]
+        node.metadata_dir.mkdir(parents=True, exist_ok=True)
+        store = ElectionStore(node.metadata_dir / QUORUM_STATE_FILE_NAME)
+        store.write(ElectionState(INT32_MAX, None, None, frozenset({1})))
+        result = run_cli("controller", "start", "--config", str(node.config), check=False)
+        assert result.returncode == 1
+        assert f"epoch {INT32_MAX}" in result.stderr
+        assert "format a new cluster" in result.stderr
