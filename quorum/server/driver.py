@@ -314,7 +314,9 @@ class RaftDriver:
         log = self.log_events.bind(epoch=node.epoch, state=node.state.name)
         for event in ready.events:
             fields = {k: v for k, v in event.fields.items() if k != "epoch"}
-            if event.name.startswith(("inconsistent_", "check_quorum", "request_rejected")):
+            if event.name.startswith(
+                ("inconsistent_", "check_quorum", "request_rejected", "response_rejected", "epoch_")
+            ):
                 log.warning(event.name, **fields)
             else:
                 log.info(event.name, **fields)

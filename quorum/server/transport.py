@@ -20,7 +20,9 @@ unknown error code, a leader id of -7) raises ``MalformedMessageError`` naming t
 the field: the servicer answers such a request with INVALID_ARGUMENT, the driver treats such a
 response as a failed request. Values that fit the core's types but break protocol rules (a
 negative epoch or offset in a request) pass through: the core answers them with INVALID_REQUEST,
-as its ``handle_*_request`` docstrings document.
+as its ``handle_*_request`` docstrings document, and drops a response that breaks them
+(docs/architecture.md#hostile-peers). A repeated field is bounded here before anything iterates
+it (``preferred_successors``: ``PREFERRED_SUCCESSORS_MAX``).
 """
 
 from __future__ import annotations
