@@ -228,6 +228,7 @@ def test_forbidden_requests_change_nothing(request_: Message, code: ErrorCode) -
         fetch_request(1, 1, 0, 0),  # claims to be the leader itself
         fetch_request(-5, 1, 0, 0),
         FetchRequest(HEADER, 2, 1, 0, 0, 0, 1 << 20, -1),
+        FetchRequest(HEADER, 2, 1, 0, 0, 0, 1 << 20, 5),  # high watermark past its log end
     ],
 )
 def test_forbidden_fetches_are_refused_and_move_no_progress(request_: FetchRequest) -> None:

@@ -1017,6 +1017,8 @@ class RaftNode:
             return "claims to come from this node"
         if request.last_fetched_epoch > request.current_leader_epoch:
             return "last fetched epoch above the fetcher's epoch"
+        if request.high_watermark > request.fetch_offset:
+            return "high watermark above the fetch offset (the fetcher's log end)"
         return ""
 
     def _complete_fetch(self, envelope: Envelope) -> None:

@@ -274,7 +274,9 @@ class RaftDriver:
     async def _send(self, envelope: Envelope) -> None:
         try:
             answer = await self._send_request(envelope)
-        except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
+        except (grpc.aio.AioRpcError, OSError, TimeoutError, ValueError) as exc:
+            # ValueError: a peer's malformed answer (transport.MalformedMessageError) or a
+            # request the wire cannot encode; a failed request, never a silently dead task.
             code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
             answer = RequestFailed(code)
         except asyncio.CancelledError:
