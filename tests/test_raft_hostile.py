@@ -14,6 +14,8 @@ import pytest
 
 from quorum import limits
 from quorum.errors import ErrorCode
+from quorum.metadata.batch import encode_batch
+from quorum.metadata.records import NoOpRecord
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.messages import (
@@ -486,3 +488,18 @@ def test_a_voter_stuck_above_a_sticky_leader_brings_it_up() -> None:
     )
     ctx.poll()
     assert ctx.node.epoch == 4 and not ctx.node.is_leader()
+
+
+def test_a_vote_cast_for_a_forged_request_is_not_granted_to_a_stale_candidate() -> None:
+    """A forged Vote in node 2's name claimed a long log and got the vote of epoch 3; node 2's
+    own request for epoch 3 with its real, shorter log is then refused (the vote stays cast, so
+    nobody else gets it either: I1 holds, and no stale log becomes leader)."""
+    batch = encode_batch(base_offset=0, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+    ctx = Context(election=ElectionState(1, None, None, VOTERS), batches=(batch,))
+    ctx.poll()
+    ctx.deliver(2, vote_request(3, 2, last_epoch=2, last_offset=100))
+    assert answer(ctx, VoteResponse).vote_granted  # type: ignore[union-attr]
+    ctx.deliver(2, vote_request(3, 2, last_epoch=0, last_offset=0))
+    assert not answer(ctx, VoteResponse).vote_granted  # type: ignore[union-attr]
+    ctx.deliver(3, vote_request(3, 3, last_epoch=1, last_offset=1))
+    assert not answer(ctx, VoteResponse).vote_granted  # type: ignore[union-attr]

@@ -613,7 +613,6 @@ class RaftNode:
                 self._become_unattached(
                     epoch, f"node {known} denies leading the epoch", self._voted_id()
                 )
-                return True
             return True
         if epoch > self.epoch:
             if leader_id is not None and leader_id != self.node_id:
@@ -719,7 +718,10 @@ class RaftNode:
     ) -> None:
         """Errors: INCONSISTENT_CLUSTER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
         INCONSISTENT_VOTER_SET (candidate or addressee not a voter here), INVALID_REQUEST
-        (negative fields), FENCED_LEADER_EPOCH (candidate epoch below ours)."""
+        (negative fields, this node named as the candidate, a last offset epoch above the
+        candidate epoch, a candidate epoch this node may not move to: ``_epoch_acceptable``),
+        FENCED_LEADER_EPOCH (candidate epoch below ours). A voter with a live leader rejects
+        a Vote for a higher epoch without error and without moving (leader stickiness)."""
         error = header_error
         reason = ""
         if error is ErrorCode.NONE and (
