@@ -102,3 +102,24 @@ CONTROLLER_OPERATIONS_QUEUED_MAX: Final = 1_000
 # record (CreateTopics measured on one core), so a turn's operations stay near 40 ms; Kafka's
 # controller likewise runs one event at a time.
 CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX: Final = 1_000
+
+# ----- the Raft core's hostile-input bounds (quorum/raft; docs/architecture.md#hostile-peers) -----
+# Epochs are int32 on the wire (Kafka's leaderEpoch). A message may move a node straight to any
+# epoch up to EPOCH_MAX; above it, only one epoch at a time (the epoch a node already has, or
+# the next one). So one forged message cannot strand the quorum at INT32_MAX, where no election
+# is possible: the last million epochs stay for real elections (at one election per second,
+# eleven days of continuous elections). Kafka has no such bound: it trusts its peers.
+EPOCH_MAX: Final = INT32_MAX - 1_000_000
+# Observers (brokers) a leader keeps progress for; past it the least recently heard one is
+# dropped (it reappears on its next Fetch). Our choice: Kafka's largest clusters have a few
+# thousand brokers; every observer costs one entry in DescribeQuorum.
+OBSERVERS_TRACKED_MAX: Final = 10_000
+# Observer Fetches a leader parks for the long poll at once; past it an observer's Fetch is
+# answered at once (voters always park: there are few). Bounded like the inbox, since every
+# parked Fetch also holds an open RPC handler in the driver.
+FETCH_PURGATORY_MAX: Final = 1_000
+# Preferred successors an EndQuorumEpoch may name (at most the other voters, who are fewer).
+PREFERRED_SUCCESSORS_MAX: Final = 1_000
+
+assert 0 < EPOCH_MAX < INT32_MAX
+assert FETCH_PURGATORY_MAX <= INBOX_ENVELOPES_MAX

@@ -354,12 +354,20 @@ def test_follower_never_truncates_below_its_high_watermark() -> None:
     ready = follower.poll()
     assert follower.node.high_watermark == 1
     (fetch,) = follower.sent(ready, FetchRequest)
-    with pytest.raises(AssertionError, match="truncate committed"):
-        follower.deliver(
-            1,
-            FetchResponse(ErrorCode.NONE, 1, 1, 1, 0, diverging_epoch=_diverging(0, 0)),  # type: ignore[arg-type]
-            fetch.correlation_id,
-        )
+    # A diverging epoch below the high watermark breaks the protocol: the answer is dropped
+    # and logged (I7), never asserted on.
+    follower.deliver(
+        1,
+        FetchResponse(ErrorCode.NONE, 1, 1, 1, 0, diverging_epoch=_diverging(0, 0)),  # type: ignore[arg-type]
+        fetch.correlation_id,
+    )
+    ready = follower.poll()
+    assert ready.truncate_to is None
+    assert follower.node.log_end_offset == 1
+    assert any(
+        e.name == "response_rejected" and "truncate committed" in e.fields["reason"]
+        for e in ready.events
+    )
 
 
 def test_propose_on_a_follower_raises_not_leader() -> None:
@@ -526,7 +534,7 @@ def test_parked_fetch_is_answered_when_the_leader_steps_down() -> None:
     assert hw == end
     ctx.deliver(2, FetchRequest(HEADER, 2, 1, end, 1, 500, 1 << 20, hw))
     assert ctx.sent(ctx.poll(), FetchResponse) == []  # parked: nothing new for the fetcher
-    ctx.deliver(3, vote_request(2, 3, last_epoch=1, last_offset=end))
+    ctx.deliver(3, BeginQuorumEpochRequest(HEADER, 3, 2, 1))  # node 3 leads epoch 2
     (answer,) = ctx.sent(ctx.poll(), FetchResponse)
     assert answer.destination == 2
     message = answer.message

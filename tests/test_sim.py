@@ -1,7 +1,7 @@
 """Deterministic simulation of the real Raft core under faults (docs/invariants.md F1-F8, F10,
 F12), driven the way the production driver drives it (``quorum.raft.ready_plan``).
 
-Every family runs ``SIM_SEEDS`` seeds (default 100; 11 families = 1,100 schedules), with the
+Every family runs ``SIM_SEEDS`` seeds (default 100; 12 families = 1,200 schedules), with the
 invariants I1-I8 and I13 checked after every event and liveness checked after healing. Seeds with
 ``seed % 4 == 3`` run five voters, the others three, always with one observer.
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+from quorum.limits import PREFERRED_SUCCESSORS_MAX
 from quorum.metadata.batch import LogBatch, encode_batch
 from quorum.metadata.records import LeaderChangeMessage, NoOpRecord
 from quorum.raft.messages import (
@@ -414,3 +415,19 @@ def test_fetch_response_with_snapshot_id_round_trips() -> None:
     message = FetchResponse(ErrorCode.NONE, 1, 4, 100, 80, snapshot_id=SnapshotId(80, 3))
     pb = over_the_wire(transport.response_to_proto(message))
     assert transport.response_from_proto(pb) == message
+
+
+def test_too_many_preferred_successors_are_malformed() -> None:
+    """An EndQuorumEpoch names at most PREFERRED_SUCCESSORS_MAX successors (quorum/limits.py):
+    a longer list is refused before the core iterates it (issue #12)."""
+    ok = raft_pb2.EndQuorumEpochRequest(
+        cluster_id=CLUSTER_ID,
+        topic_id=METADATA_TOPIC_ID.bytes,
+        preferred_successors=list(range(PREFERRED_SUCCESSORS_MAX)),
+    )
+    assert len(transport.request_from_proto(ok).preferred_successors) == PREFERRED_SUCCESSORS_MAX  # type: ignore[union-attr]
+    ok.preferred_successors.append(1)
+    with pytest.raises(MalformedMessageError) as raised:
+        transport.request_from_proto(ok)
+    assert raised.value.field == "preferred_successors"
+    assert str(PREFERRED_SUCCESSORS_MAX) in str(raised.value)

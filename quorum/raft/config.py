@@ -37,6 +37,11 @@ class RaftConfig:
     records_per_batch_max: int = limits.RECORDS_PER_BATCH_MAX
     # Observers the leader has not heard from for this long disappear from DescribeQuorum.
     observer_expiry_ms: int = 300_000
+    # Bounds on what hostile or merely numerous fetchers can make a leader keep
+    # (quorum/limits.py): observers tracked (least recently heard dropped) and observer
+    # Fetches parked for the long poll (past it, answered at once).
+    observers_tracked_max: int = limits.OBSERVERS_TRACKED_MAX
+    fetch_purgatory_max: int = limits.FETCH_PURGATORY_MAX
 
     # ----- test-only switches that break the protocol (negative controls) -------------------
     # They exist so the simulator can prove its checkers catch the bug each one introduces.

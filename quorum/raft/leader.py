@@ -9,8 +9,10 @@ appending to the log); this module only decides.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from quorum import limits
 from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.log import RaftLog
@@ -44,7 +46,10 @@ class LeaderState:
     epoch_start_offset: int
     voters: dict[int, ReplicaProgress]
     accumulator: BatchAccumulator
-    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
+    # Least recently heard first: expiry and the OBSERVERS_TRACKED_MAX bound drop from the
+    # front, so each Fetch costs O(1) however many observer ids were ever seen.
+    observers: OrderedDict[int, ReplicaProgress] = field(default_factory=OrderedDict)
+    observers_tracked_max: int = limits.OBSERVERS_TRACKED_MAX
     # Voters that have acknowledged this epoch (BeginQuorumEpoch answered, or a Fetch seen).
     acknowledged: set[int] = field(default_factory=set)
     begin_quorum_epoch_resend_at_ms: int = 0
@@ -79,6 +84,7 @@ class LeaderState:
             acknowledged={local_id},
             begin_quorum_epoch_resend_at_ms=now_ms,
             idle_deadline_ms=now_ms + config.idle_interval_ms,
+            observers_tracked_max=config.observers_tracked_max,
         )
 
     # ----- replicas -------------------------------------------------------------------------
@@ -97,8 +103,12 @@ class LeaderState:
             progress = self.voters[replica_id]
             self.acknowledged.add(replica_id)
         else:
-            progress = self.observers.get(replica_id) or ReplicaProgress(replica_id)
-            self.observers[replica_id] = progress
+            progress = (
+                self.observers.pop(replica_id)
+                if replica_id in self.observers
+                else ReplicaProgress(replica_id)
+            )
+            self.observers[replica_id] = progress  # now the most recently heard
             self._expire_observers(now_ms - config.observer_expiry_ms)
         progress.log_end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
@@ -106,11 +116,17 @@ class LeaderState:
             progress.last_caught_up_ms = now_ms
 
     def _expire_observers(self, horizon_ms: int) -> None:
-        if len(self.observers) <= 1:
-            return
-        for replica_id, progress in list(self.observers.items()):
-            if progress.last_fetch_ms is not None and progress.last_fetch_ms < horizon_ms:
-                del self.observers[replica_id]
+        """Drop observers silent since before ``horizon_ms``, and the least recently heard
+        beyond ``observers_tracked_max``. Amortized O(1): the dict is in order of last fetch
+        (the clock never goes back), so only its front is looked at."""
+        observers = self.observers
+        while len(observers) > self.observers_tracked_max:
+            observers.popitem(last=False)
+        while len(observers) > 1:
+            progress = next(iter(observers.values()))
+            if progress.last_fetch_ms is None or progress.last_fetch_ms >= horizon_ms:
+                break
+            observers.popitem(last=False)
 
     def nonacknowledging_voters(self) -> list[int]:
         """Voters still to be told of this epoch through BeginQuorumEpoch, in id order."""

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from quorum import limits
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, Uuid
 from quorum.metadata.batch import LogBatch, encode_batch
@@ -545,6 +546,11 @@ class RaftNode:
 
     def _become_candidate(self, reason: str, retries: int) -> None:
         epoch = self.epoch + 1
+        if epoch > limits.INT32_MAX:
+            # Unreachable through peers (epochs above EPOCH_MAX grow one at a time), but never
+            # persist or send an epoch the wire cannot carry.
+            self._emit("epoch_exhausted", reason="no epoch left to run an election in")
+            return
         candidate = CandidateState(epoch, self._election_deadline(self._now_ms), retries=retries)
         self._transition(candidate, reason)
         candidate.granted.add(self.node_id)
@@ -590,10 +596,23 @@ class RaftNode:
         self._transition(resigned, reason)
         self._send_end_quorum_epoch(resigned)
 
-    def _observe_epoch(self, epoch: int, leader_id: int | None, reason: str) -> bool:
-        """React to an epoch and leader learned from any message. Returns True when the
-        message's epoch is stale and its contents must be ignored."""
+    def _observe_epoch(
+        self, epoch: int, leader_id: int | None, reason: str, source: int | None = None
+    ) -> bool:
+        """React to an epoch and leader learned from any message (``source``: the node that
+        answered, for responses). Returns True when the message's epoch is stale, or names a
+        second leader of our epoch, and its contents must be ignored."""
         if epoch < self.epoch:
+            return True
+        known = self._known_leader() if epoch == self.epoch else None
+        if known is not None and leader_id is not None and leader_id != known:
+            if source == known and source != self.node_id:
+                # The node we took for the leader of this epoch says another one leads it:
+                # what told us otherwise was wrong (a forged BeginQuorumEpoch). Forget the
+                # leader, keep the vote; the real one is found like after an election.
+                self._become_unattached(
+                    epoch, f"node {known} denies leading the epoch", self._voted_id()
+                )
             return True
         if epoch > self.epoch:
             if leader_id is not None and leader_id != self.node_id:
@@ -611,6 +630,41 @@ class RaftNode:
         ):
             self._become_follower(epoch, leader_id, reason)
         return False
+
+    def _epoch_acceptable(self, epoch: int) -> bool:
+        """Whether a peer's request may move this node to ``epoch``: any epoch up to
+        ``EPOCH_MAX``, above it only this node's epoch or the next one, never past ``INT32_MAX``
+        (docs/architecture.md#hostile-peers). One forged message cannot strand the quorum at
+        an epoch with no room left to elect."""
+        return epoch <= limits.INT32_MAX and (epoch <= limits.EPOCH_MAX or epoch <= self.epoch + 1)
+
+    def _known_leader(self) -> int | None:
+        """The leader of the current epoch this node knows of or persisted (itself when it
+        led it): within one epoch it never changes (I1)."""
+        return election_state_of(self.state, self.voters, self.node_id).leader_id
+
+    def _reject(self, envelope: Envelope, error: ErrorCode, reason: str) -> None:
+        """Log a refused request once, with the peer and the reason (the driver renders it)."""
+        self._emit(
+            "request_rejected",
+            error=error.name,
+            source=envelope.source,
+            request=type(envelope.message).__name__,
+            reason=reason,
+        )
+
+    def _drop_response(self, envelope: Envelope, reason: str) -> None:
+        """A response that breaks the protocol is dropped and logged, never asserted on: the
+        peer is at fault, not this node (docs/conventions.md#errors)."""
+        self._emit(
+            "response_rejected",
+            source=envelope.source,
+            response=type(envelope.message).__name__,
+            reason=reason,
+        )
+
+    def _voted_id(self) -> int | None:
+        return election_state_of(self.state, self.voters, self.node_id).voted_id
 
     # ----- request handlers -----------------------------------------------------------------
 
@@ -635,12 +689,7 @@ class RaftNode:
         )
         error = self._validate_header(message.header)
         if error is not ErrorCode.NONE:
-            self._emit(
-                "request_rejected",
-                error=error.name,
-                source=envelope.source,
-                request=type(message).__name__,
-            )
+            self._reject(envelope, error, "request header")
         # Each handler answers a header error in its own response type; it validates the
         # rest of the request itself.
         match message:
@@ -669,36 +718,50 @@ class RaftNode:
     ) -> None:
         """Errors: INCONSISTENT_CLUSTER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
         INCONSISTENT_VOTER_SET (candidate or addressee not a voter here), INVALID_REQUEST
-        (negative fields), FENCED_LEADER_EPOCH (candidate epoch below ours)."""
+        (negative fields, this node named as the candidate, a last offset epoch above the
+        candidate epoch, a candidate epoch this node may not move to: ``_epoch_acceptable``),
+        FENCED_LEADER_EPOCH (candidate epoch below ours). A voter with a live leader rejects
+        a Vote for a higher epoch without error and without moving (leader stickiness)."""
         error = header_error
+        reason = ""
         if error is ErrorCode.NONE and (
             request.candidate_id not in self.voters
             or request.voter_id != self.node_id
             or not self.is_voter
         ):
-            error = ErrorCode.INCONSISTENT_VOTER_SET
-        if error is ErrorCode.NONE and (
-            request.candidate_epoch < 0
-            or request.last_offset < 0
-            or request.last_offset_epoch < 0
-            or request.last_offset_epoch > request.candidate_epoch
-        ):
-            error = ErrorCode.INVALID_REQUEST
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "candidate or addressee not a voter"
+        if error is ErrorCode.NONE:
+            reason = self._vote_request_problem(request)
+            if reason:
+                error = ErrorCode.INVALID_REQUEST
+        if error is ErrorCode.NONE and request.candidate_epoch < self.epoch:
+            error = ErrorCode.FENCED_LEADER_EPOCH  # stale, not hostile: no log line
         if error is not ErrorCode.NONE:
+            if reason:
+                self._reject(envelope, error, reason)
             self._reply(envelope, self._vote_response(False, error, request.pre_vote))
-            return
-        if request.candidate_epoch < self.epoch:
-            self._reply(
-                envelope,
-                self._vote_response(False, ErrorCode.FENCED_LEADER_EPOCH, request.pre_vote),
-            )
             return
         up_to_date = self._log_is_up_to_date(request.last_offset_epoch, request.last_offset)
         if request.pre_vote:
+            self._maybe_voter_ahead(request.candidate_id, request.candidate_epoch - 1)
             granted = up_to_date and not self._has_live_leader()
             if granted:
                 self._emit("pre_vote_granted", candidate_id=request.candidate_id)
             self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, True))
+            return
+        if request.candidate_epoch > self.epoch and self._has_live_leader():
+            self._maybe_voter_ahead(request.candidate_id, request.candidate_epoch)
+            # Leader stickiness (etcd's check-quorum lease, KIP-996's rule for pre-votes applied
+            # to votes): a voter that heard its leader within the fetch timeout neither bumps
+            # its epoch nor votes. A real candidate won a pre-vote majority of voters without a
+            # live leader, so it does not need this one; a forged Vote cannot depose a healthy
+            # leader. A leader that resigned (EndQuorumEpoch) does not count as live.
+            self._emit(
+                "vote_rejected_live_leader",
+                candidate_id=request.candidate_id,
+                candidate_epoch=request.candidate_epoch,
+            )
+            self._reply(envelope, self._vote_response(False, ErrorCode.NONE, False))
             return
         if request.candidate_epoch > self.epoch:
             self._become_unattached(request.candidate_epoch, "vote request with higher epoch")
@@ -706,7 +769,9 @@ class RaftNode:
         granted = False
         if isinstance(state, UnattachedState | ProspectiveState) and state.leader_id is None:
             if state.voted_id == request.candidate_id:
-                granted = True
+                # Checked again: the vote may have been cast for a forged request in this
+                # candidate's name that claimed a longer log (no authentication yet).
+                granted = up_to_date
             elif state.voted_id is None and up_to_date:
                 granted = True
                 self._transition(
@@ -721,6 +786,33 @@ class RaftNode:
             self._emit("vote_granted", candidate_id=request.candidate_id)
         self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, False))
 
+    def _maybe_voter_ahead(self, voter_id: int, voter_epoch: int) -> None:
+        """A voter's request says it is in an epoch above the one this node leads. Sticky
+        leaders (see ``handle_vote_request``) would leave such a voter out for good: it cannot
+        win (the others hear a live leader) nor follow an older epoch. So the leader asks it
+        again, with its next BeginQuorumEpoch resend; a voter really ahead answers
+        FENCED_LEADER_EPOCH with its epoch and the leader moves up (etcd lets such a node
+        depose the leader the same way). A forged request costs one BeginQuorumEpoch to the
+        real voter per resend interval, which it simply acknowledges."""
+        leader = self.maybe_leader_state()
+        if leader is not None and voter_epoch > self.epoch and voter_id in leader.voters:
+            leader.acknowledged.discard(voter_id)
+
+    def _vote_request_problem(self, request: VoteRequest) -> str:
+        """What makes a Vote request invalid ("" if nothing)."""
+        if request.candidate_id == self.node_id:
+            return "names this node as the candidate"
+        if request.candidate_epoch < 0 or request.last_offset < 0 or request.last_offset_epoch < 0:
+            return "negative epoch or offset"
+        if request.last_offset_epoch > request.candidate_epoch:
+            return "last offset epoch above the candidate epoch"
+        if request.candidate_epoch > limits.INT32_MAX or not (
+            request.pre_vote or self._epoch_acceptable(request.candidate_epoch)
+        ):
+            # A pre-vote moves no epoch: it only needs to be representable.
+            return f"candidate epoch {request.candidate_epoch} beyond the epoch limit"
+        return ""
+
     def _has_live_leader(self) -> bool:
         if self.is_leader():
             return True
@@ -732,19 +824,27 @@ class RaftNode:
     def handle_begin_quorum_epoch_request(
         self, envelope: Envelope, request: BeginQuorumEpochRequest, header_error: ErrorCode
     ) -> None:
-        """Errors: header errors, INCONSISTENT_VOTER_SET, INVALID_REQUEST,
+        """Errors: header errors, INCONSISTENT_VOTER_SET (leader or addressee not a voter),
+        INVALID_REQUEST (negative fields, an epoch beyond the epoch limit, this node named as
+        leader, or another leader than the one this node knows for the current epoch),
         FENCED_LEADER_EPOCH (a leader of an older epoch)."""
         error = header_error
+        reason = ""
         if error is ErrorCode.NONE and (
-            request.leader_id not in self.voters or request.voter_id != self.node_id
+            request.leader_id not in self.voters
+            or request.voter_id != self.node_id
+            or not self.is_voter
         ):
-            error = ErrorCode.INCONSISTENT_VOTER_SET
-        if error is ErrorCode.NONE and (request.leader_epoch < 0 or request.leader_id < 0):
-            error = ErrorCode.INVALID_REQUEST
-        if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
-            error = ErrorCode.FENCED_LEADER_EPOCH
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader or addressee not a voter"
         if error is ErrorCode.NONE:
-            assert request.leader_id != self.node_id or self.epoch >= request.leader_epoch
+            reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
+            if reason:
+                error = ErrorCode.INVALID_REQUEST
+        if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
+            error = ErrorCode.FENCED_LEADER_EPOCH  # stale, not hostile: no log line
+        if reason:
+            self._reject(envelope, error, reason)
+        if error is ErrorCode.NONE:
             follower = self.maybe_follower_state()
             if request.leader_epoch > self.epoch or not (
                 follower is not None and follower.leader_id == request.leader_id
@@ -752,17 +852,49 @@ class RaftNode:
                 self._become_follower(request.leader_epoch, request.leader_id, "begin quorum epoch")
         self._reply(envelope, BeginQuorumEpochResponse(error, self.leader_id, self.epoch))
 
+    def _leader_claim_problem(self, leader_id: int, leader_epoch: int) -> str:
+        """What is wrong with a peer's claim that ``leader_id`` leads ``leader_epoch`` ("" if
+        nothing); the voter-set check comes first."""
+        if leader_epoch < 0 or leader_id < 0:
+            return "negative leader id or epoch"
+        if leader_id == self.node_id:
+            return "names this node as the leader: only this node can say so"
+        if not self._epoch_acceptable(leader_epoch):
+            return f"leader epoch {leader_epoch} beyond the epoch limit"
+        known = self._known_leader()
+        if leader_epoch == self.epoch and known is not None and known != leader_id:
+            return f"epoch {leader_epoch} is led by node {known} (one leader per epoch)"
+        return ""
+
     def handle_end_quorum_epoch_request(
         self, envelope: Envelope, request: EndQuorumEpochRequest, header_error: ErrorCode
     ) -> None:
         """The leader of ``leader_epoch`` resigned. A follower of it stops trusting it (so it
         grants pre-votes) and the first preferred successor starts an election at once; the
-        others wait a backoff that grows with their place in the list."""
+        others wait a backoff that grows with their place in the list.
+
+        Errors: header errors, INCONSISTENT_VOTER_SET (leader not a voter, or this node is
+        not one), INVALID_REQUEST (as for BeginQuorumEpoch, or successors that are not
+        distinct other voters), FENCED_LEADER_EPOCH (an older epoch)."""
         error = header_error
-        if error is ErrorCode.NONE and request.leader_id not in self.voters:
-            error = ErrorCode.INCONSISTENT_VOTER_SET
+        reason = ""
+        if error is ErrorCode.NONE and (request.leader_id not in self.voters or not self.is_voter):
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader or this node not a voter"
+        if error is ErrorCode.NONE:
+            reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
+            successors = request.preferred_successors
+            if not reason and (
+                len(successors) > len(self.voters)
+                or len(set(successors)) != len(successors)
+                or not set(successors) <= self.voters - {request.leader_id}
+            ):
+                reason = "preferred successors are not distinct other voters"
+            if reason:
+                error = ErrorCode.INVALID_REQUEST
         if error is ErrorCode.NONE and request.leader_epoch < self.epoch:
-            error = ErrorCode.FENCED_LEADER_EPOCH
+            error = ErrorCode.FENCED_LEADER_EPOCH  # stale, not hostile: no log line
+        if reason:
+            self._reject(envelope, error, reason)
         if error is ErrorCode.NONE:
             self._observe_epoch(request.leader_epoch, request.leader_id, "end quorum epoch")
             follower = self.maybe_follower_state()
@@ -808,18 +940,17 @@ class RaftNode:
         behind); UNKNOWN_LEADER_EPOCH (the fetcher is ahead). A divergent fetcher gets
         ``diverging_epoch`` and truncates."""
         error = header_error
-        if error is ErrorCode.NONE and (
-            request.fetch_offset < 0
-            or request.last_fetched_epoch < 0
-            or request.max_wait_ms < 0
-            or request.current_leader_epoch < 0
-            or request.last_fetched_epoch > request.current_leader_epoch
-        ):
-            error = ErrorCode.INVALID_REQUEST
+        reason = ""
+        if error is ErrorCode.NONE:
+            reason = self._fetch_request_problem(request)
+            if reason:
+                error = ErrorCode.INVALID_REQUEST
+                self._reject(envelope, error, reason)
         leader = self.maybe_leader_state()
         if error is ErrorCode.NONE:
             if request.current_leader_epoch > self.epoch:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
+                self._maybe_voter_ahead(request.replica_id, request.current_leader_epoch)
             elif leader is None:
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif request.current_leader_epoch < self.epoch:
@@ -862,9 +993,35 @@ class RaftNode:
             or request.high_watermark < self.log.high_watermark
         ):
             self._complete_fetch(envelope)
+        elif (
+            request.replica_id not in self.voters
+            and len(leader.fetch_purgatory) >= self.config.fetch_purgatory_max
+        ):
+            # The purgatory is full of observers: answer at once instead of parking.
+            self._complete_fetch(envelope)
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
             leader.fetch_purgatory.park(request.replica_id, envelope, self._now_ms + wait)
+
+    def _fetch_request_problem(self, request: FetchRequest) -> str:
+        """What makes a Fetch request invalid ("" if nothing)."""
+        if (
+            request.fetch_offset < 0
+            or request.last_fetched_epoch < 0
+            or request.max_wait_ms < 0
+            or request.current_leader_epoch < 0
+            or request.high_watermark < 0
+        ):
+            return "negative offset, epoch or wait"
+        if request.replica_id < 0:
+            return f"replica id {request.replica_id} is not a node id"
+        if request.replica_id == self.node_id:
+            return "claims to come from this node"
+        if request.last_fetched_epoch > request.current_leader_epoch:
+            return "last fetched epoch above the fetcher's epoch"
+        if request.high_watermark > request.fetch_offset:
+            return "high watermark above the fetch offset (the fetcher's log end)"
+        return ""
 
     def _complete_fetch(self, envelope: Envelope) -> None:
         request = envelope.message
@@ -882,6 +1039,10 @@ class RaftNode:
         leader = self.maybe_leader_state()
         if error is ErrorCode.NONE and leader is None:
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if header_error is not ErrorCode.NONE:
+            # A foreign request learns nothing about this quorum (I15).
+            self._reply(envelope, DescribeQuorumResponse(error, None, -1, -1))
+            return
         if error is not ErrorCode.NONE or leader is None:
             self._reply(
                 envelope,
@@ -907,6 +1068,12 @@ class RaftNode:
         message = envelope.message
         if isinstance(message, RequestFailed):
             self._handle_request_failed(inflight)
+            return
+        problem = self._response_problem(message, envelope.source)
+        if problem:
+            self._drop_response(envelope, problem)
+            if inflight.kind is RequestKind.FETCH:
+                self._fetch_backoff()
             return
         error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
         if error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET):
@@ -934,6 +1101,42 @@ class RaftNode:
             case DescribeQuorumResponse():  # pragma: no cover - the core never asks
                 pass
 
+    def _response_problem(self, message: Message, source: int) -> str:
+        """What makes a response unusable whatever it answers ("" if nothing): a leader outside
+        the voter set, a leader of our own epoch other than the one we know, negative offsets.
+
+        ``EPOCH_MAX`` binds requests, which anyone can send. A response comes back on this
+        node's own connection to a configured voter, answering a request of its own, and may
+        carry any epoch a voter reached: that is how a node left behind above ``EPOCH_MAX``
+        (where requests move it one epoch at a time) catches up."""
+        epoch: int = getattr(message, "leader_epoch", 0)
+        leader_id: int | None = getattr(message, "leader_id", None)
+        if epoch < 0 and not isinstance(message, DescribeQuorumResponse):
+            return f"negative leader epoch {epoch}"
+        if epoch > limits.INT32_MAX:
+            return f"leader epoch {epoch} beyond INT32_MAX"
+        if leader_id is not None and leader_id not in self.voters:
+            return f"leader {leader_id} is not a voter"
+        known = self._known_leader()
+        if (
+            epoch == self.epoch
+            and leader_id is not None
+            and known is not None
+            # unless the leader we knew denies it: see _observe_epoch
+            and known not in (leader_id, source)
+        ):
+            return f"names node {leader_id} as leader of epoch {epoch}, led by node {known}"
+        if isinstance(message, FetchResponse):
+            if message.high_watermark < 0 or message.log_start_offset < 0:
+                return "negative high watermark or log start offset"
+            diverging = message.diverging_epoch
+            if diverging is not None and (diverging.epoch < 0 or diverging.end_offset < 0):
+                return "negative diverging epoch or end offset"
+            snapshot = message.snapshot_id
+            if snapshot is not None and (snapshot.epoch < 0 or snapshot.end_offset < 0):
+                return "negative snapshot id"
+        return ""
+
     def _handle_request_failed(self, inflight: InflightRequest) -> None:
         if inflight.kind is RequestKind.FETCH:
             self._fetch_backoff()
@@ -960,7 +1163,9 @@ class RaftNode:
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "vote response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "vote response", envelope.source
+        ):
             return
         election = self._election_for(inflight.kind)
         if election is None:
@@ -1007,7 +1212,9 @@ class RaftNode:
     ) -> None:
         if response.error_code not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "begin epoch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "begin epoch response", envelope.source
+        ):
             return
         leader = self.maybe_leader_state()
         if leader is not None and response.error_code is ErrorCode.NONE:
@@ -1016,7 +1223,9 @@ class RaftNode:
     def handle_end_quorum_epoch_response(
         self, envelope: Envelope, response: EndQuorumEpochResponse
     ) -> None:
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "end epoch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "end epoch response", envelope.source
+        ):
             return
         resigned = self.maybe_resigned_state()
         if resigned is not None:
@@ -1033,7 +1242,9 @@ class RaftNode:
         ):
             self._fetch_backoff()
             return
-        if self._observe_epoch(response.leader_epoch, response.leader_id, "fetch response"):
+        if self._observe_epoch(
+            response.leader_epoch, response.leader_id, "fetch response", envelope.source
+        ):
             return
         state = self.maybe_follower_state()
         if error is not ErrorCode.NONE or state is None:
@@ -1044,7 +1255,12 @@ class RaftNode:
         state.fetch_succeeded(self._now_ms, self.config.fetch_timeout_ms)
         if response.snapshot_id is not None:
             snapshot = response.snapshot_id
-            assert snapshot.end_offset >= self.log.high_watermark, (snapshot, self.log)
+            if snapshot.end_offset < self.log.high_watermark or snapshot.epoch > state.epoch:
+                self._drop_response(
+                    envelope, f"snapshot {snapshot} behind our high watermark or past the epoch"
+                )
+                self._fetch_backoff()
+                return
             self._fetcher.fetching_snapshot = snapshot
             self._out_snapshot = (envelope.source, snapshot)
             self._emit("snapshot_needed", end_offset=snapshot.end_offset, epoch=snapshot.epoch)
@@ -1055,13 +1271,16 @@ class RaftNode:
             offset = min(diverging.end_offset, our_end)
             # Walk back to a batch boundary we share (a mismatch inside a batch cannot be
             # repaired partially).
+            offset = max(offset, self.log.log_start_offset)
             while not self.log.is_batch_boundary(offset):
                 offset -= 1
-            assert offset >= self.log.high_watermark, (
-                "diverging epoch asks to truncate committed data",
-                offset,
-                self.log,
-            )
+            if offset < self.log.high_watermark:
+                # Only a leader that lost committed data (or a forged answer) says this.
+                self._drop_response(
+                    envelope, f"diverging epoch asks to truncate committed data to {offset}"
+                )
+                self._fetch_backoff()
+                return
             self._emit(
                 "fetch_diverged",
                 truncate_to=offset,
@@ -1185,6 +1404,9 @@ class RaftNode:
 
     def _send_vote_requests(self, voters: Sequence[int], *, pre_vote: bool) -> None:
         candidate_epoch = self.epoch + 1 if pre_vote else self.epoch
+        if candidate_epoch > limits.INT32_MAX:
+            self._emit("epoch_exhausted", reason="no epoch left to run an election in")
+            return
         for voter in voters:
             self._send(
                 voter,

@@ -98,6 +98,10 @@ class ProspectiveState:
         self.retries += 1
         self.retry_at_ms.clear()
         self.election_deadline_ms = election_deadline_ms
+        # One lost round is enough to doubt the resignation we were told of: if the voters
+        # still hear that leader, the EndQuorumEpoch was stale or forged (issue #12), and
+        # only following it again lets this node rejoin.
+        self.leader_resigned = False
 
 
 @dataclass(slots=True)

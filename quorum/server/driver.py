@@ -489,7 +489,9 @@ class RaftDriver:
         peer, the message kind and the exception, and the core retries as after a lost one."""
         try:
             answer = await self._send_request(envelope)
-        except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
+        except (grpc.aio.AioRpcError, OSError, TimeoutError, ValueError) as exc:
+            # ValueError: a peer's malformed answer (transport.MalformedMessageError) or a
+            # request the wire cannot encode; a failed request, never a silently dead task.
             code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
             answer = RequestFailed(code)
         except asyncio.CancelledError:
@@ -555,7 +557,9 @@ class RaftDriver:
         log = self.log_events.bind(epoch=node.epoch, state=node.state.name)
         for event in ready.events:
             fields = {k: v for k, v in event.fields.items() if k != "epoch"}
-            if event.name.startswith(("inconsistent_", "check_quorum", "request_rejected")):
+            if event.name.startswith(
+                ("inconsistent_", "check_quorum", "request_rejected", "response_rejected", "epoch_")
+            ):
                 log.warning(event.name, **fields)
             else:
                 log.info(event.name, **fields)

@@ -26,6 +26,7 @@ from typing import Any
 from quorum import meta_properties
 from quorum.config import NodeConfig, raft_config
 from quorum.ids import Uuid
+from quorum.limits import INT32_MAX
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Record
@@ -165,6 +166,15 @@ class RaftManager:
         if voter:
             election_store = ElectionStore(directory / QUORUM_STATE_FILE_NAME)
             election = election_store.read()
+            if election is not None and election.epoch >= INT32_MAX:
+                segments.close()
+                raise StartupError(
+                    f"{directory / QUORUM_STATE_FILE_NAME} holds epoch {election.epoch}, the "
+                    "largest an int32 carries: no election can follow it, so this quorum can "
+                    "never elect a leader again (a forged Vote from an older version pushed it "
+                    "there). Epochs never go back: copy the metadata out with `metaquorum log "
+                    "dump`, format a new cluster and recreate the topics."
+                )
             if election is not None and election.voters != voters:
                 segments.close()
                 raise StartupError(

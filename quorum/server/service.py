@@ -203,9 +203,11 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 except grpc.aio.AioRpcError:
                     pass  # answer with what this node knows
         node = self._driver.node
+        foreign = getattr(answer, "error_code", None) is ErrorCode.INCONSISTENT_CLUSTER_ID
         return transport.response_to_proto(
             _response(answer),
-            cluster_id=self._cluster_id,
+            # A request of another cluster learns nothing of this one (docs/invariants.md I15).
+            cluster_id="" if foreign else self._cluster_id,
             topic_id=node.metadata_topic_id or METADATA_TOPIC_ID,
             to_wall_ms=self._driver.clock.to_wall_ms,
             endpoints=self._endpoints,

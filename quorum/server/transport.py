@@ -20,7 +20,9 @@ unknown error code, a leader id of -7) raises ``MalformedMessageError`` naming t
 the field: the servicer answers such a request with INVALID_ARGUMENT, the driver treats such a
 response as a failed request. Values that fit the core's types but break protocol rules (a
 negative epoch or offset in a request) pass through: the core answers them with INVALID_REQUEST,
-as its ``handle_*_request`` docstrings document.
+as its ``handle_*_request`` docstrings document, and drops a response that breaks them
+(docs/architecture.md#hostile-peers). A repeated field is bounded here before anything iterates
+it (``preferred_successors``: ``PREFERRED_SUCCESSORS_MAX``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from quorum import limits
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, UUID_BYTES, ZERO_UUID, Uuid
 from quorum.metadata.batch import LogBatch
@@ -259,6 +262,13 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 voter_id=pb.voter_id,
             )
         case raft_pb2.EndQuorumEpochRequest():
+            if len(pb.preferred_successors) > limits.PREFERRED_SUCCESSORS_MAX:
+                raise MalformedMessageError(
+                    "EndQuorumEpochRequest",
+                    "preferred_successors",
+                    f"{len(pb.preferred_successors)} entries, at most "
+                    f"{limits.PREFERRED_SUCCESSORS_MAX} allowed",
+                )
             return EndQuorumEpochRequest(
                 header=_header_from_wire(
                     "EndQuorumEpochRequest", pb.cluster_id, pb.topic_id, pb.partition_index
@@ -528,7 +538,8 @@ def response_from_proto(
             diverging_epoch = None
             if pb.HasField("diverging_epoch"):
                 diverging_epoch = DivergingEpoch(
-                    pb.diverging_epoch.epoch, pb.diverging_epoch.end_offset
+                    pb.diverging_epoch.epoch,
+                    pb.diverging_epoch.end_offset,
                 )
             return FetchResponse(
                 error_code=_error_from_wire("FetchResponse", pb.error_code),

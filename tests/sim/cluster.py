@@ -393,7 +393,9 @@ class SimCluster:
     def _deliver(self, envelope: Envelope) -> None:
         if (envelope.source, envelope.destination) in self.network.faults.blocked:
             return  # a partition also drops what was already in flight
-        node = self.nodes[envelope.destination]
+        node = self.nodes.get(envelope.destination)
+        if node is None:
+            return  # an answer to the hostile peer's own id: it does not listen
         if node.raft is None:
             if envelope.is_request:
                 refused = Envelope(

@@ -8,9 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from quorum import limits
+from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    DescribeQuorumRequest,
+    EndQuorumEpochRequest,
+    Envelope,
+    FetchRequest,
+    Message,
+    RequestHeader,
+    VoteRequest,
+)
 from quorum.raft.state import CandidateState
-from tests.sim.cluster import SimCluster
+from tests.sim.cluster import CLUSTER_ID, SimCluster
 from tests.sim.scheduler import SimulationError
 
 # Bounds on virtual time (ms). With Kafka's timings (election timeout 1-2 s, fetch timeout
@@ -366,6 +378,139 @@ def snapshots(c: SimCluster) -> None:
     heal_and_check_liveness(c)
 
 
+HOSTILE_ID = 66  # outside the voter set and the observers
+
+
+class HostilePeer:
+    """Issue #12's outsider: sends well-formed requests with any ids and epochs, in its own
+    name or spoofing any voter's or observer's, to random nodes: Votes and pre-votes for the
+    next epoch or up to INT32_MAX, BeginQuorumEpoch for the current epoch naming anyone (the
+    receiver included) or a later one, EndQuorumEpoch for leaders that did not resign, Fetches
+    from observer ids at any offset, DescribeQuorum. Only requests: a response can only come
+    back on the connection of the request it answers.
+
+    Excluded, because nothing can refuse it without authentication (mTLS, the next issue;
+    docs/architecture.md#hostile-peers): a Fetch in a voter's name, which the leader must take
+    as that voter's progress, so it can commit what only the leader holds (I4)."""
+
+    def __init__(self, c: SimCluster) -> None:
+        self.c = c
+        self.rng = c.rng
+        self.correlation_id = 1_000_000_000  # far above the nodes' own counters
+        self.sent = 0
+        self.active = False
+
+    def start(self) -> None:
+        self.active = True
+        self._schedule()
+
+    def stop(self) -> None:
+        self.active = False
+
+    def _schedule(self) -> None:
+        self.c.scheduler.after(self.rng.randint(2, 40), "hostile", self._tick)
+
+    def _tick(self) -> None:
+        if not self.active:
+            return
+        for _ in range(self.rng.randint(1, 3)):
+            self._send_one()
+        self._schedule()
+
+    def _epoch(self) -> int:
+        current = self.c.max_epoch()
+        return self.rng.choice(
+            [
+                current,
+                current,
+                current + 1,
+                current + self.rng.randint(2, 5),
+                max(0, current - 1),
+                limits.EPOCH_MAX,
+                limits.EPOCH_MAX + 1,
+                limits.INT32_MAX,
+                -1,
+            ]
+        )
+
+    def _send_one(self) -> None:
+        rng, c = self.rng, self.c
+        target = rng.choice(c.voter_ids + c.observer_ids)
+        voters = c.voter_ids
+        header = RequestHeader(CLUSTER_ID if rng.random() < 0.95 else "", METADATA_TOPIC_ID, 0)
+        node = c.nodes[target].raft
+        end = node.log_end_offset if node is not None else 0
+        offset = rng.choice([0, end, end + 1, end + 1_000, -1])
+        kind = rng.randrange(5)
+        message: Message
+        if kind == 0:
+            candidate = rng.choice([*voters, HOSTILE_ID])
+            epoch = self._epoch()
+            message = VoteRequest(
+                header,
+                epoch,
+                candidate,
+                rng.randint(0, max(0, min(epoch, c.max_epoch() + 1))),
+                offset,
+                rng.random() < 0.5,
+                target,
+            )
+            source = candidate
+        elif kind == 1:
+            leader = rng.choice([*voters, HOSTILE_ID])
+            message = BeginQuorumEpochRequest(header, leader, self._epoch(), target)
+            source = leader
+        elif kind == 2:
+            leader = rng.choice(voters)
+            successors = [v for v in voters if v != leader]
+            rng.shuffle(successors)
+            message = EndQuorumEpochRequest(header, leader, self._epoch(), tuple(successors))
+            source = leader
+        elif kind == 3:
+            replica = rng.choice([*c.observer_ids, HOSTILE_ID, 1_000 + rng.randrange(50)])
+            epoch = self._epoch()
+            message = FetchRequest(
+                header,
+                replica,
+                epoch,
+                offset,
+                rng.randint(0, max(0, min(epoch, c.max_epoch()))),
+                rng.choice([0, 500, -1]),
+                rng.choice([1 << 20, 0]),
+                rng.choice([0, end, -1]),
+            )
+            source = replica
+        else:
+            message = DescribeQuorumRequest(header)
+            source = HOSTILE_ID
+        self.correlation_id += 1
+        self.sent += 1
+        c.send(Envelope(source, target, self.correlation_id, message))
+
+
+def hostile_peer(c: SimCluster) -> None:
+    """Issue #12: a hostile peer (see ``HostilePeer``) while clients propose, with crashes
+    and a partition on top; invariants after every event; liveness once it stops and the
+    faults heal (what it can break without authentication is excluded at the source)."""
+    warm_up(c)
+    peer = HostilePeer(c)
+    peer.start()
+    for _ in range(3):
+        c.run_for(c.rng.randint(800, 2500))
+        if c.rng.random() < 0.4:
+            victim = c.rng.choice(c.voter_ids + c.observer_ids)
+            c.crash(victim)
+            c.run_for(c.rng.randint(50, 1500))
+            c.restart(victim)
+        elif c.rng.random() < 0.3 and (leader := c.leader()) is not None:
+            c.network.faults.isolate(leader.node_id, everyone(c))
+            c.run_for(c.rng.randint(500, 3000))
+            c.network.faults.heal()
+    peer.stop()
+    heal_and_check_liveness(c)
+    assert peer.sent > 0
+
+
 FAMILIES: dict[str, Callable[[SimCluster], None]] = {
     "random_drops": random_drops,
     "duplicate_reorder": duplicate_reorder,
@@ -378,4 +523,5 @@ FAMILIES: dict[str, Callable[[SimCluster], None]] = {
     "vote_amnesia": vote_amnesia,
     "figure8": figure8,
     "snapshots": snapshots,
+    "hostile_peer": hostile_peer,
 }
