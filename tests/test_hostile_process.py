@@ -17,18 +17,18 @@ import grpc
 import pytest
 
 from quorum.admin import AdminClient, NewTopic
-from quorum.ids import METADATA_TOPIC_ID
-from quorum.limits import EPOCH_MAX, INT32_MAX
-from quorum.raft.election import ElectionState
-from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
-from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore
-from tests.process_cluster import (
+from quorum.harness import (
     ProcessCluster,
     cluster_with_brokers,
     process_cluster,
     run_cli,
     wait_until,
 )
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.limits import EPOCH_MAX, INT32_MAX
+from quorum.raft.election import ElectionState
+from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 

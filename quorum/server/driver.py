@@ -489,9 +489,7 @@ class RaftDriver:
         peer, the message kind and the exception, and the core retries as after a lost one."""
         try:
             answer = await self._send_request(envelope)
-        except (grpc.aio.AioRpcError, OSError, TimeoutError, ValueError) as exc:
-            # ValueError: a peer's malformed answer (transport.MalformedMessageError) or a
-            # request the wire cannot encode; a failed request, never a silently dead task.
+        except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
             code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
             answer = RequestFailed(code)
         except asyncio.CancelledError:
@@ -506,6 +504,8 @@ class RaftDriver:
             )
             answer = RequestFailed(type(exc).__name__)
         except Exception as exc:
+            # Anything else (a request the wire cannot encode, a bug in the transport) is ours:
+            # logged with its cause, and the core retries as after a lost request.
             self.log_events.error(
                 "send_failed",
                 peer=envelope.destination,
