@@ -789,14 +789,21 @@ class AdminClient:
         timeout_s: float | None = None,
     ) -> ListTopicsResult:
         """Every topic with its id (Kafka's ``listTopics``; internal topics are listed unless
-        ``exclude_internal``, like kafka-topics, unlike Kafka's ``ListTopicsOptions``)."""
+        ``exclude_internal``, like kafka-topics, unlike Kafka's ``ListTopicsOptions``).
+
+        The server answers in pages (``LIST_TOPICS_PAGE_TOPICS_MAX`` topics); the client follows
+        their cursors within the one deadline. Each later page is read at or after the first
+        page's offset, so the listing never goes back in time; it is the result's
+        ``metadata_offset``, that of the newest page."""
         deadline = self._deadline(timeout_s)
-        request = admin_pb2.ListTopicsRequest(exclude_internal=exclude_internal)
-        response = self._read(
-            "ListTopics", request, deadline, self._read_offset(min_metadata_offset)
-        )
-        listings = sorted(
-            (
+        floor = self._read_offset(min_metadata_offset)
+        listings: list[TopicListing] = []
+        cursor = ""
+        metadata_offset = NO_OFFSET
+        while True:
+            request = admin_pb2.ListTopicsRequest(exclude_internal=exclude_internal, cursor=cursor)
+            response = self._read("ListTopics", request, deadline, floor)
+            listings += (
                 TopicListing(
                     name=t.name,
                     topic_id=_uuid_from_wire("topic_id", t.topic_id),
@@ -804,10 +811,19 @@ class AdminClient:
                     creation_offset=t.creation_offset,
                 )
                 for t in response.topics
-            ),
-            key=lambda listing: listing.name,
-        )
-        return ListTopicsResult(tuple(listings), response.metadata_offset)
+            )
+            metadata_offset = max(metadata_offset, response.metadata_offset)
+            if not response.next_cursor:
+                break
+            if response.next_cursor <= cursor:
+                raise UnknownServerError(
+                    f"ListTopics: the next page's cursor {response.next_cursor!r} does not come "
+                    f"after this page's {cursor!r}; the server would list forever"
+                )
+            cursor = response.next_cursor
+            floor = max(floor, response.metadata_offset)
+        listings.sort(key=lambda listing: listing.name)
+        return ListTopicsResult(tuple(listings), metadata_offset)
 
     # ----- cluster -----------------------------------------------------------------------------
 

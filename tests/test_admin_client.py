@@ -1069,3 +1069,44 @@ def test_every_admin_error_is_an_admin_error() -> None:
     ):
         assert isinstance(error, AdminError)
     assert isinstance(error_for(ErrorCode.INVALID_CONFIG, ""), InvalidConfigError)
+
+
+# ----- ListTopics pages ------------------------------------------------------------------------
+
+
+def test_list_topics_follows_the_cursor_and_never_goes_back_in_time(
+    start_node: Callable[..., FakeNode],
+) -> None:
+    node = start_node()
+    pages = {
+        "": (["a", "b"], "c", 10),
+        "c": (["c", "d"], "e", 12),
+        "e": (["e"], "", 11),
+    }
+
+    def answer(request: Any, context: Any) -> admin_pb2.ListTopicsResponse:
+        names, next_cursor, offset = pages[request.cursor]
+        return admin_pb2.ListTopicsResponse(
+            topics=[admin_pb2.TopicListing(name=n, topic_id=Uuid.random().bytes) for n in names],
+            next_cursor=next_cursor,
+            metadata_offset=offset,
+        )
+
+    node.handlers["ListTopics"] = answer
+    with client(node.address) as admin:
+        listing = admin.list_topics()
+    assert [t.name for t in listing.topics] == ["a", "b", "c", "d", "e"]
+    assert listing.metadata_offset == 12
+    floors = [r.min_metadata_offset if r.HasField("min_metadata_offset") else None
+              for r in node.requests("ListTopics")]  # fmt: skip
+    assert floors == [None, 10, 12], "each later page is read at or after the newest offset seen"
+
+
+def test_a_cursor_that_does_not_advance_is_refused(start_node: Callable[..., FakeNode]) -> None:
+    node = start_node()
+    node.handlers["ListTopics"] = lambda request, context: admin_pb2.ListTopicsResponse(
+        next_cursor=request.cursor or "m"
+    )
+    with client(node.address) as admin, pytest.raises(UnknownServerError, match="list forever"):
+        admin.list_topics()
+    assert len(node.requests("ListTopics")) == 2

@@ -45,6 +45,7 @@ def serve(
     *,
     driver: Any = None,
     state_machine: ControllerStateMachine | None = None,
+    image: Callable[[], Any] = lambda: SimpleNamespace(offset=5),
 ) -> T:
     async def main() -> T:
         server = make_server()
@@ -67,7 +68,7 @@ def serve(
                 cluster_id=CLUSTER_ID,
                 voters={},
                 controller_ready=lambda: state_machine is not None,
-                image=lambda: SimpleNamespace(offset=5),  # type: ignore[arg-type,return-value]
+                image=image,
             ),
             server,
         )

@@ -14,6 +14,7 @@ by DescribeQuorum). Offline replicas are those on brokers that are fenced or not
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from quorum.controller.names import quote
@@ -29,7 +30,7 @@ from quorum.ids import ZERO_UUID
 from quorum.limits import DESCRIBE_TOPICS_TOPICS_MAX
 from quorum.metadata.image import MetadataImage, TopicImage
 
-__all__ = ["describe_topic", "describe_topics", "list_topics"]
+__all__ = ["describe_topic", "describe_topics", "list_topics", "list_topics_page"]
 
 
 def describe_topic(image: MetadataImage, topic: TopicImage) -> TopicDescription:
@@ -129,3 +130,30 @@ def list_topics(image: MetadataImage, *, include_internal: bool = True) -> tuple
     ]
     listings.sort(key=lambda listing: listing.name)
     return tuple(listings)
+
+
+def list_topics_page(
+    image: MetadataImage, *, include_internal: bool, cursor: str, topics_max: int
+) -> tuple[tuple[TopicListing, ...], str]:
+    """One page of ``list_topics``: the first ``topics_max`` topics whose name is at least
+    ``cursor`` (in name order), and the cursor of the next page, the name of the first topic
+    left out ("" once the listing is complete). Kafka's DescribeTopicPartitions pages the same
+    way, by a cursor naming the topic to resume at. Costs O(topics x log(topics_max))."""
+    assert topics_max > 0, topics_max
+    candidates = (
+        topic
+        for topic in image.topics_by_id.values()
+        if topic.name >= cursor and (include_internal or not topic.internal)
+    )
+    first = heapq.nsmallest(topics_max + 1, candidates, key=lambda topic: topic.name)
+    next_cursor = first[topics_max].name if len(first) > topics_max else ""
+    page = tuple(
+        TopicListing(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=topic.internal,
+            creation_offset=topic.creation_offset,
+        )
+        for topic in first[:topics_max]
+    )
+    return page, next_cursor

@@ -21,7 +21,7 @@ import grpc
 
 from quorum import limits
 from quorum.config import HostPort
-from quorum.controller.describe import describe_topics, list_topics
+from quorum.controller.describe import describe_topics, list_topics_page
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
@@ -336,9 +336,28 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return await self._guard(response, context, self._list(request, context, response))
 
     async def _list(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+        if request.page_topics_max < 0:
+            raise RequestRejected(
+                ErrorCode.INVALID_REQUEST,
+                f"page_topics_max {request.page_topics_max} is negative; give 0 (the server's "
+                f"bound, {limits.LIST_TOPICS_PAGE_TOPICS_MAX}) or a positive number",
+            )
+        if len(request.cursor) > limits.TOPIC_NAME_CHARS_MAX:
+            raise RequestRejected(
+                ErrorCode.INVALID_REQUEST,
+                f"a cursor of {len(request.cursor)} characters is not a topic name (at most "
+                f"{limits.TOPIC_NAME_CHARS_MAX}): pass the next_cursor of the previous page",
+            )
+        topics_max = request.page_topics_max or limits.LIST_TOPICS_PAGE_TOPICS_MAX
         await self._read_at(request, context)
         image = self._image()
-        for t in list_topics(image, include_internal=not request.exclude_internal):
+        page, response.next_cursor = list_topics_page(
+            image,
+            include_internal=not request.exclude_internal,
+            cursor=request.cursor,
+            topics_max=min(topics_max, limits.LIST_TOPICS_PAGE_TOPICS_MAX),
+        )
+        for t in page:
             response.topics.add(
                 name=t.name,
                 topic_id=t.topic_id.bytes,

@@ -193,28 +193,34 @@ class PartitionDescription(_message.Message):
     def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replica_nodes: _Optional[_Iterable[int]] = ..., isr_nodes: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ListTopicsRequest(_message.Message):
-    __slots__ = ("exclude_internal", "min_metadata_offset")
+    __slots__ = ("exclude_internal", "min_metadata_offset", "cursor", "page_topics_max")
     EXCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
     MIN_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOPICS_MAX_FIELD_NUMBER: _ClassVar[int]
     exclude_internal: bool
     min_metadata_offset: int
-    def __init__(self, exclude_internal: _Optional[bool] = ..., min_metadata_offset: _Optional[int] = ...) -> None: ...
+    cursor: str
+    page_topics_max: int
+    def __init__(self, exclude_internal: _Optional[bool] = ..., min_metadata_offset: _Optional[int] = ..., cursor: _Optional[str] = ..., page_topics_max: _Optional[int] = ...) -> None: ...
 
 class ListTopicsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics", "next_cursor")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     controller_id: int
     controller_endpoint: str
     metadata_offset: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicListing]
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicListing, _Mapping]]] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicListing, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class TopicListing(_message.Message):
     __slots__ = ("name", "topic_id", "is_internal", "creation_offset")
