@@ -83,14 +83,16 @@ def error_name(code: int) -> str:
 
 
 class AdminError(Exception):
-    """Everything ``AdminClient`` raises for a call that did not succeed."""
+    """The root of these classes: everything ``AdminClient`` raises for a call that did not
+    succeed (server code raises only the ``KafkaError`` subclasses)."""
 
     # True if the same call may succeed when tried again later.
     retriable: ClassVar[bool] = False
 
 
 class KafkaError(AdminError):
-    """An error the server reported with a Kafka error code (for the request or one topic).
+    """An error with a Kafka error code (for a request or one topic): raised where the condition
+    is found (e.g. the snapshot store) and rebuilt by the client from the code on the wire.
 
     ``str(error)`` is ``"<ERROR_NAME>: <message>"``; ``message`` is the server's message alone.
     """
