@@ -553,7 +553,10 @@ def plan_reconciliation(
                 )
             )
 
-    held_names = {entry.dir_name: entry for entry in kept}
+    # Every kept entry by its name: one name may be held in several log dirs at once.
+    held_names: dict[str, list[LocalPartition]] = {}
+    for entry in kept:
+        held_names.setdefault(entry.dir_name, []).append(entry)
     partition_counts = dict.fromkeys(log_dirs, 0)
     for entry in kept:
         if entry.parsed is not None and entry.state is not EntryState.NOT_A_DIRECTORY:
@@ -578,8 +581,8 @@ def plan_reconciliation(
                 )
             )
             continue
-        holder = held_names.get(dir_name)
-        if holder is not None:
+        holders = held_names.get(dir_name, [])
+        for holder in holders:
             hint = ""
             if holder.state is EntryState.METADATA_UNREADABLE:
                 hint = (
@@ -596,6 +599,7 @@ def plan_reconciliation(
                     + hint,
                 )
             )
+        if holders:
             continue
         log_dir = min(log_dirs, key=lambda d: (partition_counts[d], order[d]))
         partition_counts[log_dir] += 1

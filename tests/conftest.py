@@ -9,9 +9,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+# CI runs every property test from a fixed seed, so a landing never depends on luck; a
+# developer's run explores new examples (and prints any failing one with how to reproduce it).
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

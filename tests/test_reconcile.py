@@ -401,6 +401,18 @@ def test_a_corrupt_partition_metadata_under_an_assigned_name_is_left_in_place(
     assert "not UTF-8" in conflict.message and f"topic_id: {ID1}" in conflict.message
 
 
+def test_every_log_dir_holding_an_assigned_name_without_an_id_is_reported() -> None:
+    """The same directory name in two log dirs, both unreadable (found by hypothesis): both stay
+    and both are reported, not only the last one seen."""
+    on_disk = [
+        LocalPartition(D1, "a-0", EntryState.METADATA_UNREADABLE, detail="not UTF-8"),
+        LocalPartition(D2, "a-0", EntryState.METADATA_UNREADABLE, detail="not UTF-8"),
+    ]
+    plan = plan_for({(ID1, 0): "a"}, on_disk, log_dirs=(D1, D2))
+    assert plan.is_empty
+    assert {(c.log_dir, c.dir_name) for c in plan.conflicts} == {(D1, "a-0"), (D2, "a-0")}
+
+
 def test_without_an_id_only_an_unassigned_name_is_evidence_in_full() -> None:
     on_disk = [
         entry("other-0", EntryState.METADATA_MISSING),
