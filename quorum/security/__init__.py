@@ -1,0 +1,1 @@
+"""Transport security and authorization: TLS settings, caller identity, ACLs (docs/security.md)."""
