@@ -32,6 +32,7 @@ class ErrorCode(enum.IntEnum):
     BROKER_NOT_AVAILABLE = 8
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
+    CLUSTER_AUTHORIZATION_FAILED = 31
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -159,6 +160,12 @@ class RecordListTooLargeError(KafkaError):
     """RECORD_LIST_TOO_LARGE (18): the request's records do not fit in one batch."""
 
     default_error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    """CLUSTER_AUTHORIZATION_FAILED (31): the caller may not perform this cluster action."""
+
+    default_error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 class TopicExistsError(KafkaError):
@@ -309,6 +316,7 @@ _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
         NotLeaderOrFollowerError,
         RequestTimedOutError,
         BrokerNotAvailableError,
+        ClusterAuthorizationFailedError,
         InvalidTopicError,
         RecordListTooLargeError,
         TopicExistsError,

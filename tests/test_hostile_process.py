@@ -111,10 +111,16 @@ def test_hostile_requests_neither_crash_nor_wedge_the_quorum(tmp_path: Path) -> 
         peers = stubs(cluster)
         voters = cluster.controller_ids
         leader, epoch, _ = cluster.wait_for_leader(timeout_s=30)
-        # What an outsider learns: DescribeQuorum with an empty cluster id is the tools' path.
+        # What an outsider learns: DescribeQuorum with an empty cluster id is the tools' path;
+        # an unauthenticated caller sees the quorum, not the cluster id. Every request below
+        # carries the real id (an attacker who guessed or stole it), so the core is exercised.
         described = peers[leader].DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=2)
-        cluster_id = described.cluster_id
-        assert cluster_id == cluster.cluster_id
+        assert (described.cluster_id, described.leader_id) == ("", leader)
+        cluster_id = cluster.cluster_id
+        known = peers[leader].DescribeQuorum(
+            raft_pb2.DescribeQuorumRequest(cluster_id=cluster_id), timeout=2
+        )
+        assert known.cluster_id == cluster_id
         # A wrong cluster id learns nothing.
         foreign = peers[leader].DescribeQuorum(
             raft_pb2.DescribeQuorumRequest(cluster_id="T3RoZXJDbHVzdGVySWQxMQ"), timeout=2

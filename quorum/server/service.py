@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import structlog
 
 from quorum.config import HostPort
 from quorum.errors import (
@@ -39,6 +40,8 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.security.identity import Caller, CallerResolver
+from quorum.security.node_identity import IdentityRefusal, claimed_node_id, refuse_claim
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
 from quorum.storage.snapshots import (
@@ -91,12 +94,25 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         endpoints: Mapping[int, list[str]],
         leader_stub: Callable[[int], Any],
         snapshot_dir: Path | None = None,
+        callers: CallerResolver | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._endpoints = endpoints
         self._leader_stub = leader_stub
         self._snapshot_dir = snapshot_dir
+        self._callers = callers or CallerResolver()
+        self._refusals = _RefusalLog(structlog.get_logger("quorum.security"))
+
+    def _refuse(
+        self, context: grpc.aio.ServicerContext, method: str, field: str, claimed: int
+    ) -> tuple[Caller, IdentityRefusal] | None:
+        caller = self._callers.caller(context)
+        refusal = refuse_claim(caller, self._cluster_id, field, claimed)
+        if refusal is None:
+            return None
+        self._refusals.log(caller, method, refusal)
+        return caller, refusal
 
     async def FetchSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """KIP-630: a chunk of the leader's snapshot. Errors: INCONSISTENT_CLUSTER_ID,
@@ -109,6 +125,11 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         response.current_leader.leader_epoch = node.epoch
         response.snapshot_id.CopyFrom(request.snapshot_id)
         code = ErrorCode.NONE
+        refused = self._refuse(context, "FetchSnapshot", "replica_id", request.replica_id)
+        if refused is not None:
+            response.error_code = int(refused[1].error_code)
+            response.error_message = refused[1].message
+            return response
         if request.cluster_id != self._cluster_id:
             code = ErrorCode.INCONSISTENT_CLUSTER_ID
         elif request.partition_index != 0:
@@ -148,6 +169,13 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             message = transport.request_from_proto(request)
         except transport.MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        claim = claimed_node_id(message)
+        if claim is not None:
+            refused = self._refuse(context, type(message).__name__, *claim)
+            if refused is not None:
+                return transport.response_to_proto(
+                    self._refusal_response(message, refused[1]), refused[1].message
+                )
         timeout_s = HANDLER_TIMEOUT_S
         if isinstance(message, FetchRequest):
             timeout_s += message.max_wait_ms / 1000
@@ -166,6 +194,23 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             )
         return transport.response_to_proto(_response(answer))
 
+    def _refusal_response(
+        self, message: Message, refusal: IdentityRefusal
+    ) -> transport.CoreResponse:
+        """The request's own response type carrying the refusal's code; the core never sees
+        the request. The current epoch is no secret (every voter's Fetch answer has it)."""
+        epoch = self._driver.node.epoch
+        match message:
+            case VoteRequest():
+                return VoteResponse(refusal.error_code, None, epoch, vote_granted=False)
+            case BeginQuorumEpochRequest():
+                return BeginQuorumEpochResponse(refusal.error_code, None, epoch)
+            case EndQuorumEpochRequest():
+                return EndQuorumEpochResponse(refusal.error_code, None, epoch)
+            case FetchRequest():
+                return FetchResponse(refusal.error_code, None, epoch, -1, -1)
+        raise AssertionError(f"no claimed id in {type(message).__name__}")
+
     async def Vote(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._handle(request, context)
 
@@ -180,7 +225,13 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
 
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Answered by the leader. Tools do not know the cluster id: an empty one means this
-        node's. A follower forwards the request to the leader it knows (one hop)."""
+        node's. A follower forwards the request to the leader it knows (one hop).
+
+        The answer names the cluster id only to a caller that authenticated with a
+        certificate or that sent the id itself (docs/security.md#what-a-node-may-claim): on a
+        plaintext listener an anonymous caller learns the quorum's shape, not the id every
+        other request must carry."""
+        asked_for = request.cluster_id
         if not request.cluster_id:
             request.cluster_id = self._cluster_id
         if not request.topic_id:
@@ -199,19 +250,27 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             stub = self._leader_stub(answer.leader_id)
             if stub is not None:
                 try:
-                    return await stub.DescribeQuorum(request, timeout=HANDLER_TIMEOUT_S)
+                    forwarded = await stub.DescribeQuorum(request, timeout=HANDLER_TIMEOUT_S)
                 except grpc.aio.AioRpcError:
                     pass  # answer with what this node knows
+                else:
+                    if not self._shows_cluster_id(asked_for, context):
+                        forwarded.cluster_id = ""
+                    return forwarded
         node = self._driver.node
         foreign = getattr(answer, "error_code", None) is ErrorCode.INCONSISTENT_CLUSTER_ID
+        # A request of another cluster learns nothing of this one (docs/invariants.md I15).
+        shown = not foreign and self._shows_cluster_id(asked_for, context)
         return transport.response_to_proto(
             _response(answer),
-            # A request of another cluster learns nothing of this one (docs/invariants.md I15).
-            cluster_id="" if foreign else self._cluster_id,
+            cluster_id=self._cluster_id if shown else "",
             topic_id=node.metadata_topic_id or METADATA_TOPIC_ID,
             to_wall_ms=self._driver.clock.to_wall_ms,
             endpoints=self._endpoints,
         )
+
+    def _shows_cluster_id(self, asked_for: str, context: grpc.aio.ServicerContext) -> bool:
+        return asked_for == self._cluster_id or self._callers.caller(context).authenticated
 
     async def _ask_core(self, message: Message, context: grpc.aio.ServicerContext) -> Message:
         try:
@@ -219,6 +278,35 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         except (ShuttingDownError, InboxFullError, TimeoutError) as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc) or type(exc).__name__)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _RefusalLog:
+    """Logs refused claims: the first of each (caller, method, reason) in full, then one line
+    per ``REFUSALS_LOG_EVERY`` so a flood of forged requests cannot flood the log."""
+
+    REFUSALS_LOG_EVERY = 1_000
+    KEYS_MAX = 1_000
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+        self._counts: dict[tuple[str, str, str], int] = {}
+
+    def log(self, caller: Caller, method: str, refusal: IdentityRefusal) -> None:
+        key = (caller.principal, method, refusal.error_code.name)
+        if key not in self._counts and len(self._counts) >= self.KEYS_MAX:
+            self._counts.clear()
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        if count == 1 or count % self.REFUSALS_LOG_EVERY == 0:
+            self._log.warning(
+                "request_refused",
+                method=method,
+                peer=caller.peer,
+                principal=caller.principal,
+                certificate_node_id=caller.node_id,
+                error_code=refusal.error_code.name,
+                reason=refusal.message,
+                refused_so_far=count,
+            )
 
 
 def _response(answer: Message) -> transport.CoreResponse:

@@ -136,7 +136,8 @@ def format_status(description: QuorumDescription) -> str:
         high_watermark = description.high_watermark
         lag, lag_time_ms = max_follower_lag(description)
     rows = (
-        ("ClusterId", description.cluster_id),
+        # Not told to a caller without a certificate (docs/security.md#what-a-node-may-claim).
+        ("ClusterId", description.cluster_id or "(hidden: connect with a client certificate)"),
         ("LeaderId", leader_id),
         ("LeaderEpoch", str(description.leader_epoch)),
         ("HighWatermark", str(high_watermark)),

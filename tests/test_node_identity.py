@@ -1,0 +1,288 @@
+"""A node speaks only for itself (docs/security.md#what-a-node-may-claim): over real mutual TLS,
+a Raft request whose claimed id differs from the caller's certificate is refused with Kafka's
+error code before the core sees it; a certificate without a node name, or of another cluster,
+may send none."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.raft.messages import FetchResponse, Message, VoteRequest, VoteResponse
+from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.security.identity import ANONYMOUS, Caller, node_uri
+from quorum.security.node_identity import claimed_node_id, refuse_claim
+from quorum.server import transport
+from quorum.server.grpc_server import make_server
+from quorum.server.service import QuorumServicer
+
+CLUSTER_ID = "aWRlbnRpdHktdGVzdA"
+T = TypeVar("T")
+
+
+# ----- the pure rule ----------------------------------------------------------------------------
+
+
+def caller(node_id: int | None, cluster_id: str | None = CLUSTER_ID) -> Caller:
+    return Caller("User:CN=x", node_id, cluster_id, authenticated=True, peer="ipv4:1")
+
+
+def test_a_node_may_claim_only_its_own_id() -> None:
+    assert refuse_claim(caller(3), CLUSTER_ID, "replica_id", 3) is None
+    refusal = refuse_claim(caller(3), CLUSTER_ID, "replica_id", 2)
+    assert refusal is not None
+    assert refusal.error_code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "replica_id 2" in refusal.message and "node 3" in refusal.message
+
+
+def test_a_client_certificate_may_claim_no_node() -> None:
+    refusal = refuse_claim(caller(None, None), CLUSTER_ID, "candidate_id", 1)
+    assert refusal is not None
+    assert refusal.error_code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "is not a node" in refusal.message
+
+
+def test_a_node_of_another_cluster_is_refused_without_learning_ours() -> None:
+    refusal = refuse_claim(caller(3, "b3RoZXI"), CLUSTER_ID, "leader_id", 3)
+    assert refusal is not None
+    assert refusal.error_code is ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert CLUSTER_ID not in refusal.message
+
+
+def test_plaintext_callers_are_not_checked() -> None:
+    anonymous = Caller(ANONYMOUS, None, None, authenticated=False, peer="ipv4:1")
+    assert refuse_claim(anonymous, CLUSTER_ID, "replica_id", 2) is None
+
+
+def test_each_raft_request_names_its_sender() -> None:
+    header = {"cluster_id": CLUSTER_ID, "topic_id": METADATA_TOPIC_ID.bytes}
+    requests = {
+        ("candidate_id", 2): raft_pb2.VoteRequest(**header, candidate_epoch=1, candidate_id=2),
+        ("leader_id", 3): raft_pb2.BeginQuorumEpochRequest(**header, leader_id=3, leader_epoch=1),
+        ("leader_id", 4): raft_pb2.EndQuorumEpochRequest(**header, leader_id=4, leader_epoch=1),
+        ("replica_id", 5): fetch(5),
+    }
+    for claim, request in requests.items():
+        assert claimed_node_id(transport.request_from_proto(request)) == claim
+    assert (
+        claimed_node_id(transport.request_from_proto(raft_pb2.DescribeQuorumRequest(**header)))
+        is None
+    )
+
+
+# ----- over real mutual TLS -------------------------------------------------------------------
+
+
+class Pki:
+    """A throwaway CA issuing EC P-256 certificates, as a second CA or a node would hold."""
+
+    def __init__(self, name: str) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        self.cert = self._build(self.name, self.key.public_key(), ca=True, sans=[])
+
+    def _build(
+        self, subject: x509.Name, public_key: Any, *, ca: bool, sans: list[x509.GeneralName]
+    ) -> x509.Certificate:
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(self.name)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(self.key, hashes.SHA256())
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, common_name: str, uri: str | None = None) -> tuple[bytes, bytes]:
+        """(private key PEM, certificate PEM) for 127.0.0.1, with an optional URI SAN."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        sans: list[x509.GeneralName] = [
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.DNSName("localhost"),
+        ]
+        if uri is not None:
+            sans.append(x509.UniformResourceIdentifier(uri))
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        cert = self._build(subject, key.public_key(), ca=False, sans=sans)
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return key_pem, cert.public_bytes(serialization.Encoding.PEM)
+
+
+class RecordingDriver:
+    """Stands in for the Raft driver: records what reached the core and answers plainly."""
+
+    def __init__(self) -> None:
+        self.node = SimpleNamespace(leader_id=1, epoch=5, node_id=1, is_leader=lambda: True)
+        self.reached: list[Message] = []
+
+    async def request(self, source: int, message: Message, timeout_s: float) -> Message:
+        self.reached.append(message)
+        if isinstance(message, VoteRequest):
+            return VoteResponse(ErrorCode.NONE, 1, 5, vote_granted=False)
+        return FetchResponse(ErrorCode.NONE, 1, 5, 0, 0)
+
+
+def serve_tls(pki: Pki, body: Callable[[int], Awaitable[T]], driver: RecordingDriver) -> T:
+    async def main() -> T:
+        server = make_server()
+        raft_pb2_grpc.add_QuorumServiceServicer_to_server(
+            QuorumServicer(
+                driver,  # type: ignore[arg-type]
+                cluster_id=CLUSTER_ID,
+                endpoints={},
+                leader_stub=lambda _node_id: None,
+            ),
+            server,
+        )
+        key, cert = pki.issue("node-1", node_uri(CLUSTER_ID, 1))
+        credentials = grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=pki.ca_pem, require_client_auth=True
+        )
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+        await server.start()
+        try:
+            return await body(port)
+        finally:
+            await server.stop(None)
+
+    return asyncio.run(main())
+
+
+def fetch(replica_id: int) -> raft_pb2.FetchRequest:
+    return raft_pb2.FetchRequest(
+        cluster_id=CLUSTER_ID,
+        topic_id=METADATA_TOPIC_ID.bytes,
+        partition_index=0,
+        replica_id=replica_id,
+        current_leader_epoch=5,
+        fetch_offset=0,
+        last_fetched_epoch=0,
+        max_wait_ms=0,
+        max_bytes=1024,
+    )
+
+
+async def call_as(port: int, pki: Pki, identity: tuple[bytes, bytes], method: str, req: Any) -> Any:
+    key, cert = identity
+    credentials = grpc.ssl_channel_credentials(pki.ca_pem, key, cert)
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials) as channel:
+        stub = raft_pb2_grpc.QuorumServiceStub(channel)
+        return await getattr(stub, method)(req, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return Pki("identity-test-ca")
+
+
+def test_node_3_claiming_replica_2_is_refused_before_the_core(pki: Pki) -> None:
+    driver = RecordingDriver()
+    node3 = pki.issue("node-3", node_uri(CLUSTER_ID, 3))
+
+    async def body(port: int) -> tuple[Any, Any]:
+        forged = await call_as(port, pki, node3, "Fetch", fetch(2))
+        honest = await call_as(port, pki, node3, "Fetch", fetch(3))
+        return forged, honest
+
+    forged, honest = serve_tls(pki, body, driver)
+    assert forged.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "replica_id 2" in forged.error_message
+    assert "node 3" in forged.error_message
+    assert honest.error_code == ErrorCode.NONE
+    # Only the honest Fetch reached the core: the forged one moved no progress.
+    assert [m.replica_id for m in driver.reached] == [3]  # type: ignore[attr-defined]
+
+
+def test_votes_and_leadership_claims_are_checked_too(pki: Pki) -> None:
+    driver = RecordingDriver()
+    node3 = pki.issue("node-3", node_uri(CLUSTER_ID, 3))
+    header = {"cluster_id": CLUSTER_ID, "topic_id": METADATA_TOPIC_ID.bytes}
+
+    async def body(port: int) -> list[Any]:
+        return [
+            await call_as(
+                port, pki, node3, "Vote",
+                raft_pb2.VoteRequest(
+                    **header, candidate_epoch=6, candidate_id=2, voter_id=1,
+                    last_offset_epoch=0, last_offset=0,
+                ),
+            ),
+            await call_as(
+                port, pki, node3, "BeginQuorumEpoch",
+                raft_pb2.BeginQuorumEpochRequest(**header, leader_id=2, leader_epoch=6, voter_id=1),
+            ),
+            await call_as(
+                port, pki, node3, "EndQuorumEpoch",
+                raft_pb2.EndQuorumEpochRequest(**header, leader_id=2, leader_epoch=5),
+            ),
+            await call_as(
+                port, pki, node3, "FetchSnapshot",
+                raft_pb2.FetchSnapshotRequest(**header, replica_id=2, current_leader_epoch=5),
+            ),
+        ]  # fmt: skip
+
+    answers = serve_tls(pki, body, driver)
+    assert [a.error_code for a in answers] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * 4
+    assert driver.reached == []
+
+
+def test_an_admin_certificate_and_a_foreign_node_may_not_fetch(pki: Pki) -> None:
+    driver = RecordingDriver()
+    admin = pki.issue("admin")
+    foreign = pki.issue("node-2", node_uri("b3RoZXJjbHVzdGVy", 2))
+
+    async def body(port: int) -> list[Any]:
+        return [
+            await call_as(port, pki, admin, "Fetch", fetch(-1)),
+            await call_as(port, pki, foreign, "Fetch", fetch(2)),
+        ]
+
+    by_admin, by_foreign = serve_tls(pki, body, driver)
+    assert by_admin.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert "User:CN=admin is not a node" in by_admin.error_message
+    assert by_foreign.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert CLUSTER_ID not in by_foreign.error_message
+    assert driver.reached == []
+
+
+def test_a_certificate_of_another_ca_fails_the_handshake(pki: Pki, tmp_path: Path) -> None:
+    other = Pki("another-ca")
+    node2 = other.issue("node-2", node_uri(CLUSTER_ID, 2))
+
+    async def body(port: int) -> grpc.StatusCode:
+        credentials = grpc.ssl_channel_credentials(pki.ca_pem, *node2)
+        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials) as channel:
+            stub = raft_pb2_grpc.QuorumServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Fetch(fetch(2), timeout=5)
+            return caught.value.code()
+
+    assert serve_tls(pki, body, RecordingDriver()) == grpc.StatusCode.UNAVAILABLE
