@@ -534,8 +534,10 @@ class FakeBrokers:
 
 
 @contextlib.contextmanager
-def cluster_with_brokers(tmp_path: Path, brokers: int = 3) -> Iterator[ProcessCluster]:
-    with process_cluster(tmp_path) as cluster:
+def cluster_with_brokers(
+    tmp_path: Path, brokers: int = 3, **kwargs: Any
+) -> Iterator[ProcessCluster]:
+    with process_cluster(tmp_path, **kwargs) as cluster:
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
