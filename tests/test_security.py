@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from quorum.config import ConfigError, config_from_settings
+from quorum.security.certs import Authority, write_private
 from quorum.security.identity import MappingRuleError, PrincipalMapper, parse_mapping_rules
-from quorum.security.tls import ClientSecurity, parse_properties
+from quorum.security.tls import ClientSecurity, NodeSecurity, parse_properties
 
 BASE = {
     "node.id": 1,
@@ -92,3 +93,29 @@ def test_ssl_keys_are_validated() -> None:
         {**BASE, "ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/,DEFAULT"}
     )
     assert rules.ssl_principal_mapping_rules == ("RULE:^CN=(.*)$/$1/", "DEFAULT")
+
+
+def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
+    authority = Authority.create()
+    ca = tmp_path / "ca.pem"
+    write_private(ca, authority.cert_pem, private=False)
+    pem = authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 1).decode()
+    key, _, rest = pem.partition("-----END PRIVATE KEY-----\n")
+    key += "-----END PRIVATE KEY-----\n"
+    inline = {
+        **BASE,
+        "ssl.keystore.key": key,
+        "ssl.keystore.certificate.chain": rest,
+        "ssl.truststore.location": str(ca),
+    }
+    security = NodeSecurity(config_from_settings(inline))
+    assert security.is_ssl and security.server_credentials() is not None
+    other_key = (
+        authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 2)
+        .decode()
+        .split("-----BEGIN CERTIFICATE")[0]
+    )
+    with pytest.raises(ConfigError, match="does not belong to the first certificate"):
+        NodeSecurity(config_from_settings({**inline, "ssl.keystore.key": other_key}))
+    with pytest.raises(ConfigError, match=r"ssl\.truststore\.location is not set"):
+        NodeSecurity(config_from_settings({k: v for k, v in inline.items() if "trust" not in k}))

@@ -198,6 +198,11 @@ class PrincipalMapper:
         text = rules if isinstance(rules, str) else ",".join(rules)
         self._rules = _parse_rules(text)
 
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The rules, one string each, in the order they are tried."""
+        return tuple(rule.text for rule in self._rules)
+
     def name(self, subject_dn: str) -> str | None:
         for rule in self._rules:
             result = rule.apply(subject_dn)
@@ -214,7 +219,7 @@ class CallerResolver:
 
     def __init__(self, mapping_rules: str | Sequence[str] = ("DEFAULT",)) -> None:
         self._mapper = PrincipalMapper(mapping_rules)
-        self.mapping_rules = tuple(rule.text for rule in self._mapper._rules)
+        self.mapping_rules = self._mapper.rules
 
     def principal_for_subject(self, subject_dn: str) -> str | None:
         """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged); None when

@@ -305,7 +305,17 @@ def run_describe(
             return ask_node(address, timeout_s, security)
 
     addresses = parse_bootstrap(bootstrap)
-    address, description = describe_quorum(addresses, timeout_s=timeout_s, ask=ask)
+    try:
+        address, description = describe_quorum(addresses, timeout_s=timeout_s, ask=ask)
+    except QuorumDescribeError as exc:
+        unreachable = str(exc).startswith("cannot describe the quorum")
+        if unreachable and (security is None or security.protocol == "PLAINTEXT"):
+            raise QuorumDescribeError(
+                f"{exc} (this command speaks PLAINTEXT; if the listeners are SSL, pass "
+                "--command-config client.properties with security.protocol=SSL and the ssl.* "
+                "keys, docs/security.md#clients)"
+            ) from exc
+        raise
     no_leader = has_no_leader(description)
     if description.error_code is not ErrorCode.NONE and not no_leader:
         message = description.error_message or "no message"
