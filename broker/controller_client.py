@@ -6,7 +6,6 @@ address, which is tried next. Unreachable controllers are skipped. Every call ha
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ import grpc
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
 from quorum.rpc.v1 import admin_pb2_grpc
+from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server.service import GRPC_OPTIONS
 
 CALL_TIMEOUT_S = 5.0
@@ -25,17 +25,17 @@ class ControllerUnavailableError(Exception):
 
 
 class ControllerClient:
-    def __init__(self, voters: Mapping[int, HostPort]) -> None:
+    def __init__(
+        self, voters: Mapping[int, HostPort], security: ClientSecurity | None = None
+    ) -> None:
         self._addresses = [f"{a.host}:{a.port}" for _, a in sorted(voters.items())]
         self._preferred: str | None = None
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        # The broker's own certificate is its client certificate; channels are recreated when
+        # its files change (docs/security.md#rotation).
+        self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
 
     def _stub(self, address: str) -> Any:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = grpc.aio.insecure_channel(address, GRPC_OPTIONS)
-            self._channels[address] = channel
-        return admin_pb2_grpc.AdminServiceStub(channel)
+        return admin_pb2_grpc.AdminServiceStub(self._channels.get(address))
 
     async def call(self, method: str, request: Any) -> Any:
         """Send to the active controller; returns its answer (whatever its error code, except
@@ -66,4 +66,4 @@ class ControllerClient:
         raise ControllerUnavailableError("no active controller answered: " + "; ".join(failures))
 
     async def close(self) -> None:
-        await asyncio.gather(*(c.close(grace=None) for c in self._channels.values()))
+        await self._channels.close()

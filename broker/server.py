@@ -97,7 +97,9 @@ class BrokerNode:
         self.driver = self.raft.driver
         self._full_requested = False
         self.log_dirs = LogDirs(config.log_dirs, self.log)
-        self.controllers = ControllerClient(config.controller_quorum_voters)
+        self.controllers = ControllerClient(
+            config.controller_quorum_voters, self.raft.security.client
+        )
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
         self.registration_offset: int | None = None
@@ -106,7 +108,9 @@ class BrokerNode:
         self.image_changed = asyncio.Event()
         self._removed: set[tuple[Uuid, int]] = set()
         self.stats = ReconcileStats()
-        self.grpc = GrpcServer(config.listener, (ADMIN_SERVICE,), self.log)
+        self.grpc = GrpcServer(
+            config.listener, (ADMIN_SERVICE,), self.log, security=self.raft.security
+        )
 
     # ----- metadata -------------------------------------------------------------------------
 

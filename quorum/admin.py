@@ -48,6 +48,15 @@ Requests are split into chunks of ``TOPICS_PER_REQUEST_MAX`` topics (the server'
 chunks of a read wait for the offset the earlier ones were served at, so one result never mixes
 an older image into a newer one.
 
+Security (docs/security.md#clients). ``config`` takes Kafka's client keys, as Kafka's
+``Admin.create(Properties)`` does: ``security.protocol`` (PLAINTEXT, the default, or SSL),
+``ssl.keystore.location`` (one PEM file: the client's key and certificate chain),
+``ssl.keystore.type = PEM``, ``ssl.truststore.location`` (the CA bundle) ...;
+``AdminClient.from_properties_file`` reads them from a ``client.properties`` file (relative
+paths against its directory). Before each call the client checks whether its certificate files
+changed and, if so, opens new channels, so a rotated client certificate is used from the next
+call on.
+
 Not thread-safe: use one client per thread (gRPC channels are cheap).
 """
 
@@ -57,6 +66,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Final, Generic, TypeVar, cast
 
@@ -102,6 +112,7 @@ from quorum.errors import (
 )
 from quorum.ids import UUID_BYTES, ZERO_UUID, Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
+from quorum.security.tls import ClientSecurity, SyncChannels
 from quorum.server.transport import (
     MalformedMessageError,
     QuorumDescription,
@@ -590,7 +601,13 @@ class AdminClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        config: Mapping[str, str] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``config``: Kafka client properties (``security.protocol``, ``ssl.*``); or an
+        already built ``security``. Raises ``ConfigError`` for unusable security settings."""
+        if config is not None and security is not None:
+            raise ValueError("give config or security, not both")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if retries_max < 0:
@@ -606,7 +623,8 @@ class AdminClient:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._channels: dict[str, grpc.Channel] = {}
+        self._security = security or ClientSecurity.from_properties(config)
+        self._channels = SyncChannels(self._security, _CHANNEL_OPTIONS)
         self._controller: str | None = None  # the active controller's address, once known
         self._next_index = 0  # where the next call without a known controller starts
         self._written_offset = NO_OFFSET  # the highest metadata_offset of our own mutations
@@ -617,9 +635,20 @@ class AdminClient:
     def close(self) -> None:
         """Close every channel. Idempotent; the client cannot be used afterwards."""
         self._closed = True
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.close()
+        self._channels.close()
+
+    @classmethod
+    def from_properties_file(
+        cls, bootstrap: str | Sequence[str], path: str | Path, **kwargs: Any
+    ) -> AdminClient:
+        """A client whose security comes from a Java-style ``client.properties`` file (what
+        the CLI's ``--command-config`` takes); ``kwargs`` as for the constructor."""
+        return cls(bootstrap, security=ClientSecurity.from_properties_file(Path(path)), **kwargs)
+
+    @property
+    def security_protocol(self) -> str:
+        """``PLAINTEXT`` or ``SSL``."""
+        return self._security.protocol
 
     def __enter__(self) -> AdminClient:
         return self
@@ -903,11 +932,7 @@ class AdminClient:
             self._addresses.append(address)
 
     def _channel(self, address: str) -> grpc.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-            self._channels[address] = channel
-        return channel
+        return self._channels.get(address)
 
     def _invoke(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
         channel = self._channel(address)
@@ -1030,8 +1055,14 @@ class AdminClient:
             )
         if last_error is not None:
             raise last_error
+        hint = (
+            " (the client speaks PLAINTEXT; if the listeners are SSL, give "
+            "security.protocol=SSL and the ssl.* keys, e.g. --command-config client.properties)"
+            if self._security.protocol == "PLAINTEXT"
+            else ""
+        )
         raise AdminConnectionError(
-            f"cannot reach a controller for {method} in {attempts} attempts: {summary}",
+            f"cannot reach a controller for {method} in {attempts} attempts: {summary}{hint}",
             status=last_status,
             failures=failures,
         )

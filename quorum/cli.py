@@ -74,6 +74,24 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_command_config_argument(
+    parser: argparse.ArgumentParser, *, only_when_given: bool = False
+) -> None:
+    """``--command-config FILE``: Kafka client properties for commands that connect.
+    ``only_when_given``: a subcommand's copy of a flag its group also takes sets the value
+    only when given, so it never hides one given before the subcommand."""
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        default=argparse.SUPPRESS if only_when_given else None,
+        help="a Java-style properties file of Kafka client keys (security.protocol=SSL, "
+        "ssl.keystore.location, ssl.truststore.location, ...), as Kafka's tools take it; "
+        "without it the command speaks PLAINTEXT. `metaquorum dev certs` writes one "
+        "(docs/security.md#clients)",
+    )
+
+
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
     config_path: Path = args.config
     overrides: list[str] = args.override
@@ -368,6 +386,7 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
     quorum.add_argument(
         "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
     )
+    add_command_config_argument(quorum)
     commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
     describe = commands.add_parser(
         "describe",
@@ -393,6 +412,7 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=bootstrap_help,
     )
+    add_command_config_argument(describe, only_when_given=True)
     describe.add_argument(
         "--human-readable",
         action="store_true",
@@ -403,8 +423,10 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
 
 def quorum_describe(args: argparse.Namespace) -> int:
     # Imported here: loading gRPC costs every other command about a tenth of a second.
+    from quorum.security.tls import command_security
     from quorum.tools.quorum_describe import QuorumDescribeError, run_describe
 
+    security = command_security(args.command_config)
     replication: bool = args.replication
     human_readable: bool = args.human_readable
     bootstrap: str | None = args.bootstrap_controller
@@ -420,6 +442,7 @@ def quorum_describe(args: argparse.Namespace) -> int:
             out=sys.stdout,
             err=sys.stderr,
             now_ms=lambda: time.time_ns() // 1_000_000,
+            security=security,
         )
     except QuorumDescribeError as exc:
         raise CommandError(str(exc)) from exc
@@ -516,6 +539,7 @@ def add_topics_commands(subparsers: Subparsers) -> None:
         action="store_true",
         help="with --list or --describe: leave internal topics out",
     )
+    add_command_config_argument(topics)
     topics.add_argument(
         "--timeout-ms",
         type=int,
@@ -700,6 +724,42 @@ def add_dev_commands(subparsers: Subparsers) -> None:
         help="only start the cluster and show its status (skip the KIP-516 walk-through)",
     )
     up.set_defaults(handler=dev_up)
+    certs = commands.add_parser(
+        "certs",
+        help="write a local CA, node certificates and an admin client certificate",
+        description=(
+            "Write into --out a local CA (ca.pem, ca-key.pem), one certificate per node of "
+            "--deploy-dir (node-<id>.pem: key and certificate, CN=node-<id>, URI SAN "
+            "spiffe://metaquorum/<cluster-id>/node/<id>, localhost and 127.0.0.1), an admin "
+            "client certificate (admin.pem, CN=admin) and client.properties for "
+            "--command-config. Keys are EC P-256, mode 0600. Existing files are kept (a node "
+            "certificate naming another cluster is rewritten) unless --force. The cluster id "
+            "is --cluster-id, else the one in DIR/cluster.id, else a new one written there; "
+            "format the nodes with it (`dev up` does). docs/security.md#certificates"
+        ),
+    )
+    certs.add_argument("--out", type=Path, required=True, metavar="DIR")
+    certs.add_argument("--deploy-dir", type=Path, default=Path("deploy/local"))
+    certs.add_argument("--cluster-id", metavar="ID", help="the cluster the node URIs name")
+    certs.add_argument("--force", action="store_true", help="rewrite every file, with a new CA")
+    certs.set_defaults(handler=dev_certs_command)
+
+
+def dev_certs_command(args: argparse.Namespace) -> int:
+    from quorum.security.certs import dev_certs
+
+    cluster_id_text: str | None = args.cluster_id
+    if cluster_id_text is not None:
+        parse_cluster_id(cluster_id_text)
+    cluster_id, result = dev_certs(
+        args.out, deploy_dir=args.deploy_dir, cluster_id=cluster_id_text, force=args.force
+    )
+    for path in result.written:
+        print(f"wrote {path}")
+    for path in result.kept:
+        print(f"kept {path}")
+    print(f"cluster id {cluster_id} (format the nodes with --cluster-id {cluster_id})")
+    return 0
 
 
 def dev_up(args: argparse.Namespace) -> int:

@@ -53,6 +53,12 @@ ROLES: Final = frozenset({ROLE_CONTROLLER, ROLE_BROKER})
 
 PORT_MAX: Final = 65_535
 
+# Kafka's security protocols this project speaks (SASL is not supported).
+PLAINTEXT: Final = "PLAINTEXT"
+SSL: Final = "SSL"
+SECURITY_PROTOCOLS: Final = (PLAINTEXT, SSL)
+CLIENT_AUTH_VALUES: Final = ("required", "requested", "none")
+
 
 class ConfigError(ValueError):
     """The configuration is not usable. ``key`` names the offending key when there is one."""
@@ -155,11 +161,33 @@ class NodeConfig:
     # A stale partition directory moved to log.dirs/deleting/ is deleted after this long. The
     # seed's "14400 (4 hours)" read as 4 hours, in milliseconds (docs/architecture.md, "Brokers").
     delete_topic_delay_ms: int = 14_400_000
+    # Listener name -> security protocol (Kafka's key). Secure by default: a listener the map
+    # does not name is SSL, not PLAINTEXT as in Kafka (docs/security.md#listeners-and-protocols).
+    listener_security_protocol_map: Mapping[str, str] = field(default_factory=dict)
+    # Only PEM stores are supported (Kafka also takes JKS and PKCS12).
+    ssl_keystore_type: str = "PEM"
+    # One PEM file: the node's private key and its certificate chain, leaf first. Re-read when
+    # it changes (rotation). It also serves as the node's client certificate towards others.
+    ssl_keystore_location: Path | None = None
+    # ... or the same PEM text inline: the private key, and the certificate chain.
+    ssl_keystore_key: str | None = field(default=None, repr=False)
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_truststore_type: str = "PEM"
+    # The PEM CA bundle that verifies other nodes' and clients' certificates.
+    ssl_truststore_location: Path | None = None
+    # "required" (default): callers must present a certificate the truststore accepts.
+    ssl_client_auth: str = "required"
+    # How a certificate's subject becomes a principal: Kafka's RULE:pattern/replacement/[LU]
+    # and DEFAULT rules, tried in order (quorum/security/identity.py).
+    ssl_principal_mapping_rules: tuple[str, ...] = ("DEFAULT",)
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "controller_quorum_voters", dict(self.controller_quorum_voters))
+        object.__setattr__(
+            self, "listener_security_protocol_map", dict(self.listener_security_protocol_map)
+        )
         _validate(self)
 
     # ----- views ---------------------------------------------------------------------------
@@ -176,6 +204,11 @@ class NodeConfig:
     def listener(self) -> Listener:
         """The one listener this node serves every gRPC service on."""
         return self.listeners[0]
+
+    @property
+    def listener_protocol(self) -> str:
+        """The security protocol of the node's listener: the map's entry, SSL when unnamed."""
+        return self.listener_security_protocol_map.get(self.listener.name, SSL)
 
     @property
     def voter_ids(self) -> frozenset[int]:
@@ -333,12 +366,64 @@ def _validate(config: NodeConfig) -> None:
             key="cluster.id",
         )
 
+    _validate_security(config)
+
     if config.broker_session_timeout_ms <= config.broker_heartbeat_interval_ms:
         raise ConfigError(
             f"broker.session.timeout.ms ({config.broker_session_timeout_ms}) must be greater "
             f"than broker.heartbeat.interval.ms ({config.broker_heartbeat_interval_ms}), or a "
             "healthy broker is fenced between two heartbeats",
             key="broker.session.timeout.ms",
+        )
+
+
+def _validate_security(config: NodeConfig) -> None:
+    """The values of the ssl.* keys; whether an SSL listener has its files is checked at
+    start-up (quorum/security/tls.py), so `storage format` needs no certificates."""
+    for name, protocol in config.listener_security_protocol_map.items():
+        if not _LISTENER_NAME_RE.fullmatch(name):
+            raise ConfigError(
+                f"listener.security.protocol.map: {name!r} is not a listener name; allowed: "
+                "letters, digits and '_', e.g. 'CONTROLLER:SSL'",
+                key="listener.security.protocol.map",
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: {name}:{protocol} is not supported; allowed "
+                f"protocols: {', '.join(SECURITY_PROTOCOLS)} (SASL is not supported)",
+                key="listener.security.protocol.map",
+            )
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        value = getattr(config, KEYS[key])
+        if value != "PEM":
+            raise ConfigError(
+                f"{key}: {value!r} is not supported; allowed: 'PEM' (a JKS or PKCS12 store "
+                "converts with keytool or openssl; `metaquorum dev certs` writes PEM)",
+                key=key,
+            )
+    if config.ssl_client_auth not in CLIENT_AUTH_VALUES:
+        raise ConfigError(
+            f"ssl.client.auth: {config.ssl_client_auth!r} is not allowed; allowed: "
+            f"{', '.join(map(repr, CLIENT_AUTH_VALUES))}",
+            key="ssl.client.auth",
+        )
+    inline = (config.ssl_keystore_key, config.ssl_keystore_certificate_chain)
+    if config.ssl_keystore_location is not None and any(v is not None for v in inline):
+        raise ConfigError(
+            "give either ssl.keystore.location or ssl.keystore.key with "
+            "ssl.keystore.certificate.chain, not both",
+            key="ssl.keystore.location",
+        )
+    if (inline[0] is None) != (inline[1] is None):
+        raise ConfigError(
+            "ssl.keystore.key and ssl.keystore.certificate.chain go together: give both, or "
+            "ssl.keystore.location",
+            key="ssl.keystore.key",
+        )
+    if not config.ssl_principal_mapping_rules:
+        raise ConfigError(
+            "ssl.principal.mapping.rules is empty; allowed: Kafka's rules, e.g. 'DEFAULT'",
+            key="ssl.principal.mapping.rules",
         )
 
 
@@ -517,6 +602,47 @@ def _parse_cluster_id(key: str, value: object) -> Uuid:
         ) from None
 
 
+def _parse_protocol_map(key: str, value: object) -> dict[str, str]:
+    example = "['CONTROLLER:SSL', 'BROKER:SSL']"
+    result: dict[str, str] = {}
+    for entry in _parse_str_list(key, value, example):
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ConfigError(
+                f"{key}: {entry!r} is not of the form NAME:PROTOCOL, e.g. {example}", key=key
+            )
+        if name.strip() in result:
+            raise ConfigError(f"{key}: listener {name.strip()!r} is mapped twice", key=key)
+        result[name.strip()] = protocol.strip().upper()
+    return result
+
+
+def _parse_text(key: str, value: object, *, upper: bool = False, lower: bool = False) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: {value!r} is not a non-empty string", key=key)
+    text = value.strip()
+    return text.upper() if upper else text.lower() if lower else text
+
+
+def _parse_mapping_rules(key: str, value: object) -> tuple[str, ...]:
+    from quorum.security.identity import MappingRuleError, parse_mapping_rules  # noqa: PLC0415
+
+    text = (
+        ",".join(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value)
+        else value
+    )
+    if not isinstance(text, str):
+        raise ConfigError(
+            f"{key}: {value!r} is not a string of rules, e.g. 'RULE:^CN=(.*?),.*$/$1/,DEFAULT'",
+            key=key,
+        )
+    try:
+        return parse_mapping_rules(text)
+    except MappingRuleError as exc:
+        raise ConfigError(f"{key}: {exc}", key=key) from None
+
+
 def _suggestion(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -575,6 +701,15 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "metadata.log.dir": lambda key, s: _parse_path(key, s.value, s.base_dir),
     "log.dirs": _parse_paths,
     "cluster.id": lambda key, s: _parse_cluster_id(key, s.value),
+    "listener.security.protocol.map": lambda key, s: _parse_protocol_map(key, s.value),
+    "ssl.keystore.type": lambda key, s: _parse_text(key, s.value, upper=True),
+    "ssl.keystore.location": lambda key, s: _parse_path(key, s.value, s.base_dir),
+    "ssl.keystore.key": lambda key, s: _parse_text(key, s.value),
+    "ssl.keystore.certificate.chain": lambda key, s: _parse_text(key, s.value),
+    "ssl.truststore.type": lambda key, s: _parse_text(key, s.value, upper=True),
+    "ssl.truststore.location": lambda key, s: _parse_path(key, s.value, s.base_dir),
+    "ssl.client.auth": lambda key, s: _parse_text(key, s.value, lower=True),
+    "ssl.principal.mapping.rules": lambda key, s: _parse_mapping_rules(key, s.value),
     **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
 }
 assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
@@ -611,7 +746,18 @@ def _collect(table: Mapping[str, object], *, source: str, base_dir: Path) -> dic
 
 # Keys whose value is always text: an override such as cluster.id=1234567890123456789012 or
 # metadata.log.dir=2024-01-01 stays a string even though TOML would read a number or a date.
-_TEXT_KEYS: Final = frozenset({"cluster.id", "metadata.log.dir"})
+_TEXT_KEYS: Final = frozenset(
+    {
+        "cluster.id",
+        "metadata.log.dir",
+        "ssl.keystore.location",
+        "ssl.truststore.location",
+        "ssl.keystore.type",
+        "ssl.truststore.type",
+        "ssl.client.auth",
+        "ssl.principal.mapping.rules",
+    }
+)
 
 
 def parse_override(text: str) -> tuple[str, object]:

@@ -9,6 +9,11 @@ create it again (a new id) -> start broker 2 -> show that it moved the old parti
 ``deleting/{old_id}_{p}`` and created the new ones -> describe the old id (UNKNOWN_TOPIC_ID) ->
 create a user-defined internal topic (KIP-619) and show that it is internal. Every process it
 started is stopped when it ends or on Ctrl-C (SIGTERM, then SIGKILL after a bound).
+
+mTLS is on (docs/security.md): the configs of ``deploy/local/`` point at certificates under
+``.data/certs/``; what is missing there is generated first (``metaquorum dev certs``), the nodes
+are formatted with the cluster id those certificates name (``.data/certs/cluster.id``), and every
+admin command runs with ``--command-config .data/certs/client.properties`` (``CN=admin``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from quorum.admin import AdminClient
 from quorum.config import NodeConfig, load_config
 from quorum.harness import METAQUORUM, start_node, stop_node
 from quorum.ids import Uuid
+from quorum.security.certs import CLIENT_PROPERTIES_FILE, dev_certs
+from quorum.security.tls import ClientSecurity
 
 STOP_TIMEOUT_S = 10.0
 STEP_TIMEOUT_S = 60.0
@@ -89,6 +96,32 @@ class LocalCluster:
                 )
         if not self.controllers:
             raise SystemExit(f"no controller-*.toml in {deploy_dir}")
+        # The admin's client properties, once the certificates exist (``prepare_certs``).
+        self.command_config: Path | None = None
+        self.security = ClientSecurity.plaintext()
+
+    @property
+    def certs_dir(self) -> Path | None:
+        """Where the configs expect their certificates (None: the first controller's listener
+        is PLAINTEXT)."""
+        config = self.controllers[0].config
+        if config.listener_protocol != "SSL" or config.ssl_keystore_location is None:
+            return None
+        return config.ssl_keystore_location.parent
+
+    def prepare_certs(self) -> str | None:
+        """Generate the missing certificates (``dev certs``); the cluster id they name."""
+        certs_dir = self.certs_dir
+        if certs_dir is None:
+            return None
+        cluster_id, result = dev_certs(certs_dir, deploy_dir=self.deploy_dir)
+        self.command_config = certs_dir / CLIENT_PROPERTIES_FILE
+        self.security = ClientSecurity.from_properties_file(self.command_config)
+        _say(
+            f"== mTLS: certificates in {certs_dir}/ ({len(result.written)} written, "
+            f"{len(result.kept)} kept); admin commands use --command-config {self.command_config}"
+        )
+        return cluster_id
 
     @property
     def controllers(self) -> list[Managed]:
@@ -146,7 +179,10 @@ class LocalCluster:
     def run(
         self, *args: str, show: bool = True, timeout_s: float = 60
     ) -> subprocess.CompletedProcess[str]:
-        """Run a metaquorum command the way a user would, printing it and its output."""
+        """Run a metaquorum command the way a user would, printing it and its output. Commands
+        that connect get ``--command-config`` (the admin's certificate)."""
+        if self.command_config is not None and args[0] in ("topics", "quorum"):
+            args = (*args, "--command-config", str(self.command_config))
         result = subprocess.run(
             _cli(*args), capture_output=True, text=True, check=False, timeout=timeout_s
         )
@@ -169,7 +205,7 @@ class LocalCluster:
 
     def unfenced_brokers(self) -> int:
         self.check_alive()
-        with AdminClient(self.bootstrap, timeout_s=5) as admin:
+        with AdminClient(self.bootstrap, timeout_s=5, security=self.security) as admin:
             return sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced)
 
 
@@ -294,7 +330,7 @@ def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
 
 def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, story: bool) -> int:
     cluster = LocalCluster(deploy_dir, data_dir)
-    cluster_id = Uuid.random()
+    cluster_id = Uuid.parse(cluster.prepare_certs() or str(Uuid.random()))
     _say(
         f"== formatting {len(cluster.controllers)} controllers and {len(cluster.brokers)} "
         f"brokers (cluster id {cluster_id}, data in {data_dir}/)"
@@ -327,8 +363,13 @@ def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, 
         if keep_running:
             _say(
                 f"\n== the cluster keeps running; try:\n"
-                f"   .venv/bin/metaquorum topics --bootstrap-server {cluster.bootstrap} --list\n"
-                "   Ctrl-C stops every process."
+                f"   .venv/bin/metaquorum topics --bootstrap-server {cluster.bootstrap} --list"
+                + (
+                    f" --command-config {cluster.command_config}\n"
+                    if cluster.command_config
+                    else "\n"
+                )
+                + "   Ctrl-C stops every process."
             )
             with contextlib.suppress(KeyboardInterrupt):
                 while all(m.alive for m in cluster.nodes):

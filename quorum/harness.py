@@ -3,7 +3,11 @@ one harness behind the process tests, the benchmarks in ``scripts/bench/`` and `
 up`` (``quorum/devcluster.py`` starts and stops its nodes with ``start_node`` / ``stop_node``).
 
 ``ProcessCluster`` writes its own configs (free ports, a temporary root); ``dev up`` uses the
-configs of ``deploy/local/``. Every wait is a condition polled against a deadline
+configs of ``deploy/local/``. Clusters speak mTLS by default (docs/security.md): one CA per test
+session (``session_authority``), a certificate per node naming its node URI, ``CN=admin`` for
+the tests' own clients; ``ClusterCerts.node_security(any_id)`` gives a client the identity of
+any node id (``FakeBrokers`` register made-up broker ids). ``security="plaintext"`` opts out.
+Every wait is a condition polled against a deadline
 (``wait_until``); nothing sleeps blindly.
 """
 
@@ -28,6 +32,8 @@ import grpc
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
+from quorum.security.certs import CA_FILE, Authority, client_properties, node_file, write_private
+from quorum.security.tls import ClientSecurity, KeyStore
 
 REPO = Path(__file__).resolve().parent.parent
 METAQUORUM = [sys.executable, "-m", "quorum.cli"]
@@ -141,6 +147,74 @@ def wait_for_unfenced_broker(admin: Any, what: str, timeout_s: float = 30) -> No
     )
 
 
+_SESSION_AUTHORITY: Authority | None = None
+
+
+def session_authority() -> Authority:
+    """One CA per process (test session or benchmark): EC keys are cheap, but not free."""
+    global _SESSION_AUTHORITY
+    if _SESSION_AUTHORITY is None:
+        _SESSION_AUTHORITY = Authority.create("metaquorum test CA")
+    return _SESSION_AUTHORITY
+
+
+class ClusterCerts:
+    """The certificates of one cluster under ``directory``: ``ca.pem``, ``node-<id>.pem`` for
+    any node id (issued on first use, naming ``cluster_id``), ``<name>.pem`` for clients."""
+
+    def __init__(
+        self, directory: Path, cluster_id: str, authority: Authority | None = None
+    ) -> None:
+        self.directory = directory
+        self.cluster_id = cluster_id
+        self.authority = authority or session_authority()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca = directory / CA_FILE
+        write_private(self.ca, self.authority.cert_pem, private=False)
+
+    def node_keystore(self, node_id: int) -> Path:
+        path = self.directory / node_file(node_id)
+        if not path.exists():
+            pem = self.authority.issue_node(self.cluster_id, node_id)
+            write_private(path, pem, private=True)
+        return path
+
+    def client_keystore(self, name: str = "admin") -> Path:
+        path = self.directory / f"{name}.pem"
+        if not path.exists():
+            write_private(path, self.authority.issue_client(name), private=True)
+        return path
+
+    def client_properties(self, name: str = "admin") -> Path:
+        """A ``client.properties`` for ``--command-config`` with the client ``CN=<name>``."""
+        path = self.directory / f"{name}.properties"
+        if not path.exists():
+            keystore = self.client_keystore(name)
+            write_private(path, client_properties(keystore.name, CA_FILE).encode(), private=False)
+        return path
+
+    def client_security(self, name: str = "admin") -> ClientSecurity:
+        return ClientSecurity.ssl(
+            truststore=self.ca, keystore=KeyStore(location=self.client_keystore(name))
+        )
+
+    def node_security(self, node_id: int) -> ClientSecurity:
+        """A client holding node ``node_id``'s certificate (any id, e.g. a made-up broker)."""
+        return ClientSecurity.ssl(
+            truststore=self.ca, keystore=KeyStore(location=self.node_keystore(node_id))
+        )
+
+    def node_settings(self, node_id: int, listener_name: str) -> dict[str, Any]:
+        return {
+            "listener.security.protocol.map": [f"{listener_name}:SSL"],
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.node_keystore(node_id)),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+            "ssl.client.auth": "required",
+        }
+
+
 @dataclass
 class ControllerProcess:
     """A controller or a broker process (``role``)."""
@@ -182,22 +256,32 @@ class ProcessCluster:
     broker_settings: dict[str, Any] = field(default_factory=dict)
     cluster_id: str = CLUSTER_ID
     nodes: dict[int, ControllerProcess] = field(default_factory=dict)
+    # "ssl" (mTLS, the default) or "plaintext" (insecure; for tests that must speak it).
+    security: str = "ssl"
+    # Keys every node gets (controllers and brokers), after the security keys.
+    node_settings: dict[str, Any] = field(default_factory=dict)
+    certs: ClusterCerts | None = None
 
     def __post_init__(self) -> None:
+        assert self.security in ("ssl", "plaintext"), self.security
+        if self.security == "ssl":
+            self.certs = ClusterCerts(self.root / "certs", self.cluster_id)
         ports = {n: free_port() for n in range(1, self.voters + 1)}
         voters = [f"{n}@127.0.0.1:{p}" for n, p in ports.items()]
         for node_id, port in ports.items():
             data_dir = self.root / f"controller-{node_id}"
             config = self.root / f"controller-{node_id}.toml"
-            lines = [
-                f'"node.id" = {node_id}',
-                '"process.roles" = ["controller"]',
-                f'"controller.quorum.voters" = {json.dumps(voters)}',
-                f'"listeners" = ["CONTROLLER://127.0.0.1:{port}"]',
-                f'"metadata.log.dir" = "{data_dir}"',
-            ]
-            lines += [f'"{k}" = {json.dumps(v)}' for k, v in self.settings.items()]
-            config.write_text("\n".join(lines) + "\n")
+            self.write_config(
+                config,
+                {
+                    "node.id": node_id,
+                    "process.roles": ["controller"],
+                    "controller.quorum.voters": voters,
+                    "listeners": [f"CONTROLLER://127.0.0.1:{port}"],
+                    "metadata.log.dir": str(data_dir),
+                },
+                self.settings,
+            )
             self.nodes[node_id] = ControllerProcess(
                 node_id, port, config, data_dir, self.root / f"controller-{node_id}.log"
             )
@@ -205,16 +289,18 @@ class ProcessCluster:
             port = free_port()
             data_dir = self.root / f"broker-{node_id}"
             config = self.root / f"broker-{node_id}.toml"
-            lines = [
-                f'"node.id" = {node_id}',
-                '"process.roles" = ["broker"]',
-                f'"controller.quorum.voters" = {json.dumps(voters)}',
-                f'"listeners" = ["BROKER://127.0.0.1:{port}"]',
-                f'"log.dirs" = ["{data_dir / "logs"}"]',
-                f'"metadata.log.dir" = "{data_dir / "metadata"}"',
-            ]
-            lines += [f'"{k}" = {json.dumps(v)}' for k, v in self.broker_settings.items()]
-            config.write_text("\n".join(lines) + "\n")
+            self.write_config(
+                config,
+                {
+                    "node.id": node_id,
+                    "process.roles": ["broker"],
+                    "controller.quorum.voters": voters,
+                    "listeners": [f"BROKER://127.0.0.1:{port}"],
+                    "log.dirs": [str(data_dir / "logs")],
+                    "metadata.log.dir": str(data_dir / "metadata"),
+                },
+                self.broker_settings,
+            )
             self.nodes[node_id] = ControllerProcess(
                 node_id,
                 port,
@@ -223,6 +309,61 @@ class ProcessCluster:
                 self.root / f"broker-{node_id}.log",
                 role="broker",
             )
+
+    def write_config(self, path: Path, base: dict[str, Any], role_settings: dict[str, Any]) -> None:
+        """The one place node configs are written: the node's own keys, then its security
+        keys, then ``node_settings`` (every node), then the role's settings."""
+        node_id = int(base["node.id"])
+        listener_name = str(base["listeners"][0]).split(":", 1)[0]
+        if self.certs is not None:
+            security = self.certs.node_settings(node_id, listener_name)
+        else:
+            security = {"listener.security.protocol.map": [f"{listener_name}:PLAINTEXT"]}
+        settings = {**base, **security, **self.node_settings, **role_settings}
+        lines = [f'"{k}" = {json.dumps(v)}' for k, v in settings.items()]
+        path.write_text("\n".join(lines) + "\n")
+
+    # ----- clients --------------------------------------------------------------------------
+
+    def client_security(self, name: str = "admin") -> ClientSecurity:
+        """How the tests' clients connect: as ``CN=<name>`` over mTLS, or PLAINTEXT."""
+        if self.certs is None:
+            return ClientSecurity.plaintext()
+        return self.certs.client_security(name)
+
+    def node_security(self, node_id: int) -> ClientSecurity:
+        """A client holding the certificate of node ``node_id`` (any id)."""
+        if self.certs is None:
+            return ClientSecurity.plaintext()
+        return self.certs.node_security(node_id)
+
+    def channel(self, target: int | str, security: ClientSecurity | None = None) -> grpc.Channel:
+        """A channel to a node (id or address) as the admin (or ``security``)."""
+        address = self.nodes[target].address if isinstance(target, int) else target
+        return (security or self.client_security()).channel(address)
+
+    def admin(self, bootstrap: str | None = None, **kwargs: Any) -> Any:
+        """An ``AdminClient`` on ``bootstrap`` (default: every controller) as ``CN=admin``."""
+        from quorum.admin import AdminClient  # noqa: PLC0415 - the harness stays light
+
+        kwargs.setdefault("security", self.client_security())
+        return AdminClient(bootstrap or self.bootstrap, **kwargs)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.nodes[n].address for n in self.controller_ids)
+
+    def command_config(self) -> list[str]:
+        """``--command-config FILE`` for CLI commands that connect (empty when plaintext)."""
+        if self.certs is None:
+            return []
+        return ["--command-config", str(self.certs.client_properties())]
+
+    def run_cli(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """``run_cli`` with ``--command-config`` added to the commands that connect."""
+        if args and args[0] in ("topics", "quorum", "acls"):
+            args = (*args, *self.command_config())
+        return run_cli(*args, **kwargs)
 
     # ----- lifecycle ------------------------------------------------------------------------
 
@@ -266,7 +407,7 @@ class ProcessCluster:
     # ----- queries --------------------------------------------------------------------------
 
     def describe(self, node_id: int, timeout_s: float = 2.0) -> Any:
-        with grpc.insecure_channel(self.nodes[node_id].address) as channel:
+        with self.channel(node_id) as channel:
             stub = raft_pb2_grpc.QuorumServiceStub(channel)
             return stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=timeout_s)
 
@@ -322,20 +463,23 @@ class FakeBrokers:
 
     def __init__(self, cluster: ProcessCluster, broker_ids: list[int]) -> None:
         self.cluster = cluster
+        # Each made-up broker calls with a certificate naming its own id (docs/security.md).
+        self.securities = {b: cluster.node_security(b) for b in broker_ids}
         self.epochs: dict[int, int] = {}
         self.incarnations = {b: Uuid.random() for b in broker_ids}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._heartbeat_loop, daemon=True)
 
-    def _call(self, method: str, request: object) -> object:
-        """Call the active controller (follow NOT_CONTROLLER through any node)."""
+    def _call(self, method: str, request: object, broker_id: int) -> object:
+        """Call the active controller (follow NOT_CONTROLLER through any node) as broker
+        ``broker_id``."""
 
         def attempt() -> object | None:
             for node in (self.cluster.nodes[n] for n in self.cluster.controller_ids):
                 if not node.alive:
                     continue
                 try:
-                    with grpc.insecure_channel(node.address) as channel:
+                    with self.securities[broker_id].channel(node.address) as channel:
                         stub = admin_pb2_grpc.AdminServiceStub(channel)
                         answer: object = getattr(stub, method)(request, timeout=5)
                 except grpc.RpcError:
@@ -358,6 +502,7 @@ class FakeBrokers:
                         admin_pb2.BrokerListener(name="PLAINTEXT", host="127.0.0.1", port=9)
                     ],
                 ),
+                broker_id,
             )
             assert answer.error_code == 0, answer  # type: ignore[attr-defined]
             self.epochs[broker_id] = answer.broker_epoch  # type: ignore[attr-defined]
@@ -372,6 +517,7 @@ class FakeBrokers:
                 admin_pb2.BrokerHeartbeatRequest(
                     broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1 << 40
                 ),
+                broker_id,
             )
             fenced |= bool(answer.is_fenced)  # type: ignore[attr-defined]
         return not fenced
@@ -388,8 +534,10 @@ class FakeBrokers:
 
 
 @contextlib.contextmanager
-def cluster_with_brokers(tmp_path: Path, brokers: int = 3) -> Iterator[ProcessCluster]:
-    with process_cluster(tmp_path) as cluster:
+def cluster_with_brokers(
+    tmp_path: Path, brokers: int = 3, **kwargs: Any
+) -> Iterator[ProcessCluster]:
+    with process_cluster(tmp_path, **kwargs) as cluster:
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
@@ -421,17 +569,20 @@ class ConcurrentFakeBrokers(FakeBrokers):
         self.interval_s = interval_s
         self.round_timeout_s = round_timeout_s
         self.call_timeout_s = call_timeout_s  # a real broker's (broker/controller_client.py)
-        self._channels: dict[str, grpc.Channel] = {}
+        # One channel per controller and broker: each broker calls with its own certificate.
+        self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._leader_address: str | None = None
         self.rounds = 0
         self.failed_rounds = 0
         self.slowest_round_s = 0.0
         self.fenced_answers = 0
 
-    def _stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
-        channel = self._channels.get(address)
+    def _stub(self, address: str, broker_id: int) -> admin_pb2_grpc.AdminServiceStub:
+        channel = self._channels.get((address, broker_id))
         if channel is None:
-            channel = self._channels[address] = grpc.insecure_channel(address)
+            channel = self._channels[(address, broker_id)] = self.securities[broker_id].channel(
+                address
+            )
         return admin_pb2_grpc.AdminServiceStub(channel)
 
     def _candidates(self) -> list[str]:
@@ -454,7 +605,7 @@ class ConcurrentFakeBrokers(FakeBrokers):
             (
                 address,
                 broker_id,
-                self._stub(address).BrokerHeartbeat.future(
+                self._stub(address, broker_id).BrokerHeartbeat.future(
                     admin_pb2.BrokerHeartbeatRequest(
                         broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1 << 40
                     ),

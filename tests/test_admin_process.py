@@ -11,7 +11,6 @@ import grpc
 import pytest
 
 from quorum.admin import (
-    AdminClient,
     AdminError,
     InvalidReplicationFactorError,
     NewTopic,
@@ -24,7 +23,6 @@ from quorum.errors import ErrorCode
 from quorum.harness import (
     ProcessCluster,
     cluster_with_brokers,
-    run_cli,
     wait_until,
 )
 from quorum.ids import Uuid
@@ -38,14 +36,14 @@ def bootstrap(cluster: ProcessCluster) -> str:
 
 
 def test_create_describe_delete_recreate_on_every_controller(tmp_path: Path) -> None:
-    with cluster_with_brokers(tmp_path) as cluster, AdminClient(bootstrap(cluster)) as admin:
+    with cluster_with_brokers(tmp_path) as cluster, cluster.admin(bootstrap(cluster)) as admin:
         created = admin.create_topics([NewTopic("orders", 3, 2)])
         first_id = created.topic_id("orders")
         offset = created.metadata_offset
         # Every controller shows the same id and partitions once it has applied the offset.
         views = []
         for node in cluster.nodes.values():
-            with AdminClient(node.address) as one:
+            with cluster.admin(node.address) as one:
                 by_name = one.describe_topics(
                     TopicCollection.of_topic_names(["orders"]), min_metadata_offset=offset
                 ).all_topic_names()["orders"]
@@ -70,7 +68,7 @@ def test_create_describe_delete_recreate_on_every_controller(tmp_path: Path) -> 
             gone.topic_id_values()[first_id].result()  # type: ignore[index]
 
         # Both name and id in one delete entry: INVALID_REQUEST (as Kafka), nothing deleted.
-        with grpc.insecure_channel(admin.controller_address or "") as channel:
+        with cluster.channel(admin.controller_address or "") as channel:
             answer = admin_pb2_grpc.AdminServiceStub(channel).DeleteTopics(
                 admin_pb2.DeleteTopicsRequest(
                     topics=[admin_pb2.DeletableTopic(name="orders", topic_id=second_id.bytes)]
@@ -99,12 +97,12 @@ def test_create_describe_delete_recreate_on_every_controller(tmp_path: Path) -> 
 def test_topics_cli_against_the_quorum(tmp_path: Path) -> None:
     with cluster_with_brokers(tmp_path) as cluster:
         server = bootstrap(cluster)
-        out = run_cli(
+        out = cluster.run_cli(
             "topics", "--bootstrap-server", server, "--create", "--topic", "payments",
             "--partitions", "2", "--replication-factor", "3", "--config", "retention.ms=1000",
         )  # fmt: skip
         assert "Created topic payments." in out.stdout
-        described = run_cli(
+        described = cluster.run_cli(
             "topics", "--bootstrap-server", server, "--describe", "--topic", "payments"
         )
         first = described.stdout.splitlines()[0]
@@ -112,16 +110,18 @@ def test_topics_cli_against_the_quorum(tmp_path: Path) -> None:
         assert "PartitionCount: 2\tReplicationFactor: 3\tConfigs: retention.ms=1000" in first
         topic_id = first.split("TopicId: ")[1].split("\t")[0]
         assert Uuid.parse(topic_id)
-        again = run_cli(
+        again = cluster.run_cli(
             "topics", "--bootstrap-server", server, "--create", "--topic", "payments",
             "--partitions", "1", "--replication-factor", "1", check=False,
         )  # fmt: skip
         assert again.returncode == 1
         assert "TOPIC_ALREADY_EXISTS" in again.stderr
-        listed = run_cli("topics", "--bootstrap-server", server, "--list", "--exclude-internal")
+        listed = cluster.run_cli(
+            "topics", "--bootstrap-server", server, "--list", "--exclude-internal"
+        )
         assert listed.stdout.split() == ["payments"]
-        run_cli("topics", "--bootstrap-server", server, "--delete", "--topic-id", topic_id)
-        missing = run_cli(
+        cluster.run_cli("topics", "--bootstrap-server", server, "--delete", "--topic-id", topic_id)
+        missing = cluster.run_cli(
             "topics", "--bootstrap-server", server, "--describe", "--topic-id", topic_id,
             check=False,
         )  # fmt: skip
@@ -130,7 +130,7 @@ def test_topics_cli_against_the_quorum(tmp_path: Path) -> None:
 
 
 def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
-    with cluster_with_brokers(tmp_path) as cluster, AdminClient(bootstrap(cluster)) as admin:
+    with cluster_with_brokers(tmp_path) as cluster, cluster.admin(bootstrap(cluster)) as admin:
         admin.create_topics([NewTopic("a.b", 1, 1)]).all()
         before = sorted((t.name, t.topic_id) for t in admin.list_topics().listings())
         cases: list[tuple[NewTopic, str]] = [
@@ -160,7 +160,7 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
             assert expected in str(excinfo.value), (topic.name[:20], str(excinfo.value))
         with pytest.raises(InvalidReplicationFactorError, match="broker"):
             admin.create_topics([NewTopic("rf-many", 1, 5)]).all()
-        with grpc.insecure_channel(admin.controller_address or "") as channel:
+        with cluster.channel(admin.controller_address or "") as channel:
             stub = admin_pb2_grpc.AdminServiceStub(channel)
             too_many = stub.CreateTopics(
                 admin_pb2.CreateTopicsRequest(
@@ -222,7 +222,7 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
 def test_acknowledged_creates_survive_kill_9_of_the_leader(tmp_path: Path) -> None:
     with (
         cluster_with_brokers(tmp_path) as cluster,
-        AdminClient(bootstrap(cluster), timeout_s=20) as admin,
+        cluster.admin(bootstrap(cluster), timeout_s=20) as admin,
     ):
         acknowledged: dict[str, Uuid] = {}
         attempted: list[str] = []

@@ -21,6 +21,7 @@ from quorum.admin import AdminClient, NewTopic
 from quorum.analytics.source import list_log_files, load
 from quorum.harness import FakeBrokers, process_cluster, wait_until
 from quorum.ids import Uuid
+from quorum.security.tls import ClientSecurity
 from quorum.tools.log_dump import Tail, iter_frames, segment_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.process, pytest.mark.slow]
@@ -35,16 +36,17 @@ COLUMNS = ("offset", "epoch", "record_type", "topic_id", "name", "partition", "b
 class Creator(threading.Thread):
     """Creates topics one request at a time until stopped; remembers what was acknowledged."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
+        self.security = security
         self.acknowledged: dict[str, tuple[Uuid, int]] = {}  # name -> (id, metadata_offset)
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
 
     def run(self) -> None:
         try:
-            with AdminClient(self.bootstrap) as admin:
+            with AdminClient(self.bootstrap, security=self.security) as admin:
                 n = 0
                 while not self._stop_requested.is_set():
                     name = f"live-{n}"
@@ -85,7 +87,7 @@ def test_spark_reads_the_log_of_a_running_quorum(spark: Any, tmp_path: Path) -> 
         brokers.register()
         wait_until(brokers.heartbeat_all, 20, "every test broker unfenced")
         directory = cluster.nodes[leader].metadata_dir
-        creator = Creator(",".join(cluster.nodes[n].address for n in cluster.controller_ids))
+        creator = Creator(cluster.bootstrap, cluster.client_security())
         try:
             creator.start()
             reads = []

@@ -84,7 +84,7 @@ def start_cluster(cluster: ProcessCluster) -> AdminClient:
     cluster.format()
     cluster.start_all()
     cluster.wait_for_leader(timeout_s=30)
-    admin = AdminClient(bootstrap(cluster), timeout_s=30)
+    admin = cluster.admin(bootstrap(cluster), timeout_s=30)
     wait_until(
         lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,  # type: ignore[attr-defined]
         30,
@@ -143,7 +143,7 @@ def test_stale_state_scenario_of_the_seed(tmp_path: Path) -> None:
             )
         check_reconciled(cluster, admin)
         # The broker answers metadata reads from its own image, with its applied offset.
-        with AdminClient(cluster.nodes[102].address) as via_broker:
+        with cluster.admin(cluster.nodes[102].address) as via_broker:
             described = via_broker.describe_topics(
                 TopicCollection.of_topic_ids([new_id]), min_metadata_offset=0
             ).all_topic_ids()[new_id]
@@ -180,7 +180,7 @@ def test_damaged_directories_do_not_stop_the_broker(tmp_path: Path) -> None:
         (log_dir / "no partition number").mkdir()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
-        admin = AdminClient(bootstrap(cluster), timeout_s=30)
+        admin = cluster.admin(bootstrap(cluster), timeout_s=30)
         wait_until(lambda: not (log_dir / "nometa-0").exists(), 30, "the stale dirs moved aside")
         remaining = {p.name for p in log_dir.iterdir()}
         for name in ("garbage-0", "half-built-0.tmp-abcdefghij", "no partition number"):
@@ -201,7 +201,7 @@ def test_brokers_follow_a_new_leader_after_kill_9(tmp_path: Path) -> None:
         applied: dict[int, list[int]] = {b: [] for b in cluster.broker_ids}
 
         def broker_offset(broker_id: int) -> int:
-            with AdminClient(cluster.nodes[broker_id].address, timeout_s=5) as one:
+            with cluster.admin(cluster.nodes[broker_id].address, timeout_s=5) as one:
                 return one.list_topics().metadata_offset  # type: ignore[attr-defined,no-any-return]
 
         for broker_id in cluster.broker_ids:
@@ -225,7 +225,7 @@ def test_brokers_follow_a_new_leader_after_kill_9(tmp_path: Path) -> None:
             TopicCollection.of_topic_names(names), min_metadata_offset=final
         ).all_topic_names()
         for broker_id in cluster.broker_ids:
-            with AdminClient(cluster.nodes[broker_id].address) as via_broker:
+            with cluster.admin(cluster.nodes[broker_id].address) as via_broker:
                 broker_view = via_broker.describe_topics(
                     TopicCollection.of_topic_names(names), min_metadata_offset=final
                 ).all_topic_names()
@@ -284,7 +284,7 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
                 env={**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"},
             )
         cluster.wait_for_leader(timeout_s=30)
-        admin = AdminClient(cluster.nodes[1].address, timeout_s=30)
+        admin = cluster.admin(cluster.nodes[1].address, timeout_s=30)
         wait_for_unfenced_broker(admin, "the broker registered and unfenced")
         admin.create_topics([NewTopic("live", 1, 1)]).all()
         metadata = broker.log_dir / "live-0" / "partition.metadata"

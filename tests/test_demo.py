@@ -26,6 +26,9 @@ def test_dev_up_tells_the_kip516_story() -> None:
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert "LeaderId:" in out
+    # mTLS is on: the certificates were generated (or kept) and the admin commands use them.
+    assert "== mTLS: certificates in" in out
+    assert "--command-config" in out
     assert "Created topic orders." in out
     assert "the name 'orders' now has a new id" in out
     assert "moved the stale ones aside: deleting/ = [" in out

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from quorum.admin import AdminClient
 from quorum.harness import (
     ProcessCluster,
     directory_state,
@@ -52,7 +51,7 @@ def test_second_start_on_a_live_directory_exits_1_and_changes_nothing(tmp_path: 
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
-        admin = AdminClient(cluster.nodes[1].address, timeout_s=30)
+        admin = cluster.admin(cluster.nodes[1].address, timeout_s=30)
         wait_for_unfenced_broker(admin, "the broker registered and unfenced")
         controller = cluster.nodes[1]
         broker = cluster.nodes[101]

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
 from quorum.errors import ErrorCode
 from quorum.harness import ProcessCluster, cluster_with_brokers
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.security.tls import ClientSecurity
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -44,9 +44,9 @@ def create_request(index: int) -> admin_pb2.CreateTopicsRequest:
     )
 
 
-async def burst(address: str) -> list[admin_pb2.CreateTopicsResponse]:
+async def burst(address: str, security: ClientSecurity) -> list[admin_pb2.CreateTopicsResponse]:
     requests = [create_request(i) for i in range(REQUESTS)]  # built before the clock starts
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with security.aio_channel(address) as channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)
         return list(await asyncio.gather(*(stub.CreateTopics(r, timeout=120) for r in requests)))
 
@@ -73,7 +73,7 @@ def test_a_burst_of_maximal_create_topics_keeps_loop_turns_short(
         leader, epoch, _ = cluster.wait_for_leader()
         log_size = cluster.nodes[leader].log_path.stat().st_size
         started = time.monotonic()
-        answers = asyncio.run(burst(cluster.nodes[leader].address))
+        answers = asyncio.run(burst(cluster.nodes[leader].address, cluster.client_security()))
         seconds = time.monotonic() - started
 
         assert all(a.error_code == ErrorCode.NONE for a in answers), [

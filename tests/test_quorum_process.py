@@ -208,7 +208,7 @@ def test_describe_says_no_leader_when_there_is_none(tmp_path: Path) -> None:
         cluster.start(1)
         node = cluster.nodes[1]
         wait_until(lambda: node.alive and "listening" in cluster.logs(1), 20, "the node listening")
-        result = run_cli(
+        result = cluster.run_cli(
             "quorum", "describe", "--status", "--bootstrap-controller", node.address, check=False
         )
         assert result.returncode == 0, result.stderr

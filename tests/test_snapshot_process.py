@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.admin import AdminClient, NewTopic, TopicCollection
+from quorum.admin import NewTopic, TopicCollection
 from quorum.harness import FakeBrokers, ProcessCluster, process_cluster, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
@@ -62,7 +62,7 @@ def test_controllers_snapshot_clean_and_restart_from_snapshot(tmp_path: Path) ->
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
-        admin = AdminClient(bootstrap(cluster), timeout_s=30)
+        admin = cluster.admin(bootstrap(cluster), timeout_s=30)
         wait_until(
             lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,  # type: ignore[attr-defined]
             30,
@@ -95,14 +95,14 @@ def test_controllers_snapshot_clean_and_restart_from_snapshot(tmp_path: Path) ->
         cluster.start(follower)
         wait_until(lambda: '"snapshot_loaded"' in cluster.logs(follower), 30, "snapshot load")
         final = admin.list_topics().metadata_offset  # type: ignore[attr-defined]
-        with AdminClient(cluster.nodes[follower].address, timeout_s=30) as one:
+        with cluster.admin(cluster.nodes[follower].address, timeout_s=30) as one:
             seen = one.list_topics(exclude_internal=True, min_metadata_offset=final)  # type: ignore[call-arg]
         assert {t.name: t.topic_id for t in seen.listings()} == expected
         # So does a broker: its own snapshot plus the log after it, then the same topics.
         cluster.kill(101, signal.SIGKILL)
         cluster.start(101)
         wait_until(lambda: events(cluster, 101, "snapshot_loaded"), 30, "broker snapshot load")
-        with AdminClient(cluster.nodes[101].address, timeout_s=30) as one:
+        with cluster.admin(cluster.nodes[101].address, timeout_s=30) as one:
             seen = one.list_topics(exclude_internal=True, min_metadata_offset=final)  # type: ignore[call-arg]
         assert {t.name: t.topic_id for t in seen.listings()} == expected
         admin.close()
@@ -119,7 +119,7 @@ def test_controller_restarts_from_its_snapshot_after_50000_records(tmp_path: Pat
         wait_until(test_brokers.heartbeat_all, 20, "every test broker unfenced")
         with contextlib.ExitStack() as stack:
             stack.callback(test_brokers.stop)
-            admin = stack.enter_context(AdminClient(bootstrap(cluster), timeout_s=60))
+            admin = stack.enter_context(cluster.admin(bootstrap(cluster), timeout_s=60))
             # 26 requests of 1,000 topics with one partition: 2 records each, 52,000 records.
             for round_ in range(26):
                 admin.create_topics([NewTopic(f"big{round_}-{i}", 1, 3) for i in range(1000)]).all()
@@ -142,7 +142,7 @@ def test_controller_restarts_from_its_snapshot_after_50000_records(tmp_path: Pat
             assert int(loaded["topics"]) > 20_000, loaded  # type: ignore[call-overload]
             # Only the log after the snapshot was replayed (a few MiB of batches at most).
             assert int(loaded["log_batches_after"]) < 1_000, loaded  # type: ignore[call-overload]
-            with AdminClient(cluster.nodes[follower].address, timeout_s=60) as one:
+            with cluster.admin(cluster.nodes[follower].address, timeout_s=60) as one:
                 seen = one.list_topics(exclude_internal=True, min_metadata_offset=final)  # type: ignore[call-arg]
             assert len(seen.listings()) == 26_000
             assert {t.name: t.topic_id for t in seen.listings()} == {
@@ -157,7 +157,7 @@ def test_wiped_broker_is_brought_back_by_fetch_snapshot(tmp_path: Path) -> None:
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
-        admin = AdminClient(bootstrap(cluster), timeout_s=30)
+        admin = cluster.admin(bootstrap(cluster), timeout_s=30)
         wait_until(
             lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,  # type: ignore[attr-defined]
             30,
@@ -219,10 +219,10 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path: Pa
         loaded = events(cluster, victim, "snapshot_loaded")[-1]
         assert int(loaded["end_offset"]) == int(previous.name.split("-")[0])  # type: ignore[call-overload]
         # It catches up from there: it serves reads at the leader's current offset.
-        with AdminClient(bootstrap(cluster), timeout_s=30) as admin:
+        with cluster.admin(bootstrap(cluster), timeout_s=30) as admin:
             final = admin.list_topics().metadata_offset  # type: ignore[attr-defined]
         assert final > int(newest.name.split("-")[0])
-        with AdminClient(cluster.nodes[victim].address, timeout_s=30) as one:
+        with cluster.admin(cluster.nodes[victim].address, timeout_s=30) as one:
             seen = one.list_topics(min_metadata_offset=final)  # type: ignore[call-arg]
         assert seen.metadata_offset >= final  # type: ignore[attr-defined]
 

@@ -12,6 +12,7 @@ parsed defensively: anything unexpected in them yields no node identity, never a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -23,7 +24,10 @@ __all__ = [
     "NODE_URI_PREFIX",
     "Caller",
     "CallerResolver",
+    "MappingRuleError",
+    "PrincipalMapper",
     "node_uri",
+    "parse_mapping_rules",
 ]
 
 ANONYMOUS: Final = "User:ANONYMOUS"
@@ -76,15 +80,152 @@ def _parse_node_uri(uri: str) -> tuple[str, int] | None:
     return parts[0], node_id
 
 
+class MappingRuleError(ValueError):
+    """``ssl.principal.mapping.rules`` does not parse; the message says where."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    text: str
+    pattern: re.Pattern[str] | None  # None: DEFAULT
+    replacement: str = ""
+    case: str = ""  # "", "L" or "U"
+
+    def apply(self, subject: str) -> str | None:
+        if self.pattern is None:
+            return subject
+        if self.pattern.fullmatch(subject) is None:
+            return None
+        result = self.pattern.sub(self.replacement, subject)
+        if self.case == "L":
+            return result.lower()
+        if self.case == "U":
+            return result.upper()
+        return result
+
+
+def _split_unescaped(text: str, start: int) -> tuple[str, int]:
+    """The text from ``start`` to the next '/' not escaped by a backslash, and the index after
+    that '/'."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "/":
+            return text[start:i], i + 1
+        i += 1
+    raise MappingRuleError(f"rule at {start}: missing '/' in {text[start:]!r}")
+
+
+def _java_replacement(replacement: str) -> str:
+    """Java's ``$1`` group references as Python's ``\\g<1>``; other backslashes literal."""
+    out: list[str] = []
+    i = 0
+    while i < len(replacement):
+        c = replacement[i]
+        if c == "$" and i + 1 < len(replacement) and replacement[i + 1].isdigit():
+            j = i + 1
+            while j < len(replacement) and replacement[j].isdigit():
+                j += 1
+            out.append(f"\\g<{replacement[i + 1 : j]}>")
+            i = j
+            continue
+        if c == "\\" and i + 1 < len(replacement):
+            out.append(replacement[i + 1].replace("\\", "\\\\"))
+            i += 2
+            continue
+        out.append("\\\\" if c == "\\" else c)
+        i += 1
+    return "".join(out)
+
+
+def _parse_rules(text: str) -> list[_Rule]:
+    rules: list[_Rule] = []
+    i = 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        start = i
+        if text.startswith("DEFAULT", i):
+            i += len("DEFAULT")
+            rules.append(_Rule("DEFAULT", None))
+        elif text.startswith("RULE:", i):
+            pattern, i = _split_unescaped(text, i + len("RULE:"))
+            replacement, i = _split_unescaped(text, i)
+            case = ""
+            if i < len(text) and text[i] in "LU":
+                case = text[i]
+                i += 1
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise MappingRuleError(f"rule {text[start:i]!r}: bad pattern: {exc}") from None
+            rules.append(_Rule(text[start:i], compiled, _java_replacement(replacement), case))
+        else:
+            raise MappingRuleError(
+                f"{text[i:]!r} is not a rule; allowed: DEFAULT or RULE:pattern/replacement/ "
+                "with an optional L or U after it, comma-separated"
+            )
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i < len(text):
+            if text[i] != ",":
+                raise MappingRuleError(
+                    f"expected ',' between rules at {text[i:]!r}; allowed: DEFAULT or "
+                    "RULE:pattern/replacement/[LU], comma-separated"
+                )
+            i += 1
+    if not rules:
+        raise MappingRuleError("no rule given; allowed: e.g. 'DEFAULT'")
+    return rules
+
+
+def parse_mapping_rules(text: str) -> tuple[str, ...]:
+    """Kafka's ``ssl.principal.mapping.rules`` string as one string per rule, checked.
+    Raises ``MappingRuleError``."""
+    return tuple(rule.text for rule in _parse_rules(text))
+
+
+class PrincipalMapper:
+    """Kafka's ``SslPrincipalMapper``: the first rule whose pattern matches the whole subject
+    gives the name (``RULE:^CN=(.*?),OU=.*$/$1/L``); DEFAULT gives the subject unchanged. No
+    matching rule: no principal (Kafka fails the authentication)."""
+
+    def __init__(self, rules: str | Sequence[str] = ("DEFAULT",)) -> None:
+        text = rules if isinstance(rules, str) else ",".join(rules)
+        self._rules = _parse_rules(text)
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The rules, one string each, in the order they are tried."""
+        return tuple(rule.text for rule in self._rules)
+
+    def name(self, subject_dn: str) -> str | None:
+        for rule in self._rules:
+            result = rule.apply(subject_dn)
+            if result is not None:
+                return result
+        return None
+
+
 class CallerResolver:
-    """Turns a call's auth context into a ``Caller``. One per server; cheap per call."""
+    """Turns a call's auth context into a ``Caller``. One per server; cheap per call.
 
-    def __init__(self, mapping_rules: Sequence[str] = ("DEFAULT",)) -> None:
-        self.mapping_rules = tuple(mapping_rules)
+    ``mapping_rules``: ``ssl.principal.mapping.rules``, as Kafka's comma-separated string or
+    one string per rule (``NodeConfig.ssl_principal_mapping_rules``)."""
 
-    def principal_for_subject(self, subject_dn: str) -> str:
-        """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged)."""
-        return f"User:{subject_dn}"
+    def __init__(self, mapping_rules: str | Sequence[str] = ("DEFAULT",)) -> None:
+        self._mapper = PrincipalMapper(mapping_rules)
+        self.mapping_rules = self._mapper.rules
+
+    def principal_for_subject(self, subject_dn: str) -> str | None:
+        """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged); None when
+        no rule matches (the caller is then not authenticated)."""
+        name = self._mapper.name(subject_dn)
+        return None if name is None else f"User:{name}"
 
     def caller(self, context: _AuthContext) -> Caller:
         peer = context.peer()
@@ -106,8 +247,11 @@ class CallerResolver:
         named = [parsed for parsed in map(_parse_node_uri, uris) if parsed is not None]
         if len(named) == 1:  # two node names in one certificate name no node
             node = named[0]
+        principal = self.principal_for_subject(subject)
+        if principal is None:  # no mapping rule matched: Kafka refuses the authentication
+            return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
         return Caller(
-            principal=self.principal_for_subject(subject),
+            principal=principal,
             node_id=None if node is None else node[1],
             cluster_id=None if node is None else node[0],
             authenticated=True,

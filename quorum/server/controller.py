@@ -63,7 +63,12 @@ class ControllerNode:
         self.driver = self.raft.driver
         if image.metadata_topic_id is not None:
             self.node.set_metadata_topic_id(image.metadata_topic_id)
-        self.grpc = GrpcServer(config.listener, (QUORUM_SERVICE, ADMIN_SERVICE), self.log)
+        self.grpc = GrpcServer(
+            config.listener,
+            (QUORUM_SERVICE, ADMIN_SERVICE),
+            self.log,
+            security=self.raft.security,
+        )
         self._serving: bool | None = None
         self.state_machine = ControllerStateMachine(
             image,

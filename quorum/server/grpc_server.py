@@ -4,6 +4,12 @@ Every node listens on its single ``listeners`` entry. Health reports NOT_SERVING
 server ("") and each of the node's services until the node says otherwise (a controller once a
 leader is known, a broker once caught up). A port that cannot be bound is a ``StartupError``.
 
+The listener speaks the node's security protocol (``NodeSecurity``, quorum/security/tls.py): SSL
+with the certificate re-read on every new handshake when its files changed (SIGHUP forces a
+re-read), client certificates required by default; or PLAINTEXT, logged as
+``listener_plaintext`` at start-up because anyone reaching the port can then act as any node
+or admin (docs/security.md#listeners-and-protocols).
+
 Every byte that arrives is untrusted: a request whose bytes do not decode as the method's
 protobuf message (truncated, a string field with invalid UTF-8, a wrong wire type) is answered
 INVALID_ARGUMENT naming the method and what failed, for every service of the node
@@ -13,7 +19,9 @@ INVALID_ARGUMENT naming the method and what failed, for every service of the nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +33,7 @@ from grpc_reflection.v1alpha import reflection
 
 from quorum.config import Listener
 from quorum.rpc.v1 import admin_pb2, raft_pb2
+from quorum.security.tls import NodeSecurity
 from quorum.server.raft_manager import StartupError
 from quorum.server.service import SERVER_OPTIONS
 
@@ -35,12 +44,20 @@ HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 SERVER_GRACE_S = 0.5
 
 
-def bind(server: grpc.aio.Server, host: str, port: int) -> str:
-    """Listen on ``host:port`` (plaintext; see the README's security notes) or raise
+def bind(
+    server: grpc.aio.Server,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None = None,
+) -> str:
+    """Listen on ``host:port`` with TLS ``credentials`` (None: plaintext) or raise
     ``StartupError`` saying why."""
     address = f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError as exc:
         raise StartupError(f"cannot listen on {address}: {exc}") from exc
     if bound == 0:
@@ -130,9 +147,16 @@ class GrpcServer:
     """The node's gRPC server on ``listener``, serving ``services`` (their full names) plus
     health and reflection."""
 
-    def __init__(self, listener: Listener, services: Sequence[str], logger: Any) -> None:
+    def __init__(
+        self,
+        listener: Listener,
+        services: Sequence[str],
+        logger: Any,
+        security: NodeSecurity | None = None,
+    ) -> None:
         self.listener = listener
         self.services = tuple(services)
+        self.security = security
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._log = logger
@@ -160,10 +184,28 @@ class GrpcServer:
         reflection.enable_server_reflection(
             (*self.services, HEALTH_SERVICE, reflection.SERVICE_NAME), server
         )
-        address = bind(server, self.listener.host, self.listener.port)
+        security = self.security
+        credentials = None if security is None else security.server_credentials()
+        for warning in () if security is None else security.warnings:
+            self._log.warning(warning.event, message=warning.message)
+        address = bind(server, self.listener.host, self.listener.port, credentials)
         await server.start()
         self.server = server
-        self._log.info("listening", address=address, cluster_id=cluster_id)
+        if security is not None and security.is_ssl:
+            # SIGHUP re-reads the certificate files at the next handshake (rotation).
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._reload)
+        self._log.info(
+            "listening",
+            address=address,
+            cluster_id=cluster_id,
+            security_protocol="PLAINTEXT" if credentials is None else "SSL",
+        )
+
+    def _reload(self) -> None:
+        assert self.security is not None
+        self.security.reload()
+        self._log.info("tls_reload_requested", signal="SIGHUP")
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -32,6 +32,7 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Record
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Proposal, RaftNode, Ready
+from quorum.security.tls import NodeSecurity
 from quorum.server.driver import Clock, RaftDriver
 from quorum.server.service import PeerClients
 from quorum.server.snapshotting import (
@@ -88,6 +89,7 @@ class RaftManager:
         self,
         *,
         config: NodeConfig,
+        security: NodeSecurity,
         cluster_id: str,
         directory: Path,
         segments: SegmentedLog,
@@ -100,6 +102,9 @@ class RaftManager:
         locks: Sequence[DirLock] = (),
     ) -> None:
         self.config = config
+        # The listener's protocol and certificates; ``security.client`` is how this node's
+        # clients (peers, FetchSnapshot, a broker's controller client) connect.
+        self.security = security
         self.cluster_id = cluster_id
         self.directory = directory
         self.segments = segments
@@ -129,11 +134,13 @@ class RaftManager:
         of the snapshot it starts from (the log batches after it are replayed once committed).
         The driver calls the node back with ``on_committed``, ``on_ready`` and
         ``on_proposed``. Raises ``StartupError``."""
+        security = NodeSecurity(config)  # ConfigError before anything is locked or opened
         locks = lock_data_dirs(config)
         try:
             return cls._open_locked(
                 config,
                 locks,
+                security,
                 voter=voter,
                 logger=logger,
                 on_committed=on_committed,
@@ -149,6 +156,7 @@ class RaftManager:
         cls,
         config: NodeConfig,
         locks: Sequence[DirLock],
+        security: NodeSecurity,
         *,
         voter: bool,
         logger: Any,
@@ -209,6 +217,7 @@ class RaftManager:
                 if not (voter and node_id == config.node_id)
             },
             config.controller_quorum_request_timeout_ms,
+            security.client,
         )
         driver = RaftDriver(
             node=node,
@@ -227,6 +236,7 @@ class RaftManager:
         )
         manager = cls(
             config=config,
+            security=security,
             cluster_id=cluster_id,
             directory=directory,
             segments=segments,
@@ -275,6 +285,7 @@ class RaftManager:
             snapshot=snapshot,
             cluster_id=self.cluster_id,
             on_image=on_image,
+            security=self.security.client,
             logger=self.log,
         )
 

@@ -42,6 +42,7 @@ from quorum.raft.messages import (
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import IdentityRefusal, claimed_node_id, refuse_claim
+from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
 from quorum.storage.snapshots import (
@@ -324,21 +325,28 @@ def _response(answer: Message) -> transport.CoreResponse:
 class PeerClients:
     """One channel per voter; sends the core's outbound requests with deadlines."""
 
-    def __init__(self, voters: Mapping[int, HostPort], request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        voters: Mapping[int, HostPort],
+        request_timeout_ms: int,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self._addresses = dict(voters)
         self._request_timeout_s = request_timeout_ms / 1000
-        self._channels: dict[int, grpc.aio.Channel] = {}
-        self._stubs: dict[int, Any] = {}
+        # The node's own certificate is its client certificate; a channel is recreated when
+        # the files changed (docs/security.md#rotation).
+        self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
+        self._stubs: dict[int, tuple[grpc.aio.Channel, Any]] = {}
 
     def stub(self, node_id: int) -> Any:
         if node_id not in self._addresses:
             return None
-        if node_id not in self._stubs:
-            address = self._addresses[node_id]
-            channel = grpc.aio.insecure_channel(f"{address.host}:{address.port}", GRPC_OPTIONS)
-            self._channels[node_id] = channel
-            self._stubs[node_id] = raft_pb2_grpc.QuorumServiceStub(channel)
-        return self._stubs[node_id]
+        address = self._addresses[node_id]
+        channel = self._channels.get(f"{address.host}:{address.port}")
+        cached = self._stubs.get(node_id)
+        if cached is None or cached[0] is not channel:
+            cached = self._stubs[node_id] = (channel, raft_pb2_grpc.QuorumServiceStub(channel))
+        return cached[1]
 
     async def send(self, envelope: Envelope) -> Message:
         stub = self.stub(envelope.destination)
@@ -364,4 +372,5 @@ class PeerClients:
         return transport.response_from_proto(response)
 
     async def close(self) -> None:
-        await asyncio.gather(*(c.close(grace=None) for c in self._channels.values()))
+        self._stubs.clear()
+        await self._channels.close()

@@ -39,6 +39,7 @@ from quorum.metadata.snapshot_records import image_to_records
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import RaftNode
 from quorum.rpc.v1 import raft_pb2
+from quorum.security.tls import ClientSecurity
 from quorum.server.driver import RaftDriver
 from quorum.storage import SegmentedLog
 from quorum.storage.errors import StorageError
@@ -280,11 +281,14 @@ async def download_snapshot(
     cluster_id: str,
     replica_id: int,
     epoch: int,
+    security: ClientSecurity | None = None,
 ) -> None:
-    """FetchSnapshot from the leader at ``address`` in chunks into a validated snapshot file."""
+    """FetchSnapshot from the leader at ``address`` in chunks into a validated snapshot file,
+    over a new channel with the node's client ``security`` (its current certificate)."""
     from quorum.rpc.v1 import raft_pb2_grpc  # noqa: PLC0415 - keep module import light
 
-    async with grpc.aio.insecure_channel(address) as channel:
+    client = security or ClientSecurity.plaintext()
+    async with client.aio_channel(address) as channel:
         stub = raft_pb2_grpc.QuorumServiceStub(channel)
         position = 0
         with SnapshotDownload(directory, snapshot) as download:
@@ -326,6 +330,7 @@ async def fetch_and_install(
     cluster_id: str,
     on_image: Callable[[MetadataImage], None],
     logger: Any,
+    security: ClientSecurity | None = None,
 ) -> None:
     """Behind the leader's log start: download its snapshot, then, inside the driver loop, make
     it the node's state (``on_image`` replaces the node's image). On failure the core is told
@@ -344,6 +349,7 @@ async def fetch_and_install(
                 cluster_id=cluster_id,
                 replica_id=node.node_id,
                 epoch=node.epoch,
+                security=security,
             )
         # Decoding a large snapshot takes seconds: off the loop, which keeps serving.
         image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)

@@ -42,6 +42,7 @@ import grpc
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID
 from quorum.rpc.v1 import raft_pb2_grpc
+from quorum.security.tls import ClientSecurity
 from quorum.server.transport import (
     MalformedMessageError,
     QuorumDescription,
@@ -237,9 +238,12 @@ def parse_bootstrap(text: str) -> list[str]:
     return addresses
 
 
-def ask_node(address: str, timeout_s: float) -> QuorumDescription:
-    """One DescribeQuorum call. Raises ``grpc.RpcError`` when the node cannot answer."""
-    with grpc.insecure_channel(address) as channel:
+def ask_node(
+    address: str, timeout_s: float, security: ClientSecurity | None = None
+) -> QuorumDescription:
+    """One DescribeQuorum call (PLAINTEXT unless ``security`` says otherwise). Raises
+    ``grpc.RpcError`` when the node cannot answer."""
+    with (security or ClientSecurity.plaintext()).channel(address) as channel:
         stub = raft_pb2_grpc.QuorumServiceStub(channel)
         response: Any = stub.DescribeQuorum(tool_describe_quorum_request(), timeout=timeout_s)
     try:
@@ -291,11 +295,28 @@ def run_describe(
     err: TextIO,
     now_ms: Callable[[], int],
     timeout_s: float = DEADLINE_S,
-    ask: Callable[[str, float], QuorumDescription] = ask_node,
+    ask: Callable[[str, float], QuorumDescription] | None = None,
+    security: ClientSecurity | None = None,
 ) -> int:
-    """The whole command; returns its exit code. Raises ``QuorumDescribeError`` for errors."""
+    """The whole command; returns its exit code. Raises ``QuorumDescribeError`` for errors.
+    ``security``: how to connect (``--command-config``); ``ask`` replaces the call in tests."""
+    if ask is None:
+
+        def ask(address: str, timeout_s: float) -> QuorumDescription:
+            return ask_node(address, timeout_s, security)
+
     addresses = parse_bootstrap(bootstrap)
-    address, description = describe_quorum(addresses, timeout_s=timeout_s, ask=ask)
+    try:
+        address, description = describe_quorum(addresses, timeout_s=timeout_s, ask=ask)
+    except QuorumDescribeError as exc:
+        unreachable = str(exc).startswith("cannot describe the quorum")
+        if unreachable and (security is None or security.protocol == "PLAINTEXT"):
+            raise QuorumDescribeError(
+                f"{exc} (this command speaks PLAINTEXT; if the listeners are SSL, pass "
+                "--command-config client.properties with security.protocol=SSL and the ssl.* "
+                "keys, docs/security.md#clients)"
+            ) from exc
+        raise
     no_leader = has_no_leader(description)
     if description.error_code is not ErrorCode.NONE and not no_leader:
         message = description.error_message or "no message"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
 from quorum.admin import (
@@ -65,6 +66,7 @@ from quorum.admin import (
     parse_bootstrap,
 )
 from quorum.ids import ZERO_UUID, InvalidUuidError, Uuid
+from quorum.security.tls import command_security
 
 Action = Literal["create", "describe", "delete", "list"]
 ACTIONS: Final[tuple[Action, ...]] = ("create", "describe", "delete", "list")
@@ -93,6 +95,8 @@ class TopicCommand:
     if_not_exists: bool = False
     exclude_internal: bool = False
     timeout_s: float = TIMEOUT_MS_DEFAULT / 1000
+    # --command-config: Kafka client properties (security.protocol, ssl.*); None: PLAINTEXT.
+    command_config: Path | None = None
 
 
 # ----- parsing -----------------------------------------------------------------------------------
@@ -233,6 +237,7 @@ def command_from_args(args: argparse.Namespace) -> TopicCommand:
         if_not_exists=bool(args.if_not_exists),
         exclude_internal=bool(args.exclude_internal),
         timeout_s=timeout_ms / 1000,
+        command_config=getattr(args, "command_config", None),
     )
 
 
@@ -325,7 +330,11 @@ def run_topic_command(
 
 
 def _default_admin(command: TopicCommand) -> AdminClient:
-    return AdminClient(command.bootstrap, timeout_s=command.timeout_s)
+    return AdminClient(
+        command.bootstrap,
+        timeout_s=command.timeout_s,
+        security=command_security(command.command_config),
+    )
 
 
 def _create(admin: AdminClient, command: TopicCommand, out: TextIO, err: TextIO) -> int:

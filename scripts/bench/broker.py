@@ -113,7 +113,7 @@ def main() -> int:
         cluster.start_all()
         cluster.wait_for_leader(30)
         bootstrap = ",".join(cluster.nodes[n].address for n in cluster.controller_ids)
-        with AdminClient(bootstrap, timeout_s=60) as admin:
+        with cluster.admin(bootstrap, timeout_s=60) as admin:
             wait_until(
                 lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,
                 60,

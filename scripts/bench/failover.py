@@ -9,7 +9,11 @@ the kill (polled every 5 ms). The killed node is then restarted and the quorum l
 before the next run. Idle CPU is the sum of user+system time of the three processes over a
 window with no client traffic (only NoOps every 500 ms), from /proc/PID/stat.
 
+``--security ssl`` (the default) runs the quorum with mTLS between the controllers (and for the
+probing client); ``--security plaintext`` without, to measure what TLS costs (docs/security.md).
+
 Usage: .venv/bin/python scripts/bench/failover.py [--runs 10] [--skip-fast] [--skip-idle]
+       [--security ssl|plaintext]
 """
 
 from __future__ import annotations
@@ -84,10 +88,10 @@ def report(name: str, values: list[float], target: str) -> None:
     print(f"    all (ms): {', '.join(f'{v:.0f}' for v in ms)}")
 
 
-def run(runs: int, settings: dict[str, object], label: str, sigterm: bool) -> None:
+def run(runs: int, settings: dict[str, object], label: str, sigterm: bool, security: str) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="mq-bench-") as tmp,
-        process_cluster(Path(tmp), settings=settings) as cluster,
+        process_cluster(Path(tmp), settings=settings, security=security) as cluster,
     ):
         cluster.format()
         cluster.start_all()
@@ -100,10 +104,10 @@ def run(runs: int, settings: dict[str, object], label: str, sigterm: bool) -> No
             report(f"SIGTERM handover, {label}", terms, "median <= 0.3 s")
 
 
-def idle_cpu(window_s: float) -> None:
+def idle_cpu(window_s: float, security: str) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="mq-bench-") as tmp,
-        process_cluster(Path(tmp)) as cluster,
+        process_cluster(Path(tmp), security=security) as cluster,
     ):
         cluster.format()
         cluster.start_all()
@@ -126,17 +130,27 @@ def main() -> int:
     parser.add_argument("--skip-fast", action="store_true")
     parser.add_argument("--skip-idle", action="store_true")
     parser.add_argument("--idle-window-s", type=float, default=20)
+    parser.add_argument("--security", choices=("ssl", "plaintext"), default="ssl")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
-    run(args.runs, {}, "Kafka defaults (election 1000 ms, fetch 2000 ms)", sigterm=True)
+    print(
+        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; "
+        f"security {args.security}"
+    )
+    run(
+        args.runs,
+        {},
+        "Kafka defaults (election 1000 ms, fetch 2000 ms)",
+        sigterm=True,
+        security=args.security,
+    )
     if not args.skip_fast:
         fast = {
             "controller.quorum.election.timeout.ms": 300,
             "controller.quorum.fetch.timeout.ms": 600,
         }
-        run(args.runs, fast, "election 300 ms, fetch 600 ms", sigterm=False)
+        run(args.runs, fast, "election 300 ms, fetch 600 ms", sigterm=False, security=args.security)
     if not args.skip_idle:
-        idle_cpu(args.idle_window_s)
+        idle_cpu(args.idle_window_s, args.security)
     return 0
 
 

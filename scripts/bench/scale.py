@@ -339,9 +339,9 @@ def bootstrap(cluster: ProcessCluster) -> str:
     return ",".join(cluster.nodes[n].address for n in cluster.controller_ids)
 
 
-def serving_at(address: str, offset: int, timeout_s: float = 2.0) -> bool:
+def serving_at(cluster: ProcessCluster, address: str, offset: int, timeout_s: float = 2.0) -> bool:
     """The node answers a read that needs every record up to ``offset`` applied."""
-    with grpc.insecure_channel(address) as channel:
+    with cluster.channel(address) as channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)
         answer = stub.DescribeCluster(
             admin_pb2.DescribeClusterRequest(min_metadata_offset=offset), timeout=timeout_s
@@ -440,7 +440,7 @@ def create_all(
     profile_at = max(1, total_chunks // 5)
 
     def worker() -> None:
-        with AdminClient(bootstrap(cluster), timeout_s=300) as admin:
+        with cluster.admin(bootstrap(cluster), timeout_s=300) as admin:
             while True:
                 with lock:
                     chunk = next(chunks, None)
@@ -551,7 +551,7 @@ class LoopProbe:
             if not node.alive:
                 continue
             if channel is None:
-                channel = grpc.insecure_channel(node.address)
+                channel = self.cluster.channel(node.address)
             sent = time.perf_counter()
             try:
                 health_pb2_grpc.HealthStub(channel).Check(
@@ -640,7 +640,7 @@ def restart_controller(
     started = time.perf_counter()
     cluster.start(node_id, *extra)
     profiler.start(label, pid_of(node))
-    wait_until(lambda: serving_at(node.address, target), 600, f"{label} serving", 0.05)
+    wait_until(lambda: serving_at(cluster, node.address, target), 600, f"{label} serving", 0.05)
     seconds = time.perf_counter() - started
     cpu_s = cpu_seconds(pid_of(node))
     profiler.stop(label)
@@ -816,7 +816,7 @@ def run(args: argparse.Namespace, root: Path) -> None:
         fakes = ConcurrentFakeBrokers(
             cluster, list(range(FAKE_BROKER_BASE, FAKE_BROKER_BASE + args.brokers))
         )
-        admin = AdminClient(bootstrap(cluster), timeout_s=120)
+        admin = cluster.admin(bootstrap(cluster), timeout_s=120)
         probe = LoopProbe(cluster).start()
         try:
             fakes.register()
@@ -860,7 +860,7 @@ def run(args: argparse.Namespace, root: Path) -> None:
             for node_id in cluster.controller_ids:
                 node = cluster.nodes[node_id]
                 wait_until(
-                    lambda n=node: serving_at(n.address, stats.last_offset, 10),  # type: ignore[misc]
+                    lambda n=node: serving_at(cluster, n.address, stats.last_offset, 10),  # type: ignore[misc]
                     300,
                     f"controller {node_id} applying the last offset",
                     0.2,

@@ -1,0 +1,619 @@
+"""TLS for every listener and every client: Kafka's ``ssl.*`` keys turned into gRPC credentials.
+
+One protocol per node (docs/security.md#listeners-and-protocols): the node's listener speaks
+``listener.security.protocol.map[<listener name>]``, SSL when the map does not name it, and the
+node's own clients (Raft peers, a broker's controller client and FetchSnapshot) speak the same
+protocol, presenting the node's own certificate as their client certificate.
+
+Key material is PEM only (``ssl.keystore.type = "PEM"``): ``ssl.keystore.location`` is one file
+holding the private key and the certificate chain (leaf first), or ``ssl.keystore.key`` and
+``ssl.keystore.certificate.chain`` hold the same PEM text inline; ``ssl.truststore.location`` is
+a CA bundle. ``PemFiles`` re-reads the files when their inode, size or modification time change
+(certificate rotation without a restart, docs/security.md#rotation): the server asks on every
+new handshake (``grpc.dynamic_ssl_server_credentials``), clients before every call, recreating
+their channel when the files changed, so the next connection presents the new certificate.
+New files that do not load (half written, a key that does not match the certificate) are
+logged as ``tls_files_unusable`` and the previous material stays in use.
+
+Clients outside a node (the AdminClient, the CLI) take Kafka's client properties:
+``security.protocol`` (PLAINTEXT, Kafka's default, or SSL), ``ssl.keystore.*``,
+``ssl.truststore.*`` (``ClientSecurity.from_properties``); ``load_properties`` reads a Java-style
+``client.properties`` (``--command-config``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+import structlog
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from quorum.config import (
+    PLAINTEXT,
+    SSL,
+    ConfigError,
+    NodeConfig,
+)
+
+__all__ = [
+    "CLIENT_PROPERTY_KEYS",
+    "DEV_CERTS_HINT",
+    "PLAINTEXT",
+    "SSL",
+    "AioChannels",
+    "ClientSecurity",
+    "KeyStore",
+    "Material",
+    "NodeSecurity",
+    "PemFiles",
+    "SyncChannels",
+    "load_properties",
+]
+
+DEV_CERTS_HINT: Final = (
+    "`metaquorum dev certs --out DIR` writes a local CA, a certificate per node of "
+    "deploy/local/ and an admin client certificate (docs/security.md#certificates)"
+)
+# How long a channel replaced after a rotation lets its calls in flight finish.
+CHANNEL_CLOSE_GRACE_S: Final = 5.0
+
+_log = structlog.get_logger("quorum.security")
+
+_PEM_BLOCK_RE: Final = re.compile(
+    rb"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n.*?-----END (?P=label)-----\r?\n?", re.DOTALL
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyStore:
+    """Where a private key and its certificate chain come from: one PEM file, or inline PEM."""
+
+    location: Path | None = None
+    key_pem: str | None = None
+    chain_pem: str | None = None
+
+    def describe(self) -> str:
+        return str(self.location) if self.location else "ssl.keystore.key/certificate.chain"
+
+
+@dataclass(frozen=True, slots=True)
+class Material:
+    """Loaded PEM bytes, as gRPC takes them, and the file stamp they were read at."""
+
+    key: bytes | None
+    chain: bytes | None
+    ca: bytes | None
+    stamp: tuple[object, ...]
+    serial: int | None = None
+    """The serial number of the leaf certificate (rotation tests and logs)."""
+
+
+def _pem_blocks(data: bytes) -> list[tuple[str, bytes]]:
+    return [(m.group("label").decode(), m.group(0)) for m in _PEM_BLOCK_RE.finditer(data)]
+
+
+def _read(path: Path, key: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{key}: {path} does not exist; {DEV_CERTS_HINT}", key=key) from None
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc}", key=key) from None
+
+
+def load_keystore(keystore: KeyStore) -> tuple[bytes, bytes, int]:
+    """(private key PEM, certificate chain PEM, leaf serial), checked: exactly one private key,
+    at least one certificate, the key matching the first (leaf) certificate."""
+    if keystore.location is not None:
+        what = f"ssl.keystore.location {keystore.location}"
+        key_name = "ssl.keystore.location"
+        blocks = _pem_blocks(_read(keystore.location, key_name))
+    else:
+        what = "ssl.keystore.key / ssl.keystore.certificate.chain"
+        key_name = "ssl.keystore.key"
+        blocks = _pem_blocks((keystore.key_pem or "").encode()) + _pem_blocks(
+            (keystore.chain_pem or "").encode()
+        )
+    keys = [pem for label, pem in blocks if label.endswith("PRIVATE KEY")]
+    certs = [pem for label, pem in blocks if label == "CERTIFICATE"]
+    if len(keys) != 1 or not certs:
+        raise ConfigError(
+            f"{what} holds {len(keys)} private keys and {len(certs)} certificates; allowed: one "
+            "PEM private key and the PEM certificate chain, leaf first. "
+            f"{DEV_CERTS_HINT}",
+            key=key_name,
+        )
+    try:
+        private_key = serialization.load_pem_private_key(keys[0], password=None)
+        leaf = x509.load_pem_x509_certificate(certs[0])
+        for pem in certs[1:]:
+            x509.load_pem_x509_certificate(pem)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{what} does not load: {exc} (encrypted keys are not supported)", key=key_name
+        ) from None
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    encoding = serialization.Encoding.DER
+    if private_key.public_key().public_bytes(encoding, public) != leaf.public_key().public_bytes(
+        encoding, public
+    ):
+        raise ConfigError(
+            f"{what}: the private key does not belong to the first certificate (the leaf); "
+            "put the node's own certificate first",
+            key=key_name,
+        )
+    return keys[0], b"".join(certs), leaf.serial_number
+
+
+def load_truststore(path: Path) -> bytes:
+    """The CA certificates of ``path`` (PEM), at least one."""
+    blocks = _pem_blocks(_read(path, "ssl.truststore.location"))
+    certs = [pem for label, pem in blocks if label == "CERTIFICATE"]
+    if not certs:
+        raise ConfigError(
+            f"ssl.truststore.location {path} holds no PEM certificate; give the CA bundle",
+            key="ssl.truststore.location",
+        )
+    try:
+        for pem in certs:
+            x509.load_pem_x509_certificate(pem)
+    except ValueError as exc:
+        raise ConfigError(
+            f"ssl.truststore.location {path} does not load: {exc}", key="ssl.truststore.location"
+        ) from None
+    return b"".join(certs)
+
+
+class PemFiles:
+    """A keystore and a truststore, re-read when their files change. Thread-safe: gRPC's
+    certificate fetcher runs on its own threads."""
+
+    def __init__(self, keystore: KeyStore | None, truststore: Path | None) -> None:
+        self.keystore = keystore
+        self.truststore = truststore
+        self._lock = threading.Lock()
+        self._forced = False
+        self._material = self._load(self.stamp())  # raises ConfigError at start-up
+
+    def paths(self) -> list[Path]:
+        paths = []
+        if self.keystore is not None and self.keystore.location is not None:
+            paths.append(self.keystore.location)
+        if self.truststore is not None:
+            paths.append(self.truststore)
+        return paths
+
+    def stamp(self) -> tuple[object, ...]:
+        """What identifies the files' current contents: inode, size and mtime of each."""
+        result: list[object] = []
+        for path in self.paths():
+            try:
+                st = path.stat()
+            except OSError:
+                result.append((str(path), None))
+                continue
+            result.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(result)
+
+    def _load(self, stamp: tuple[object, ...]) -> Material:
+        key = chain = ca = None
+        serial = None
+        if self.keystore is not None:
+            key, chain, serial = load_keystore(self.keystore)
+        if self.truststore is not None:
+            ca = load_truststore(self.truststore)
+        return Material(key, chain, ca, stamp, serial)
+
+    def force_reload(self) -> None:
+        """Re-read the files at the next use even if they look unchanged (SIGHUP)."""
+        with self._lock:
+            self._forced = True
+
+    @property
+    def material(self) -> Material:
+        return self._material
+
+    def current(self) -> tuple[Material, bool]:
+        """The material, re-read first if the files changed; True when it was re-read."""
+        stamp = self.stamp()
+        with self._lock:
+            if stamp == self._material.stamp and not self._forced:
+                return self._material, False
+            self._forced = False
+            try:
+                material = self._load(stamp)
+            except ConfigError as exc:
+                _log.warning("tls_files_unusable", problem=str(exc), kept="the previous files")
+                # Do not retry on every handshake until the files change again.
+                self._material = Material(
+                    self._material.key,
+                    self._material.chain,
+                    self._material.ca,
+                    stamp,
+                    self._material.serial,
+                )
+                return self._material, False
+            changed = material.key != self._material.key or material.ca != self._material.ca
+            changed = changed or material.chain != self._material.chain
+            self._material = material
+        if changed:
+            _log.info(
+                "tls_files_reloaded",
+                files=[str(p) for p in self.paths()],
+                serial=None if material.serial is None else f"{material.serial:x}",
+            )
+        return material, changed
+
+
+# ----- clients -------------------------------------------------------------------------------
+
+# Kafka's client keys this project reads; anything else under ssl./security./sasl. is refused.
+CLIENT_PROPERTY_KEYS: Final = (
+    "security.protocol",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.endpoint.identification.algorithm",
+)
+
+
+class ClientSecurity:
+    """How a client connects: PLAINTEXT, or SSL with a truststore and (for mTLS) a keystore."""
+
+    def __init__(self, protocol: str = PLAINTEXT, files: PemFiles | None = None) -> None:
+        assert protocol in (PLAINTEXT, SSL), protocol
+        assert (files is None) == (protocol == PLAINTEXT)
+        self.protocol = protocol
+        self.files = files
+        self._credentials: tuple[tuple[object, ...], grpc.ChannelCredentials] | None = None
+
+    @classmethod
+    def plaintext(cls) -> ClientSecurity:
+        return cls(PLAINTEXT)
+
+    @classmethod
+    def ssl(cls, *, truststore: Path, keystore: KeyStore | None = None) -> ClientSecurity:
+        return cls(SSL, PemFiles(keystore, truststore))
+
+    @classmethod
+    def from_properties(
+        cls, properties: Mapping[str, str] | None, *, base_dir: Path | None = None
+    ) -> ClientSecurity:
+        """Kafka's client keys (``security.protocol``, ``ssl.*``); relative paths against
+        ``base_dir`` (the properties file's directory). Raises ``ConfigError``."""
+        props = {k.strip(): str(v).strip() for k, v in (properties or {}).items()}
+        for key in props:
+            if key.startswith(("ssl.", "security.", "sasl.")) and key not in CLIENT_PROPERTY_KEYS:
+                raise ConfigError(
+                    f"client property {key!r} is not supported; allowed: "
+                    f"{', '.join(CLIENT_PROPERTY_KEYS)}",
+                    key=key,
+                )
+        protocol = props.get("security.protocol", PLAINTEXT).upper()
+        if protocol not in (PLAINTEXT, SSL):
+            raise ConfigError(
+                f"security.protocol: {protocol!r} is not supported; allowed: PLAINTEXT, SSL",
+                key="security.protocol",
+            )
+        for key in ("ssl.keystore.type", "ssl.truststore.type"):
+            if props.get(key, "PEM").upper() != "PEM":
+                raise ConfigError(
+                    f"{key}: {props[key]!r} is not supported; allowed: PEM (convert a JKS or "
+                    "PKCS12 store with openssl or keytool)",
+                    key=key,
+                )
+        if props.get("ssl.endpoint.identification.algorithm", "https").lower() != "https":
+            raise ConfigError(
+                "ssl.endpoint.identification.algorithm: only 'https' (the server's certificate "
+                "must name the host connected to) is supported",
+                key="ssl.endpoint.identification.algorithm",
+            )
+        if protocol == PLAINTEXT:
+            return cls.plaintext()
+        base = (base_dir or Path.cwd()).resolve()
+
+        def path_of(key: str) -> Path | None:
+            text = props.get(key)
+            if not text:
+                return None
+            path = Path(text).expanduser()
+            return path if path.is_absolute() else (base / path).resolve()
+
+        truststore = path_of("ssl.truststore.location")
+        if truststore is None:
+            raise ConfigError(
+                "security.protocol=SSL needs ssl.truststore.location (the CA bundle that signed "
+                f"the servers' certificates); {DEV_CERTS_HINT}",
+                key="ssl.truststore.location",
+            )
+        keystore = _keystore_of(
+            path_of("ssl.keystore.location"),
+            props.get("ssl.keystore.key") or None,
+            props.get("ssl.keystore.certificate.chain") or None,
+        )
+        return cls.ssl(truststore=truststore, keystore=keystore)
+
+    @classmethod
+    def from_properties_file(cls, path: Path) -> ClientSecurity:
+        """``--command-config FILE``: a Java-style properties file of Kafka client keys."""
+        return cls.from_properties(load_properties(path), base_dir=path.expanduser().parent)
+
+    def stamp(self) -> tuple[object, ...]:
+        return () if self.files is None else self.files.stamp()
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """Channel credentials from the current files (None for PLAINTEXT)."""
+        if self.files is None:
+            return None
+        material, _ = self.files.current()
+        cached = self._credentials
+        if cached is not None and cached[0] == material.stamp:
+            return cached[1]
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=material.ca,
+            private_key=material.key,
+            certificate_chain=material.chain,
+        )
+        self._credentials = (material.stamp, credentials)
+        return credentials
+
+    def channel(
+        self, address: str, options: Sequence[tuple[str, Any]] | None = None
+    ) -> grpc.Channel:
+        """A synchronous channel to ``address`` with this client's security."""
+        credentials = self.credentials()
+        if credentials is None:
+            return grpc.insecure_channel(address, options=options)
+        return grpc.secure_channel(address, credentials, options=options)
+
+    def aio_channel(
+        self, address: str, options: Sequence[tuple[str, Any]] | None = None
+    ) -> grpc.aio.Channel:
+        """An asyncio channel to ``address`` with this client's security."""
+        credentials = self.credentials()
+        if credentials is None:
+            return grpc.aio.insecure_channel(address, options=options)
+        return grpc.aio.secure_channel(address, credentials, options=options)
+
+
+def _keystore_of(
+    location: Path | None, key_pem: str | None, chain_pem: str | None
+) -> KeyStore | None:
+    if location is not None and (key_pem or chain_pem):
+        raise ConfigError(
+            "give either ssl.keystore.location or ssl.keystore.key with "
+            "ssl.keystore.certificate.chain, not both",
+            key="ssl.keystore.location",
+        )
+    if (key_pem is None) != (chain_pem is None):
+        raise ConfigError(
+            "ssl.keystore.key and ssl.keystore.certificate.chain go together: give both, or "
+            "ssl.keystore.location",
+            key="ssl.keystore.key",
+        )
+    if location is None and key_pem is None:
+        return None
+    return KeyStore(location=location, key_pem=key_pem, chain_pem=chain_pem)
+
+
+class SyncChannels:
+    """Synchronous channels by address, recreated when the client's files changed (the next
+    connection then presents the rotated certificate)."""
+
+    def __init__(
+        self, security: ClientSecurity, options: Sequence[tuple[str, Any]] | None = None
+    ) -> None:
+        self.security = security
+        self.options = options
+        self._channels: dict[str, tuple[tuple[object, ...], grpc.Channel]] = {}
+
+    def get(self, address: str) -> grpc.Channel:
+        stamp = self.security.stamp()
+        entry = self._channels.get(address)
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
+        if entry is not None:
+            entry[1].close()
+        channel = self.security.channel(address, self.options)
+        self._channels[address] = (stamp, channel)
+        return channel
+
+    def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for _, channel in channels.values():
+            channel.close()
+
+
+@dataclass
+class AioChannels:
+    """``SyncChannels`` for asyncio: a replaced channel closes in the background, letting its
+    calls in flight finish within ``CHANNEL_CLOSE_GRACE_S``."""
+
+    security: ClientSecurity
+    options: Sequence[tuple[str, Any]] | None = None
+    _channels: dict[str, tuple[tuple[object, ...], grpc.aio.Channel]] = field(default_factory=dict)
+    _closing: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def get(self, address: str) -> grpc.aio.Channel:
+        stamp = self.security.stamp()
+        entry = self._channels.get(address)
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
+        if entry is not None:
+            task = asyncio.get_running_loop().create_task(
+                entry[1].close(grace=CHANNEL_CLOSE_GRACE_S)
+            )
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        channel = self.security.aio_channel(address, self.options)
+        self._channels[address] = (stamp, channel)
+        return channel
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        await asyncio.gather(*(c.close(grace=None) for _, c in channels.values()))
+        for task in list(self._closing):
+            task.cancel()
+
+
+# ----- nodes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityWarning:
+    """Something a node logs loudly at start-up (``event`` with ``message``)."""
+
+    event: str
+    message: str
+
+
+class NodeSecurity:
+    """A node's listener protocol, server credentials and client security (built once at
+    start-up from its config; raises ``ConfigError`` when an SSL listener lacks its files)."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        listener = config.listener
+        self.listener_name = listener.name
+        self.protocol = config.listener_protocol
+        self.client_auth = config.ssl_client_auth
+        self.warnings: list[SecurityWarning] = []
+        self.files: PemFiles | None = None
+        if self.protocol == PLAINTEXT:
+            self.warnings.append(
+                SecurityWarning(
+                    "listener_plaintext",
+                    f"listener {listener} is PLAINTEXT (listener.security.protocol.map): "
+                    "this node is INSECURE. Anyone who reaches the port can read all metadata "
+                    "and act as any node or admin, and this node's own requests travel "
+                    "unauthenticated. Use SSL (docs/security.md#listeners-and-protocols); "
+                    + DEV_CERTS_HINT,
+                )
+            )
+            self.client = ClientSecurity.plaintext()
+            return
+        source = config.describe_source()
+        keystore = _keystore_of(
+            config.ssl_keystore_location,
+            config.ssl_keystore_key,
+            config.ssl_keystore_certificate_chain,
+        )
+        if keystore is None:
+            raise ConfigError(
+                f"listener {listener} is SSL (the default for a listener that "
+                "listener.security.protocol.map does not name) but no keystore is configured in "
+                f"{source}: set ssl.keystore.location (a PEM file with the node's private key and "
+                "certificate chain) and ssl.truststore.location (the CA bundle); "
+                f"{DEV_CERTS_HINT}. To run without TLS (insecure), map the listener to PLAINTEXT: "
+                f'"listener.security.protocol.map" = ["{listener.name}:PLAINTEXT"]',
+                key="ssl.keystore.location",
+            )
+        if config.ssl_truststore_location is None:
+            raise ConfigError(
+                f"listener {listener} is SSL but ssl.truststore.location is not set in {source}: "
+                "give the CA bundle that signed the other nodes' and clients' certificates; "
+                + DEV_CERTS_HINT,
+                key="ssl.truststore.location",
+            )
+        self.files = PemFiles(keystore, config.ssl_truststore_location)
+        self.client = ClientSecurity(SSL, self.files)
+        if self.client_auth != "required":
+            self.warnings.append(
+                SecurityWarning(
+                    "client_auth_not_required",
+                    f"ssl.client.auth = {self.client_auth!r}: clients are not asked for a "
+                    "certificate (gRPC offers 'required' or not asking; 'requested' is served "
+                    "as 'none'), so every caller is User:ANONYMOUS and no node can prove its "
+                    "id. Use 'required' (docs/security.md#listeners-and-protocols)",
+                )
+            )
+
+    @property
+    def is_ssl(self) -> bool:
+        return self.files is not None
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
+        """Credentials whose certificate is fetched on every new handshake (rotation), or None
+        for a PLAINTEXT listener."""
+        files = self.files
+        if files is None:
+            return None
+
+        def configuration(material: Material) -> Any:
+            assert material.key is not None and material.chain is not None
+            return grpc.ssl_server_certificate_configuration(
+                [(material.key, material.chain)], root_certificates=material.ca
+            )
+
+        def fetch() -> Any:
+            material, changed = files.current()
+            return configuration(material) if changed else None
+
+        return grpc.dynamic_ssl_server_credentials(
+            configuration(files.material),
+            fetch,
+            require_client_authentication=self.client_auth == "required",
+        )
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the files at the next handshake even if they look unchanged."""
+        if self.files is not None:
+            self.files.force_reload()
+
+
+# ----- Java properties ---------------------------------------------------------------------
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value``; ``#`` and
+    ``!`` comments; a trailing backslash continues the line; ``\\t \\n \\\\`` escapes."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        match = re.match(r"((?:\\.|[^\s=:\\])*)\s*[=:]?\s*(.*)", entry, re.DOTALL)
+        assert match is not None
+        key, value = _unescape(match.group(1)), _unescape(match.group(2))
+        if key:
+            result[key] = value
+    return result
+
+
+def _unescape(text: str) -> str:
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+    return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), text)
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style properties file (``client.properties``). Raises ``ConfigError``."""
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the client properties {path}: {exc}") from None
+    return parse_properties(text)
+
+
+def command_security(command_config: Path | None) -> ClientSecurity:
+    """The client security of a CLI command: ``--command-config FILE`` or PLAINTEXT."""
+    if command_config is None:
+        return ClientSecurity.plaintext()
+    return ClientSecurity.from_properties_file(command_config)

@@ -1,0 +1,121 @@
+"""Pure parts of the security layer: Kafka's principal mapping rules, client properties,
+the ssl.* config keys (docs/security.md#principals)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quorum.config import ConfigError, config_from_settings
+from quorum.security.certs import Authority, write_private
+from quorum.security.identity import MappingRuleError, PrincipalMapper, parse_mapping_rules
+from quorum.security.tls import ClientSecurity, NodeSecurity, parse_properties
+
+BASE = {
+    "node.id": 1,
+    "process.roles": ["controller"],
+    "controller.quorum.voters": ["1@127.0.0.1:9093"],
+    "listeners": ["CONTROLLER://127.0.0.1:9093"],
+    "metadata.log.dir": "/tmp/x",
+}
+
+
+def test_default_keeps_the_subject() -> None:
+    assert PrincipalMapper("DEFAULT").name("CN=admin,OU=ops") == "CN=admin,OU=ops"
+
+
+def test_rules_apply_in_order_with_case() -> None:
+    mapper = PrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, RULE:^CN=(.*?),OU=(.*?)$/$1@$2/U, DEFAULT"
+    )
+    assert mapper.name("CN=Kafka,OU=ServiceUsers,O=x") == "kafka"
+    assert mapper.name("CN=bob,OU=ops") == "BOB@OPS"
+    assert mapper.name("CN=admin") == "CN=admin"
+
+
+def test_no_matching_rule_gives_no_name() -> None:
+    assert PrincipalMapper("RULE:^CN=(.*)$/$1/").name("O=org") is None
+
+
+def test_rules_parse_like_kafka() -> None:
+    assert parse_mapping_rules("RULE:^CN=(.*?),OU=.*$/$1/L,DEFAULT") == (
+        "RULE:^CN=(.*?),OU=.*$/$1/L",
+        "DEFAULT",
+    )
+    with pytest.raises(MappingRuleError):
+        parse_mapping_rules("RULE:^CN=(.*)$")
+    with pytest.raises(MappingRuleError):
+        parse_mapping_rules("whatever")
+
+
+def test_properties_files_parse_the_java_way() -> None:
+    text = "# comment\n! also\nsecurity.protocol = SSL\nssl.keystore.location: a.pem\nk v\\\n  w\n"
+    assert parse_properties(text) == {
+        "security.protocol": "SSL",
+        "ssl.keystore.location": "a.pem",
+        "k": "vw",
+    }
+
+
+def test_client_properties_are_checked(tmp_path: Path) -> None:
+    assert ClientSecurity.from_properties(None).protocol == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="SASL_SSL"):
+        ClientSecurity.from_properties({"security.protocol": "SASL_SSL"})
+    with pytest.raises(ConfigError, match="allowed: PEM"):
+        ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.keystore.type": "JKS"})
+    with pytest.raises(ConfigError, match=r"ssl\.truststore\.location"):
+        ClientSecurity.from_properties({"security.protocol": "SSL"})
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.password"):
+        ClientSecurity.from_properties({"ssl.keystore.password": "x"})
+    with pytest.raises(ConfigError, match="does not exist"):
+        ClientSecurity.from_properties(
+            {"security.protocol": "SSL", "ssl.truststore.location": "ca.pem"}, base_dir=tmp_path
+        )
+
+
+def test_ssl_keys_are_validated() -> None:
+    config = config_from_settings(BASE)
+    assert config.listener_protocol == "SSL"  # secure by default
+    plain = config_from_settings({**BASE, "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
+    assert plain.listener_protocol == "PLAINTEXT"
+    for key, value, message in [
+        ("listener.security.protocol.map", ["CONTROLLER:SASL_SSL"], "SASL is not supported"),
+        ("listener.security.protocol.map", ["CONTROLLER"], "NAME:PROTOCOL"),
+        ("ssl.truststore.type", "JKS", "allowed: 'PEM'"),
+        ("ssl.client.auth", "maybe", "allowed: 'required', 'requested', 'none'"),
+        ("ssl.principal.mapping.rules", "RULE:x", "missing '/'"),
+        ("ssl.keystore.key", "-----BEGIN", "go together"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            config_from_settings({**BASE, key: value})
+    rules = config_from_settings(
+        {**BASE, "ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/,DEFAULT"}
+    )
+    assert rules.ssl_principal_mapping_rules == ("RULE:^CN=(.*)$/$1/", "DEFAULT")
+
+
+def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
+    authority = Authority.create()
+    ca = tmp_path / "ca.pem"
+    write_private(ca, authority.cert_pem, private=False)
+    pem = authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 1).decode()
+    key, _, rest = pem.partition("-----END PRIVATE KEY-----\n")
+    key += "-----END PRIVATE KEY-----\n"
+    inline = {
+        **BASE,
+        "ssl.keystore.key": key,
+        "ssl.keystore.certificate.chain": rest,
+        "ssl.truststore.location": str(ca),
+    }
+    security = NodeSecurity(config_from_settings(inline))
+    assert security.is_ssl and security.server_credentials() is not None
+    other_key = (
+        authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 2)
+        .decode()
+        .split("-----BEGIN CERTIFICATE")[0]
+    )
+    with pytest.raises(ConfigError, match="does not belong to the first certificate"):
+        NodeSecurity(config_from_settings({**inline, "ssl.keystore.key": other_key}))
+    with pytest.raises(ConfigError, match=r"ssl\.truststore\.location is not set"):
+        NodeSecurity(config_from_settings({k: v for k, v in inline.items() if "trust" not in k}))
