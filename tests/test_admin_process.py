@@ -204,11 +204,15 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
                 undecodable.value.details()
             )
             assert "bad UTF-8" in str(undecodable.value.details())
-            # FetchSnapshot for a snapshot id no snapshot can have: INVALID_REQUEST, not UNKNOWN.
-            leader_epoch = cluster.wait_for_leader()[1]
+        # FetchSnapshot (as broker 101, the only kind of caller that may send it) for a
+        # snapshot id no snapshot can have: INVALID_REQUEST, not UNKNOWN.
+        leader_epoch = cluster.wait_for_leader()[1]
+        address = admin.controller_address or ""
+        with cluster.channel(address, cluster.node_security(101)) as channel:
             snapshot = raft_pb2_grpc.QuorumServiceStub(channel).FetchSnapshot(
                 raft_pb2.FetchSnapshotRequest(
                     cluster_id=cluster.cluster_id,
+                    replica_id=101,
                     current_leader_epoch=leader_epoch,
                     snapshot_id=raft_pb2.SnapshotId(end_offset=-1, epoch=1),
                 ),
