@@ -250,3 +250,29 @@ def test_dev_certs_writes_a_verifiable_layout(tmp_path: Path) -> None:
     assert (out / "ca.pem").read_bytes() != before["ca.pem"]
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     assert os.access(out / "client.properties", os.R_OK)
+
+
+def test_a_server_certificate_must_name_the_host(tmp_path: Path) -> None:
+    """Clients check the host name: a node whose certificate names another host is refused,
+    though its CA is trusted."""
+    cluster = ProcessCluster(tmp_path, voters=1)
+    assert cluster.certs is not None
+    elsewhere = cluster.certs.authority.issue(
+        "node-1", uris=[node_uri(cluster.cluster_id, 1)], dns_names=["elsewhere.invalid"]
+    )
+    write_private(cluster.certs.node_keystore(1), elsewhere, private=True)
+    try:
+        cluster.format()
+        cluster.start_all()
+        wait_until(lambda: "listening" in cluster.logs(1), 30, "the node listening")
+        with pytest.raises(grpc.RpcError) as caught:
+            describe_with(cluster, cluster.client_security())
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        # The same certificate is accepted when the client asks for the host it names.
+        with cluster.client_security().channel(
+            cluster.nodes[1].address, [("grpc.ssl_target_name_override", "elsewhere.invalid")]
+        ) as channel:
+            stub = raft_pb2_grpc.QuorumServiceStub(channel)
+            stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=5)
+    finally:
+        cluster.stop_all()
