@@ -283,3 +283,14 @@ def test_a_server_certificate_must_name_the_host(tmp_path: Path) -> None:
             stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=5)
     finally:
         cluster.stop_all()
+
+
+def test_client_auth_none_serves_clients_without_certificates_and_warns(tmp_path: Path) -> None:
+    with process_cluster(tmp_path, voters=1, node_settings={"ssl.client.auth": "none"}) as cluster:
+        cluster.format()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        assert cluster.certs is not None
+        anonymous = ClientSecurity.ssl(truststore=cluster.certs.ca)
+        assert describe_with(cluster, anonymous).leader_id == 1  # type: ignore[attr-defined]
+        assert '"client_auth_not_required"' in cluster.logs(1)
