@@ -28,6 +28,12 @@ Rules:
   Kafka's separate controller/broker/admin listeners (``controller.listener.names``,
   ``advertised.listeners``) are not supported yet; there is no ``admin.listeners`` key.
 
+- Security keys are Kafka's (``listener.security.protocol.map``, ``ssl.keystore.location``,
+  ``ssl.truststore.location``, ``ssl.client.auth``, ``ssl.principal.mapping.rules``, ...), but a
+  listener the map does not name is SSL, not PLAINTEXT. Their values are checked here; whether
+  an SSL listener has its certificate files is checked at start-up (quorum/security/tls.py), so
+  ``storage format`` needs none (docs/security.md#listeners-and-protocols).
+
 Every error is a ``ConfigError`` whose message names the key, the bad value and what is allowed.
 Defaults are Kafka's (KIP-595 and ``KafkaConfig``), except where the key's comment says otherwise.
 """

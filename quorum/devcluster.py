@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -115,7 +116,7 @@ class LocalCluster:
         if certs_dir is None:
             return None
         cluster_id, result = dev_certs(certs_dir, deploy_dir=self.deploy_dir)
-        self.command_config = certs_dir / CLIENT_PROPERTIES_FILE
+        self.command_config = Path(os.path.relpath(certs_dir / CLIENT_PROPERTIES_FILE))
         self.security = ClientSecurity.from_properties_file(self.command_config)
         _say(
             f"== mTLS: certificates in {certs_dir}/ ({len(result.written)} written, "

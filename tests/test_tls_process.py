@@ -121,7 +121,7 @@ def served_serial(address: str, ca: Path, keystore: Path) -> int:
 
 
 def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
-    with process_cluster(tmp_path, voters=1) as cluster:
+    with process_cluster(tmp_path) as cluster:
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
@@ -137,12 +137,19 @@ def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> No
         write_private(keystore, fresh, private=True)
         after = x509.load_pem_x509_certificates(fresh)[0].serial_number
         assert after != before
+        # Node 1's own peer clients (which share the files with its server) may re-read them
+        # first; the server must still switch.
+        wait_until(lambda: "tls_files_reloaded" in cluster.logs(1), 10, "the reload logged")
         assert served_serial(address, cluster.certs.ca, admin_pem) == after
         assert cluster.nodes[1].process is not None
         assert cluster.nodes[1].alive and cluster.nodes[1].starts == 1
         # The node keeps working (the admin's channel is new, the node's own clients too).
-        assert describe_with(cluster, cluster.client_security()).leader_id == 1  # type: ignore[attr-defined]
-        wait_until(lambda: "tls_files_reloaded" in cluster.logs(1), 10, "the reload logged")
+        assert describe_with(cluster, cluster.client_security()).error_code == 0  # type: ignore[attr-defined]
+        # The quorum keeps committing with the new certificate on node 1.
+        _, _, hw = cluster.wait_for_leader()
+        wait_until(
+            lambda: (cluster.leader() or (0, 0, 0))[2] > hw + 2, 20, "the high watermark moving"
+        )
 
         # SIGHUP forces a re-read even when the files look unchanged.
         cluster.nodes[1].process.send_signal(signal.SIGHUP)
@@ -250,3 +257,40 @@ def test_dev_certs_writes_a_verifiable_layout(tmp_path: Path) -> None:
     assert (out / "ca.pem").read_bytes() != before["ca.pem"]
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     assert os.access(out / "client.properties", os.R_OK)
+
+
+def test_a_server_certificate_must_name_the_host(tmp_path: Path) -> None:
+    """Clients check the host name: a node whose certificate names another host is refused,
+    though its CA is trusted."""
+    cluster = ProcessCluster(tmp_path, voters=1)
+    assert cluster.certs is not None
+    elsewhere = cluster.certs.authority.issue(
+        "node-1", uris=[node_uri(cluster.cluster_id, 1)], dns_names=["elsewhere.invalid"]
+    )
+    write_private(cluster.certs.node_keystore(1), elsewhere, private=True)
+    try:
+        cluster.format()
+        cluster.start_all()
+        wait_until(lambda: "listening" in cluster.logs(1), 30, "the node listening")
+        with pytest.raises(grpc.RpcError) as caught:
+            describe_with(cluster, cluster.client_security())
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        # The same certificate is accepted when the client asks for the host it names.
+        with cluster.client_security().channel(
+            cluster.nodes[1].address, [("grpc.ssl_target_name_override", "elsewhere.invalid")]
+        ) as channel:
+            stub = raft_pb2_grpc.QuorumServiceStub(channel)
+            stub.DescribeQuorum(raft_pb2.DescribeQuorumRequest(), timeout=5)
+    finally:
+        cluster.stop_all()
+
+
+def test_client_auth_none_serves_clients_without_certificates_and_warns(tmp_path: Path) -> None:
+    with process_cluster(tmp_path, voters=1, node_settings={"ssl.client.auth": "none"}) as cluster:
+        cluster.format()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        assert cluster.certs is not None
+        anonymous = ClientSecurity.ssl(truststore=cluster.certs.ca)
+        assert describe_with(cluster, anonymous).leader_id == 1  # type: ignore[attr-defined]
+        assert '"client_auth_not_required"' in cluster.logs(1)

@@ -555,12 +555,20 @@ class NodeSecurity:
                 [(material.key, material.chain)], root_certificates=material.ca
             )
 
+        # What the server serves now: the node's clients share ``files`` and may have re-read
+        # them first, so the server compares bytes rather than trusting "changed".
+        served = [files.material]
+
         def fetch() -> Any:
-            material, changed = files.current()
-            return configuration(material) if changed else None
+            material, _ = files.current()
+            last = served[0]
+            if (material.key, material.chain, material.ca) == (last.key, last.chain, last.ca):
+                return None
+            served[0] = material
+            return configuration(material)
 
         return grpc.dynamic_ssl_server_credentials(
-            configuration(files.material),
+            configuration(served[0]),
             fetch,
             require_client_authentication=self.client_auth == "required",
         )

@@ -11,6 +11,8 @@ to receiving its answer, which the controller sends only after the records are c
 1. Sequential: one 1-partition RF=3 topic per request, one request at a time.
 2. Concurrent: 64 clients (asyncio tasks on one grpc.aio channel each), 15 s.
 3. One request with 1,000 topics.
+4. New connections: ``--connections`` times, a new channel (TCP, and with SSL the mutual TLS
+   handshake) and one DescribeCluster on it, what a CLI command pays once.
 
 With ``--security ssl`` (the default, as the cluster runs) every connection is mTLS with the
 admin's certificate; ``--security plaintext`` runs the same against PLAINTEXT listeners, so the
@@ -100,6 +102,18 @@ def one_big_request(address: str, security: ClientSecurity, topics: int) -> floa
         return time.perf_counter() - started
 
 
+def new_connections(address: str, security: ClientSecurity, count: int) -> list[float]:
+    latencies = []
+    for _ in range(count):
+        started = time.perf_counter()
+        with security.channel(address) as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            answer = stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=10)
+            assert answer.error_code == 0, answer.error_message
+        latencies.append(time.perf_counter() - started)
+    return latencies
+
+
 def ms(value: float) -> str:
     return f"{value * 1000:.2f} ms"
 
@@ -110,6 +124,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--security", choices=("ssl", "plaintext"), default="ssl")
+    parser.add_argument("--connections", type=int, default=200)
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; "
@@ -138,6 +153,11 @@ def main() -> int:
         )
         took = one_big_request(address, security, 1000)
         print(f"one CreateTopics with 1,000 topics: {ms(took)}  (target <= 1 s)")
+        lat = new_connections(address, security, args.connections)
+        print(
+            f"new connection + one DescribeCluster, {len(lat)} times: "
+            f"p50 {ms(statistics.median(lat))}, p99 {ms(percentile(lat, 0.99))}"
+        )
     return 0
 
 
