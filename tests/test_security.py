@@ -9,7 +9,13 @@ import pytest
 
 from quorum.config import ConfigError, config_from_settings
 from quorum.security.certs import Authority, write_private
-from quorum.security.identity import MappingRuleError, PrincipalMapper, parse_mapping_rules
+from quorum.security.identity import (
+    CallerResolver,
+    MappingRuleError,
+    PrincipalMapper,
+    parse_mapping_rules,
+)
+from quorum.security.node_identity import refuse_claim
 from quorum.security.tls import ClientSecurity, NodeSecurity, parse_properties
 
 BASE = {
@@ -119,3 +125,49 @@ def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
         NodeSecurity(config_from_settings({**inline, "ssl.keystore.key": other_key}))
     with pytest.raises(ConfigError, match=r"ssl\.truststore\.location is not set"):
         NodeSecurity(config_from_settings({k: v for k, v in inline.items() if "trust" not in k}))
+
+
+class FakeAuthContext:
+    """What gRPC hands a handler: the peer address and the verified certificate (if any)."""
+
+    def __init__(self, pem: bytes | None) -> None:
+        self._auth = {} if pem is None else {"x509_pem_cert": [pem]}
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return self._auth  # type: ignore[return-value]
+
+
+def _certificate_only(pem: bytes) -> bytes:
+    start = pem.index(b"-----BEGIN CERTIFICATE-----")
+    return pem[start:]
+
+
+def test_callers_fail_closed() -> None:
+    """A verified certificate never turns into an unchecked (plaintext-like) caller: unparsed
+    or unmapped, it has no name, and its node URI, if any, still binds it."""
+    authority = Authority.create()
+    node = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 3))
+    admin = _certificate_only(authority.issue_client("admin"))
+    resolver = CallerResolver()
+    assert resolver.caller(FakeAuthContext(None)).authenticated is False
+    by_node = resolver.caller(FakeAuthContext(node))
+    assert (by_node.node_id, by_node.cluster_id, by_node.authenticated) == (3, "Y2x1c3Rlcg", True)
+    assert resolver.caller(FakeAuthContext(admin)).principal == "User:CN=admin"
+    garbled = resolver.caller(FakeAuthContext(b"-----BEGIN CERTIFICATE-----\nAAAA\n"))
+    assert (garbled.principal, garbled.node_id, garbled.authenticated) == (
+        "User:ANONYMOUS",
+        None,
+        True,
+    )
+    strict = CallerResolver("RULE:^CN=nobody$/x/")
+    unmapped = strict.caller(FakeAuthContext(node))
+    assert (unmapped.principal, unmapped.node_id, unmapped.authenticated) == (
+        "User:ANONYMOUS",
+        3,
+        True,
+    )
+    assert refuse_claim(unmapped, "Y2x1c3Rlcg", "replica_id", 2) is not None
+    assert refuse_claim(garbled, "Y2x1c3Rlcg", "replica_id", 2) is not None

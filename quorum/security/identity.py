@@ -223,7 +223,7 @@ class CallerResolver:
 
     def principal_for_subject(self, subject_dn: str) -> str | None:
         """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged); None when
-        no rule matches (the caller is then not authenticated)."""
+        no rule matches (the caller then has no name: ``User:ANONYMOUS``, no node)."""
         name = self._mapper.name(subject_dn)
         return None if name is None else f"User:{name}"
 
@@ -233,11 +233,14 @@ class CallerResolver:
         pems = auth.get("x509_pem_cert") or ()
         if not pems:
             return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
+        # From here on the TLS stack verified a client certificate: whatever goes wrong below
+        # fails closed (an authenticated caller with no name and no node may claim nothing),
+        # never open as a plaintext caller would (docs/security.md#what-a-node-may-claim).
         try:
             cert = x509.load_pem_x509_certificate(pems[0])
             subject = cert.subject.rfc4514_string()
         except ValueError:
-            return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
+            return Caller(ANONYMOUS, None, None, authenticated=True, peer=peer)
         node: tuple[str, int] | None = None
         try:
             san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -248,10 +251,10 @@ class CallerResolver:
         if len(named) == 1:  # two node names in one certificate name no node
             node = named[0]
         principal = self.principal_for_subject(subject)
-        if principal is None:  # no mapping rule matched: Kafka refuses the authentication
-            return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
         return Caller(
-            principal=principal,
+            # No mapping rule matched: no name (Kafka refuses the authentication); the node
+            # identity comes from the URI SAN alone and stands.
+            principal=ANONYMOUS if principal is None else principal,
             node_id=None if node is None else node[1],
             cluster_id=None if node is None else node[0],
             authenticated=True,
