@@ -32,3 +32,22 @@ def configure_logging(process: str) -> None:
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(process=process)
+
+
+class LogThrottle:
+    """Which repeats of a warning to log, so a peer that floods a node with bad messages cannot
+    flood its log: the first of each key in full, then every ``every``-th with the count so
+    far. At most ``keys_max`` keys are remembered (all are forgotten past that: a flood of new
+    keys logs again, boundedly)."""
+
+    def __init__(self, every: int = 1_000, keys_max: int = 1_000) -> None:
+        self.every = every
+        self.keys_max = keys_max
+        self._counts: dict[tuple[object, ...], int] = {}
+
+    def count(self, key: tuple[object, ...]) -> int | None:
+        """This occurrence's number if it should be logged, else None."""
+        if key not in self._counts and len(self._counts) >= self.keys_max:
+            self._counts.clear()
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        return count if count == 1 or count % self.every == 0 else None

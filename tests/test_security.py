@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from quorum.config import ConfigError, config_from_settings
+from quorum.logs import LogThrottle
 from quorum.security.certs import Authority, write_private
 from quorum.security.identity import (
     CallerResolver,
@@ -171,3 +172,14 @@ def test_callers_fail_closed() -> None:
     )
     assert refuse_claim(unmapped, "Y2x1c3Rlcg", "replica_id", 2) is not None
     assert refuse_claim(garbled, "Y2x1c3Rlcg", "replica_id", 2) is not None
+
+
+def test_log_throttle_logs_the_first_and_every_thousandth() -> None:
+    throttle = LogThrottle(every=1_000, keys_max=3)
+    logged = [n for n in (throttle.count(("a",)) for _ in range(2_500)) if n is not None]
+    assert logged == [1, 1_000, 2_000]
+    assert throttle.count(("b",)) == 1
+    # Past keys_max distinct keys everything is forgotten: memory stays bounded.
+    for key in ("c", "d"):
+        throttle.count((key,))
+    assert throttle.count(("a",)) == 1

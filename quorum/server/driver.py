@@ -39,6 +39,7 @@ import grpc
 import structlog
 
 from quorum import limits
+from quorum.logs import LogThrottle
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import Record
 from quorum.raft.messages import Envelope, Message, RequestFailed
@@ -203,6 +204,7 @@ class RaftDriver:
         self._resign_requested = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.log_events = structlog.get_logger("quorum.raft").bind(node_id=node.node_id)
+        self._rejections = LogThrottle()
         # Observers of the loop (health, tests, metrics): called after each Ready.
         self.high_watermark = node.high_watermark
         self.ready_count = 0
@@ -557,9 +559,16 @@ class RaftDriver:
         log = self.log_events.bind(epoch=node.epoch, state=node.state.name)
         for event in ready.events:
             fields = {k: v for k, v in event.fields.items() if k != "epoch"}
-            if event.name.startswith(
-                ("inconsistent_", "check_quorum", "request_rejected", "response_rejected", "epoch_")
-            ):
+            if event.name in ("request_rejected", "response_rejected"):
+                # A peer's bad messages, throttled per (event, message type, error) - not per
+                # source or reason, which the sender chooses - so a flood of them cannot flood
+                # the log (docs/architecture.md#hostile-peers).
+                kind = fields.get("request", fields.get("response"))
+                key = (event.name, kind, fields.get("error"))
+                count = self._rejections.count(key)
+                if count is not None:
+                    log.warning(event.name, **fields, rejected_so_far=count)
+            elif event.name.startswith(("inconsistent_", "check_quorum", "epoch_")):
                 log.warning(event.name, **fields)
             else:
                 log.info(event.name, **fields)

@@ -24,6 +24,7 @@ from quorum.errors import (
     SnapshotNotFoundError,
 )
 from quorum.ids import METADATA_TOPIC_ID
+from quorum.logs import LogThrottle
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -283,21 +284,15 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
 
 class _RefusalLog:
     """Logs refused claims: the first of each (caller, method, reason) in full, then one line
-    per ``REFUSALS_LOG_EVERY`` so a flood of forged requests cannot flood the log."""
-
-    REFUSALS_LOG_EVERY = 1_000
-    KEYS_MAX = 1_000
+    per 1,000 (``LogThrottle``) so a flood of forged requests cannot flood the log."""
 
     def __init__(self, log: Any) -> None:
         self._log = log
-        self._counts: dict[tuple[str, str, str], int] = {}
+        self._throttle = LogThrottle()
 
     def log(self, caller: Caller, method: str, refusal: IdentityRefusal) -> None:
-        key = (caller.principal, method, refusal.error_code.name)
-        if key not in self._counts and len(self._counts) >= self.KEYS_MAX:
-            self._counts.clear()
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        if count == 1 or count % self.REFUSALS_LOG_EVERY == 0:
+        count = self._throttle.count((caller.principal, method, refusal.error_code.name))
+        if count is not None:
             self._log.warning(
                 "request_refused",
                 method=method,
