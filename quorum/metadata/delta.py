@@ -6,8 +6,9 @@ that did not change (see ``quorum.metadata.image``). The controller, the brokers
 replay all go through this one code path.
 
 Replay is strict. A record that cannot follow the image it is replayed on (a ``TopicRecord``
-whose name is live or whose id was ever used, a record for an unknown topic, partition or
-broker, a stale broker epoch, an offset that does not grow) means the log is corrupt or the
+whose name is live or whose id is live or among the retained deleted ones
+(docs/architecture.md#deleted-topic-ids), a record for an unknown topic, partition or broker, a
+stale broker epoch, an offset that does not grow) means the log is corrupt or the
 controller has a bug; ``replay`` raises ``MetadataReplayError`` (an ``AssertionError``,
 docs/conventions.md#errors) naming the offset and the record, and the process should crash rather
 than serve an image that differs from everyone else's.
@@ -34,12 +35,14 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from quorum.ids import RESERVED_UUIDS, Uuid
+from quorum.limits import DELETED_TOPICS_RETAINED_MAX
 from quorum.metadata.batch import DecodedBatch
 from quorum.metadata.image import (
     CLUSTER_METADATA_TOPIC_NAME,
     NO_LEADER,
     BrokerImage,
     DeletedTopic,
+    DeletedTopics,
     MetadataImage,
     PartitionImage,
     PersistentMap,
@@ -213,10 +216,21 @@ class MetadataDelta:
     With ``snapshot_end_offset`` the delta loads a snapshot ending at that offset onto the
     empty image (see the module docstring): ``offset`` is ``snapshot_end_offset - 1`` from the
     start, and the offsets given to ``replay`` are positions inside the snapshot.
+
+    ``apply`` keeps the newest ``deleted_topics_retained_max`` deletions in
+    ``deleted_topics`` (docs/architecture.md#deleted-topic-ids). Every node must use the same
+    bound, so only tests pass another.
     """
 
-    def __init__(self, image: MetadataImage, *, snapshot_end_offset: int | None = None) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        *,
+        snapshot_end_offset: int | None = None,
+        deleted_topics_retained_max: int = DELETED_TOPICS_RETAINED_MAX,
+    ) -> None:
         self._image = image
+        self._deleted_topics_retained_max = deleted_topics_retained_max
         self._offset = image.offset
         self._snapshot_end_offset = snapshot_end_offset
         # Snapshot mode: the last position replayed, and a TopicRecord whose TopicIdentityRecord
@@ -235,6 +249,9 @@ class MetadataDelta:
             self._offset = snapshot_end_offset - 1
         self._topics: dict[Uuid, _TopicChange] = {}
         self._removed: dict[Uuid, DeletedTopic] = {}
+        # Removals in this delta whose id was forgotten and then taken by a new topic (see
+        # _is_topic_id_used): they still count toward the bound.
+        self._revived: list[DeletedTopic] = []
         self._names: dict[str, Uuid | None] = {}  # None: the name was freed in this delta
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
@@ -387,11 +404,24 @@ class MetadataDelta:
         return self._image.topics_by_name.get(name)
 
     def _is_topic_id_used(self, topic_id: Uuid) -> bool:
-        return (
-            topic_id in self._topics
-            or topic_id in self._removed
-            or self._image.is_topic_id_used(topic_id)
-        )
+        """Whether ``topic_id`` is live or among the retained deletions *at this record*: the
+        newest ``deleted_topics_retained_max`` of the image's and this delta's, so a delta of
+        many batches refuses exactly what one delta per batch would (in a snapshot, any id
+        twice is refused)."""
+        if topic_id in self._topics:
+            return True
+        if topic_id in self._removed:
+            if self._snapshot_end_offset is not None:
+                return True
+            # In offset order; a rare path (an id coming back), so a linear scan is fine.
+            newer = len(self._removed) - 1 - list(self._removed).index(topic_id)
+            return newer < self._deleted_topics_retained_max
+        deleted = self._image.deleted_topics
+        if topic_id in deleted:
+            assert isinstance(deleted, DeletedTopics), type(deleted)
+            newer = len(self._removed) + len(self._revived) + deleted.newer_than(topic_id)
+            return newer < self._deleted_topics_retained_max
+        return topic_id in self._image.topics_by_id
 
     def _broker(self, broker_id: int) -> BrokerImage | None:
         if broker_id in self._brokers:
@@ -411,6 +441,9 @@ class MetadataDelta:
             raise MetadataReplayError(
                 offset, record, f"topic id {topic_id} was used before; ids are never reused"
             )
+        revived = self._removed.pop(topic_id, None)
+        if revived is not None:  # removed in this delta, forgotten since
+            self._revived.append(revived)
         if name == CLUSTER_METADATA_TOPIC_NAME:
             if not record.internal:
                 raise MetadataReplayError(offset, record, "the metadata topic is internal")
@@ -650,7 +683,12 @@ class MetadataDelta:
             {bid: b for bid, b in self._brokers.items() if b is not None},
             [bid for bid, b in self._brokers.items() if b is None],
         )
-        deleted_topics = _updated(image.deleted_topics, self._removed, ())
+        deleted_topics = image.deleted_topics
+        if self._removed or self._revived:
+            assert isinstance(deleted_topics, DeletedTopics), type(deleted_topics)
+            deleted_topics = deleted_topics.with_deletions(
+                [*self._removed.values(), *self._revived], self._deleted_topics_retained_max
+            )
         return MetadataImage(
             offset=self._offset,
             topics_by_id=topics_by_id,
@@ -727,7 +765,8 @@ class MetadataDelta:
                 creates[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(gained))
             if lost:
                 deletes[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(lost))
-        for topic_id, deleted in self._removed.items():
+        for deleted in [*self._removed.values(), *self._revived]:
+            topic_id = deleted.topic_id
             base_topic = self._image.topics_by_id.get(topic_id)
             if base_topic is None:
                 continue  # created and removed within this delta: nothing to do anywhere
