@@ -201,7 +201,7 @@ def _check_partition_state(state: PartitionImage) -> str | None:
     return None
 
 
-_Handler = Callable[[Any, int], None]
+_Handler = Callable[[Any, Any, int], None]
 KT = TypeVar("KT")
 VT = TypeVar("VT")
 
@@ -256,37 +256,12 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
         self._metadata_topic_id = image.metadata_topic_id
-        handlers: dict[type, _Handler]
-        if snapshot_end_offset is None:
-            handlers = {
-                TopicRecord: self._replay_topic,
-                PartitionRecord: self._replay_partition,
-                PartitionChangeRecord: self._replay_partition_change,
-                ConfigRecord: self._replay_config,
-                RemoveTopicRecord: self._replay_remove_topic,
-                RegisterBrokerRecord: self._replay_register_broker,
-                UnregisterBrokerRecord: self._replay_unregister_broker,
-                FenceBrokerRecord: self._replay_fence_broker,
-                UnfenceBrokerRecord: self._replay_unfence_broker,
-                NoOpRecord: _ignore,
-                LeaderChangeMessage: _ignore,
-                SnapshotHeader: _ignore,
-                SnapshotFooter: _ignore,
-                TopicIdentityRecord: _only_in_snapshots,
-                DeletedTopicRecord: _only_in_snapshots,
-            }
-        else:
-            handlers = {
-                TopicRecord: self._replay_topic,
-                TopicIdentityRecord: self._replay_topic_identity,
-                DeletedTopicRecord: self._replay_deleted_topic,
-                PartitionRecord: self._replay_partition,
-                ConfigRecord: self._replay_config,
-                RegisterBrokerRecord: self._replay_register_broker,
-                SnapshotHeader: _ignore,
-                SnapshotFooter: _ignore,
-            }
-        self._handlers: Final[Mapping[type, _Handler]] = handlers
+        # Plain functions called as handler(self, record, offset), from a table built once:
+        # a dict of bound methods on self would be a reference cycle, leaving every delta (and
+        # the topics, partitions and images it holds) to the cyclic garbage collector.
+        self._handlers: Final[Mapping[type, _Handler]] = (
+            _LOG_HANDLERS if snapshot_end_offset is None else _SNAPSHOT_HANDLERS
+        )
 
     @property
     def image(self) -> MetadataImage:
@@ -320,7 +295,7 @@ class MetadataDelta:
         handler = self._handlers.get(type(record))
         if handler is None:
             raise MetadataReplayError(offset, record, "not a record type replay knows")
-        handler(record, offset)
+        handler(self, record, offset)
         self._offset = offset
 
     def replay_batch(self, batch: DecodedBatch) -> None:
@@ -341,7 +316,7 @@ class MetadataDelta:
             handler = handlers.get(type(record))
             if handler is None:
                 raise MetadataReplayError(offset, record, "not a record type replay knows")
-            handler(record, offset)
+            handler(self, record, offset)
             self._offset = offset
             offset += 1
 
@@ -372,7 +347,7 @@ class MetadataDelta:
                 "not a record a snapshot holds (a snapshot is a state: topics with their "
                 "identity, deleted topics, partitions, configs, brokers)",
             )
-        handler(record, offset)
+        handler(self, record, offset)
         self._position = position
         if type(record) is TopicRecord:
             self._awaiting_identity = (record, position)
@@ -782,16 +757,48 @@ def _hosts(state: PartitionImage | None, broker_id: int) -> bool:
     return state is not None and broker_id in state.replicas
 
 
-def _ignore(record: object, offset: int) -> None:
-    del record, offset
+def _ignore(delta: MetadataDelta, record: object, offset: int) -> None:
+    del delta, record, offset
 
 
-def _only_in_snapshots(record: Record, offset: int) -> None:
+def _only_in_snapshots(delta: MetadataDelta, record: Record, offset: int) -> None:
+    del delta
     raise MetadataReplayError(
         offset,
         record,
         "this record belongs only in snapshots (.checkpoint files), never in the metadata log",
     )
+
+
+# Replay's handlers by record type (docs/conventions.md#images-and-deltas): in log replay, and
+# in a snapshot (where only the records of a state are accepted).
+_LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
+    TopicRecord: MetadataDelta._replay_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    PartitionChangeRecord: MetadataDelta._replay_partition_change,
+    ConfigRecord: MetadataDelta._replay_config,
+    RemoveTopicRecord: MetadataDelta._replay_remove_topic,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    UnregisterBrokerRecord: MetadataDelta._replay_unregister_broker,
+    FenceBrokerRecord: MetadataDelta._replay_fence_broker,
+    UnfenceBrokerRecord: MetadataDelta._replay_unfence_broker,
+    NoOpRecord: _ignore,
+    LeaderChangeMessage: _ignore,
+    SnapshotHeader: _ignore,
+    SnapshotFooter: _ignore,
+    TopicIdentityRecord: _only_in_snapshots,
+    DeletedTopicRecord: _only_in_snapshots,
+}
+_SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
+    TopicRecord: MetadataDelta._replay_topic,
+    TopicIdentityRecord: MetadataDelta._replay_topic_identity,
+    DeletedTopicRecord: MetadataDelta._replay_deleted_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    ConfigRecord: MetadataDelta._replay_config,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    SnapshotHeader: _ignore,
+    SnapshotFooter: _ignore,
+}
 
 
 def _with_fenced(broker: BrokerImage, *, fenced: bool) -> BrokerImage:
