@@ -7,8 +7,8 @@ followers keep fetching and nobody starts an election (the leader epoch does not
 CPython's cyclic garbage collector used to add 100-250 ms to a stretch here: a full collection
 walked the whole heap of 20,000 new topics. Replay now leaves no reference cycles and the driver
 freezes the long-lived heap (``GC_FREEZE_RECORDS_MIN`` in ``quorum/server/driver.py``), so no
-collection scans the image: the longest single collection is asserted under a tenth of the
-fetch timeout. The bound of a tenth applies to the loop's CPU time per stretch; the wall time
+collection scans the image: the longest single collection (CPU time) is asserted under a tenth
+of the fetch timeout. The bound of a tenth applies to the loop's CPU time per stretch; the wall time
 (also printed) counts the other processes sharing this machine's two cores and is held under
 the fetch timeout."""
 
@@ -106,17 +106,19 @@ def assert_loop_turns(cluster: ProcessCluster, leader: int, log_size: int, what:
     without_gc = max(t.get("turn_without_gc_ms", 0.0) for t in turns)
     cpu = max(t.get("turn_cpu_without_gc_ms", 0.0) for t in turns)
     gc_pause = max(t.get("gc_pause_longest_ms", 0.0) for t in turns)
+    gc_pause_cpu = max(t.get("gc_pause_longest_cpu_ms", 0.0) for t in turns)
     full = max(t.get("gc_full_collections", 0) for t in turns)
     print(
         f"\n{what}; longest stretch of the leader's loop: {longest:.1f} ms ({longest_gc:.1f} ms "
         f"of it the garbage collector); without the collector: {without_gc:.1f} ms, of which "
-        f"{cpu:.1f} ms CPU; longest collection {gc_pause:.1f} ms ({full} full ones); "
+        f"{cpu:.1f} ms CPU; longest collection {gc_pause:.1f} ms ({gc_pause_cpu:.1f} ms CPU; "
+        f"{full} full ones); "
         f"{sum(1 for t in during if t['event'] == 'loop_turn_slow')} slow turns logged"
     )
     # The loop's own work per stretch stays under a tenth of the fetch timeout (CPU: three
     # controllers and this client share the machine's cores); no collection scans the image.
     assert cpu < TURN_MS_BOUND, turns
-    assert gc_pause < TURN_MS_BOUND, turns
+    assert gc_pause_cpu < TURN_MS_BOUND, turns
     assert longest < FETCH_TIMEOUT_MS, turns
 
 

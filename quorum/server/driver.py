@@ -123,21 +123,27 @@ class _Commit:
 class _GcTimer:
     """Seconds the cyclic garbage collector ran in this process (``gc.callbacks``): a full
     collection of a large image takes hundreds of milliseconds, so slow turns say how much of
-    them it was. Also the longest single collection and the full (generation 2) ones."""
+    them it was. Also the longest single collection, in wall and in CPU time of this thread
+    (a collection descheduled by other processes is long in wall time only), and how many full
+    (generation 2) collections ran."""
 
     def __init__(self) -> None:
         self.total_s = 0.0
         self.longest_s = 0.0
+        self.longest_cpu_s = 0.0
         self.full_collections = 0
         self._started_s = 0.0
+        self._cpu_started_s = 0.0
 
     def callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started_s = time.perf_counter()
+            self._cpu_started_s = time.thread_time()
         else:
             pause_s = time.perf_counter() - self._started_s
             self.total_s += pause_s
             self.longest_s = max(self.longest_s, pause_s)
+            self.longest_cpu_s = max(self.longest_cpu_s, time.thread_time() - self._cpu_started_s)
             if info.get("generation") == 2:
                 self.full_collections += 1
 
@@ -459,6 +465,7 @@ class RaftDriver:
                 turn_without_gc_ms=round(without_gc_ms, 1),
                 turn_cpu_without_gc_ms=round(cpu_ms, 1),
                 gc_pause_longest_ms=round(self._gc_timer.longest_s * 1000, 1),
+                gc_pause_longest_cpu_ms=round(self._gc_timer.longest_cpu_s * 1000, 1),
                 gc_full_collections=self._gc_timer.full_collections,
             )
         if turn_ms > self.slow_turn_ms:
