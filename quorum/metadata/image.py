@@ -357,8 +357,9 @@ class DeletedTopics(Mapping[Uuid, DeletedTopic]):
         """These deletions plus ``added``, keeping the newest ``retained_max`` of them.
 
         Every deletion ``added`` must come after every one retained here (replay only moves
-        forward: a delta's removals are at offsets past its image's), and its id must be new;
-        a violation is a bug and asserts.
+        forward: a delta's removals are at offsets past its image's); a violation is a bug and
+        asserts. An id may appear twice only if its older deletion is among those dropped
+        (the id was forgotten, then drawn again).
         """
         if retained_max < 0:
             raise ValueError(f"retained_max must be >= 0, got {retained_max}")
