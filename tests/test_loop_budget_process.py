@@ -4,13 +4,13 @@ requests of 1,000 topics each, then 20,000 Fetches from distinct replica ids. Th
 record budget keeps the loop's own work in every stretch under a tenth of the fetch timeout, so
 followers keep fetching and nobody starts an election (the leader epoch does not move).
 
-CPython's cyclic garbage collector used to add 100-250 ms to a stretch here: a full collection
+CPython's cyclic garbage collector used to add 70-250 ms to a stretch here: a full collection
 walked the whole heap of 20,000 new topics. Replay now leaves no reference cycles and the driver
 freezes the long-lived heap (``GC_FREEZE_RECORDS_MIN`` in ``quorum/server/driver.py``), so no
 collection scans the image: the longest single collection (CPU time) is asserted under a tenth
-of the fetch timeout. The bound of a tenth applies to the loop's CPU time per stretch; the wall time
-(also printed) counts the other processes sharing this machine's two cores and is held under
-the fetch timeout."""
+of the fetch timeout. The bound of a tenth applies to the loop's CPU time per stretch; the wall
+time (also printed) counts the other processes sharing this machine's two cores and is held
+under the fetch timeout."""
 
 from __future__ import annotations
 
