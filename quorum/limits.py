@@ -51,11 +51,18 @@ TOPIC_CONFIG_VALUE_CHARS_MAX: Final = 256
 # Replica slots (partitions x replication factor) one CreateTopics request may place: bounds the
 # bytes of its batch (each slot is written twice, in replicas and in the ISR).
 CREATE_TOPICS_REPLICAS_MAX: Final = 100_000
+# Deleted topics an image remembers (MetadataImage.deleted_topics): the newest this many
+# deletions by (deletion offset, creation offset); older ones are forgotten in replay, the same
+# way on every node and in snapshots (docs/architecture.md#deleted-topic-ids). Ten maximal
+# DeleteTopics requests; about 3 MB of snapshot and memory at most. Our choice: Kafka's image
+# keeps no deleted ids at all and relies on random 128-bit ids never colliding.
+DELETED_TOPICS_RETAINED_MAX: Final = 10_000
 # Draws of a fresh topic id before giving up: a collision is astronomically unlikely, so
 # needing more than a few draws means the id generator is broken.
 TOPIC_ID_DRAWS_MAX: Final = 100
 
 assert TOPIC_PARTITIONS_MAX + TOPIC_CONFIGS_MAX + 1 <= RECORDS_PER_BATCH_MAX
+assert DELETE_TOPICS_TOPICS_MAX <= DELETED_TOPICS_RETAINED_MAX
 # Worst-case bytes of one CreateTopics batch: every record at most a topic name, a config name
 # and a value (all ASCII once validated) plus 64 bytes of framing, plus 2 x 5 bytes per replica
 # slot (msgpack int32).

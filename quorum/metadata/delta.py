@@ -6,8 +6,9 @@ that did not change (see ``quorum.metadata.image``). The controller, the brokers
 replay all go through this one code path.
 
 Replay is strict. A record that cannot follow the image it is replayed on (a ``TopicRecord``
-whose name is live or whose id was ever used, a record for an unknown topic, partition or
-broker, a stale broker epoch, an offset that does not grow) means the log is corrupt or the
+whose name is live or whose id is live or among the retained deleted ones
+(docs/architecture.md#deleted-topic-ids), a record for an unknown topic, partition or broker, a
+stale broker epoch, an offset that does not grow) means the log is corrupt or the
 controller has a bug; ``replay`` raises ``MetadataReplayError`` (an ``AssertionError``,
 docs/conventions.md#errors) naming the offset and the record, and the process should crash rather
 than serve an image that differs from everyone else's.
@@ -34,12 +35,14 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from quorum.ids import RESERVED_UUIDS, Uuid
+from quorum.limits import DELETED_TOPICS_RETAINED_MAX
 from quorum.metadata.batch import DecodedBatch
 from quorum.metadata.image import (
     CLUSTER_METADATA_TOPIC_NAME,
     NO_LEADER,
     BrokerImage,
     DeletedTopic,
+    DeletedTopics,
     MetadataImage,
     PartitionImage,
     PersistentMap,
@@ -198,7 +201,7 @@ def _check_partition_state(state: PartitionImage) -> str | None:
     return None
 
 
-_Handler = Callable[[Any, int], None]
+_Handler = Callable[[Any, Any, int], None]
 KT = TypeVar("KT")
 VT = TypeVar("VT")
 
@@ -213,10 +216,21 @@ class MetadataDelta:
     With ``snapshot_end_offset`` the delta loads a snapshot ending at that offset onto the
     empty image (see the module docstring): ``offset`` is ``snapshot_end_offset - 1`` from the
     start, and the offsets given to ``replay`` are positions inside the snapshot.
+
+    ``apply`` keeps the newest ``deleted_topics_retained_max`` deletions in
+    ``deleted_topics`` (docs/architecture.md#deleted-topic-ids). Every node must use the same
+    bound, so only tests pass another.
     """
 
-    def __init__(self, image: MetadataImage, *, snapshot_end_offset: int | None = None) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        *,
+        snapshot_end_offset: int | None = None,
+        deleted_topics_retained_max: int = DELETED_TOPICS_RETAINED_MAX,
+    ) -> None:
         self._image = image
+        self._deleted_topics_retained_max = deleted_topics_retained_max
         self._offset = image.offset
         self._snapshot_end_offset = snapshot_end_offset
         # Snapshot mode: the last position replayed, and a TopicRecord whose TopicIdentityRecord
@@ -235,41 +249,19 @@ class MetadataDelta:
             self._offset = snapshot_end_offset - 1
         self._topics: dict[Uuid, _TopicChange] = {}
         self._removed: dict[Uuid, DeletedTopic] = {}
+        # Removals in this delta whose id was forgotten and then taken by a new topic (see
+        # _is_topic_id_used): they still count toward the bound.
+        self._revived: list[DeletedTopic] = []
         self._names: dict[str, Uuid | None] = {}  # None: the name was freed in this delta
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
         self._metadata_topic_id = image.metadata_topic_id
-        handlers: dict[type, _Handler]
-        if snapshot_end_offset is None:
-            handlers = {
-                TopicRecord: self._replay_topic,
-                PartitionRecord: self._replay_partition,
-                PartitionChangeRecord: self._replay_partition_change,
-                ConfigRecord: self._replay_config,
-                RemoveTopicRecord: self._replay_remove_topic,
-                RegisterBrokerRecord: self._replay_register_broker,
-                UnregisterBrokerRecord: self._replay_unregister_broker,
-                FenceBrokerRecord: self._replay_fence_broker,
-                UnfenceBrokerRecord: self._replay_unfence_broker,
-                NoOpRecord: _ignore,
-                LeaderChangeMessage: _ignore,
-                SnapshotHeader: _ignore,
-                SnapshotFooter: _ignore,
-                TopicIdentityRecord: _only_in_snapshots,
-                DeletedTopicRecord: _only_in_snapshots,
-            }
-        else:
-            handlers = {
-                TopicRecord: self._replay_topic,
-                TopicIdentityRecord: self._replay_topic_identity,
-                DeletedTopicRecord: self._replay_deleted_topic,
-                PartitionRecord: self._replay_partition,
-                ConfigRecord: self._replay_config,
-                RegisterBrokerRecord: self._replay_register_broker,
-                SnapshotHeader: _ignore,
-                SnapshotFooter: _ignore,
-            }
-        self._handlers: Final[Mapping[type, _Handler]] = handlers
+        # Plain functions called as handler(self, record, offset), from a table built once:
+        # a dict of bound methods on self would be a reference cycle, leaving every delta (and
+        # the topics, partitions and images it holds) to the cyclic garbage collector.
+        self._handlers: Final[Mapping[type, _Handler]] = (
+            _LOG_HANDLERS if snapshot_end_offset is None else _SNAPSHOT_HANDLERS
+        )
 
     @property
     def image(self) -> MetadataImage:
@@ -303,7 +295,7 @@ class MetadataDelta:
         handler = self._handlers.get(type(record))
         if handler is None:
             raise MetadataReplayError(offset, record, "not a record type replay knows")
-        handler(record, offset)
+        handler(self, record, offset)
         self._offset = offset
 
     def replay_batch(self, batch: DecodedBatch) -> None:
@@ -324,7 +316,7 @@ class MetadataDelta:
             handler = handlers.get(type(record))
             if handler is None:
                 raise MetadataReplayError(offset, record, "not a record type replay knows")
-            handler(record, offset)
+            handler(self, record, offset)
             self._offset = offset
             offset += 1
 
@@ -355,7 +347,7 @@ class MetadataDelta:
                 "not a record a snapshot holds (a snapshot is a state: topics with their "
                 "identity, deleted topics, partitions, configs, brokers)",
             )
-        handler(record, offset)
+        handler(self, record, offset)
         self._position = position
         if type(record) is TopicRecord:
             self._awaiting_identity = (record, position)
@@ -387,11 +379,24 @@ class MetadataDelta:
         return self._image.topics_by_name.get(name)
 
     def _is_topic_id_used(self, topic_id: Uuid) -> bool:
-        return (
-            topic_id in self._topics
-            or topic_id in self._removed
-            or self._image.is_topic_id_used(topic_id)
-        )
+        """Whether ``topic_id`` is live or among the retained deletions *at this record*: the
+        newest ``deleted_topics_retained_max`` of the image's and this delta's, so a delta of
+        many batches refuses exactly what one delta per batch would (in a snapshot, any id
+        twice is refused)."""
+        if topic_id in self._topics:
+            return True
+        if topic_id in self._removed:
+            if self._snapshot_end_offset is not None:
+                return True
+            # In offset order; a rare path (an id coming back), so a linear scan is fine.
+            newer = len(self._removed) - 1 - list(self._removed).index(topic_id)
+            return newer < self._deleted_topics_retained_max
+        deleted = self._image.deleted_topics
+        if topic_id in deleted:
+            assert isinstance(deleted, DeletedTopics), type(deleted)
+            newer = len(self._removed) + len(self._revived) + deleted.newer_than(topic_id)
+            return newer < self._deleted_topics_retained_max
+        return topic_id in self._image.topics_by_id
 
     def _broker(self, broker_id: int) -> BrokerImage | None:
         if broker_id in self._brokers:
@@ -411,6 +416,9 @@ class MetadataDelta:
             raise MetadataReplayError(
                 offset, record, f"topic id {topic_id} was used before; ids are never reused"
             )
+        revived = self._removed.pop(topic_id, None)
+        if revived is not None:  # removed in this delta, forgotten since
+            self._revived.append(revived)
         if name == CLUSTER_METADATA_TOPIC_NAME:
             if not record.internal:
                 raise MetadataReplayError(offset, record, "the metadata topic is internal")
@@ -650,7 +658,12 @@ class MetadataDelta:
             {bid: b for bid, b in self._brokers.items() if b is not None},
             [bid for bid, b in self._brokers.items() if b is None],
         )
-        deleted_topics = _updated(image.deleted_topics, self._removed, ())
+        deleted_topics = image.deleted_topics
+        if self._removed or self._revived:
+            assert isinstance(deleted_topics, DeletedTopics), type(deleted_topics)
+            deleted_topics = deleted_topics.with_deletions(
+                [*self._removed.values(), *self._revived], self._deleted_topics_retained_max
+            )
         return MetadataImage(
             offset=self._offset,
             topics_by_id=topics_by_id,
@@ -727,7 +740,8 @@ class MetadataDelta:
                 creates[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(gained))
             if lost:
                 deletes[topic_id] = LocalTopicPartitions(topic_id, change.name, frozenset(lost))
-        for topic_id, deleted in self._removed.items():
+        for deleted in [*self._removed.values(), *self._revived]:
+            topic_id = deleted.topic_id
             base_topic = self._image.topics_by_id.get(topic_id)
             if base_topic is None:
                 continue  # created and removed within this delta: nothing to do anywhere
@@ -743,16 +757,48 @@ def _hosts(state: PartitionImage | None, broker_id: int) -> bool:
     return state is not None and broker_id in state.replicas
 
 
-def _ignore(record: object, offset: int) -> None:
-    del record, offset
+def _ignore(delta: MetadataDelta, record: object, offset: int) -> None:
+    del delta, record, offset
 
 
-def _only_in_snapshots(record: Record, offset: int) -> None:
+def _only_in_snapshots(delta: MetadataDelta, record: Record, offset: int) -> None:
+    del delta
     raise MetadataReplayError(
         offset,
         record,
         "this record belongs only in snapshots (.checkpoint files), never in the metadata log",
     )
+
+
+# Replay's handlers by record type (docs/conventions.md#images-and-deltas): in log replay, and
+# in a snapshot (where only the records of a state are accepted).
+_LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
+    TopicRecord: MetadataDelta._replay_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    PartitionChangeRecord: MetadataDelta._replay_partition_change,
+    ConfigRecord: MetadataDelta._replay_config,
+    RemoveTopicRecord: MetadataDelta._replay_remove_topic,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    UnregisterBrokerRecord: MetadataDelta._replay_unregister_broker,
+    FenceBrokerRecord: MetadataDelta._replay_fence_broker,
+    UnfenceBrokerRecord: MetadataDelta._replay_unfence_broker,
+    NoOpRecord: _ignore,
+    LeaderChangeMessage: _ignore,
+    SnapshotHeader: _ignore,
+    SnapshotFooter: _ignore,
+    TopicIdentityRecord: _only_in_snapshots,
+    DeletedTopicRecord: _only_in_snapshots,
+}
+_SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
+    TopicRecord: MetadataDelta._replay_topic,
+    TopicIdentityRecord: MetadataDelta._replay_topic_identity,
+    DeletedTopicRecord: MetadataDelta._replay_deleted_topic,
+    PartitionRecord: MetadataDelta._replay_partition,
+    ConfigRecord: MetadataDelta._replay_config,
+    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    SnapshotHeader: _ignore,
+    SnapshotFooter: _ignore,
+}
 
 
 def _with_fenced(broker: BrokerImage, *, fenced: bool) -> BrokerImage:

@@ -12,8 +12,10 @@ partition and broker with the previous one. Applying a delta that touched one to
 costs microseconds, not a copy of the cluster.
 
 Identity: a topic is the pair (``topic_id``, ``creation_offset``)
-(docs/architecture.md#the-controller). Ids are never reused: ``deleted_topics`` remembers every id
-that was removed, and replay refuses a ``TopicRecord`` that would bring one back.
+(docs/architecture.md#the-controller). Ids are never reused: the controller draws random 128-bit
+ids and skips any id the image knows; ``deleted_topics`` remembers the ids of the most recent
+``DELETED_TOPICS_RETAINED_MAX`` removals (``DeletedTopics``), and replay refuses a
+``TopicRecord`` that would bring one of those back (docs/architecture.md#deleted-topic-ids).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "NO_LEADER",
     "BrokerImage",
     "DeletedTopic",
+    "DeletedTopics",
     "MetadataImage",
     "PartitionImage",
     "PersistentMap",
@@ -269,12 +272,130 @@ class BrokerImage:
 
 @dataclass(frozen=True, slots=True)
 class DeletedTopic:
-    """What the image remembers of a removed topic, so its id is never reused."""
+    """What the image remembers of a removed topic while it is among the most recent
+    deletions (``DeletedTopics``), so its id is not reused and errors can say when it went."""
 
     name: str
     topic_id: Uuid
     creation_offset: int
     deletion_offset: int
+
+
+_DELETION_ORDER_CHUNK_IDS: Final = 256
+"""Ids per chunk of ``DeletedTopics``' deletion order: adding or dropping a few deletions
+copies one chunk and the tuple of chunks (about 40 pointers at 10,000 retained)."""
+
+
+def _deletion_key(deleted: DeletedTopic) -> tuple[int, int, Uuid]:
+    return (deleted.deletion_offset, deleted.creation_offset, deleted.topic_id)
+
+
+class DeletedTopics(Mapping[Uuid, DeletedTopic]):
+    """``MetadataImage.deleted_topics``: removed topics by id, and their deletion order.
+
+    Which ones an image keeps is a function of the log alone, so every node, a snapshot plus
+    the log after it, and a replay of the whole log agree: the newest ``retained_max``
+    deletions by (``deletion_offset``, ``creation_offset``, ``topic_id``), whatever batches
+    and deltas the records came in (docs/architecture.md#deleted-topic-ids). The order is kept
+    beside a ``PersistentMap`` by id, as a tuple of chunks of ids (oldest first), so
+    ``with_deletions`` appends and drops the oldest in time proportional to the deletions
+    added plus one chunk and the tuple of chunks, never a sort of what is retained.
+
+    Iteration is in deletion order, oldest first.
+    """
+
+    __slots__ = ("_by_id", "_order")
+
+    EMPTY: ClassVar[DeletedTopics]
+
+    def __init__(
+        self,
+        by_id: PersistentMap[Uuid, DeletedTopic],
+        order: tuple[tuple[Uuid, ...], ...],
+    ) -> None:
+        self._by_id = by_id
+        self._order = order
+
+    def __getitem__(self, key: Uuid) -> DeletedTopic:
+        return self._by_id[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_id
+
+    def __iter__(self) -> Iterator[Uuid]:
+        return itertools.chain.from_iterable(self._order)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DeletedTopics):
+            return self._by_id == other._by_id  # the order follows from the contents
+        return self._by_id == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DeletedTopics({self._by_id!r})"
+
+    def oldest(self) -> DeletedTopic | None:
+        """The deletion that would be forgotten next, or None when there is none."""
+        return self._by_id[self._order[0][0]] if self._order else None
+
+    def newer_than(self, topic_id: Uuid) -> int:
+        """How many retained deletions are newer than that of ``topic_id`` (which must be
+        retained). Walks the order from the newest end: for the rare path of an id that comes
+        back, not for every replay."""
+        newer = 0
+        for chunk in reversed(self._order):
+            if topic_id in chunk:
+                return newer + len(chunk) - 1 - chunk.index(topic_id)
+            newer += len(chunk)
+        raise KeyError(topic_id)
+
+    def with_deletions(self, added: Iterable[DeletedTopic], retained_max: int) -> DeletedTopics:
+        """These deletions plus ``added``, keeping the newest ``retained_max`` of them.
+
+        Every deletion ``added`` must come after every one retained here (replay only moves
+        forward: a delta's removals are at offsets past its image's); a violation is a bug and
+        asserts. An id may appear twice only if its older deletion is among those dropped
+        (the id was forgotten, then drawn again).
+        """
+        if retained_max < 0:
+            raise ValueError(f"retained_max must be >= 0, got {retained_max}")
+        new = sorted(added, key=_deletion_key)
+        if not new and len(self) <= retained_max:
+            return self
+        if new and self._order:
+            newest = self._by_id[self._order[-1][-1]]
+            assert _deletion_key(newest) < _deletion_key(new[0]), (newest, new[0])
+        chunks = list(self._order)
+        ids = [deleted.topic_id for deleted in new]
+        if chunks and len(chunks[-1]) < _DELETION_ORDER_CHUNK_IDS:
+            room = _DELETION_ORDER_CHUNK_IDS - len(chunks[-1])
+            chunks[-1] += tuple(ids[:room])
+            ids = ids[room:]
+        for start in range(0, len(ids), _DELETION_ORDER_CHUNK_IDS):
+            chunks.append(tuple(ids[start : start + _DELETION_ORDER_CHUNK_IDS]))
+        # The oldest go first: those retained here, then the oldest of ``new``.
+        surplus = max(0, len(self) + len(new) - retained_max)
+        first = 0
+        left = surplus
+        while left > 0 and left >= len(chunks[first]):
+            left -= len(chunks[first])
+            first += 1
+        if left > 0:
+            chunks[first] = chunks[first][left:]
+        old_dropped = list(itertools.islice(iter(self), min(surplus, len(self))))
+        # An id may come back after it was forgotten and go again (a 2**-122 chance per drawn
+        # id): the newest deletion of it wins.
+        puts = {d.topic_id: d for d in new[max(0, surplus - len(self)) :]}
+        by_id = self._by_id.updated(puts, [i for i in old_dropped if i not in puts])
+        assert len(by_id) == sum(map(len, chunks[first:])), "an id retained twice"
+        return DeletedTopics(by_id, tuple(chunks[first:]))
+
+
+DeletedTopics.EMPTY = DeletedTopics(empty_map(), ())
 
 
 def topic_collision_key(name: str) -> str:
@@ -297,7 +418,8 @@ class MetadataImage:
     metadata_topic_id: Uuid | None
     """The id ``__cluster_metadata`` got from its ``TopicRecord`` (KIP-516), once written."""
     deleted_topics: Mapping[Uuid, DeletedTopic]
-    """Every topic ever removed, by id: ids are never reused."""
+    """The most recently removed topics, by id (a ``DeletedTopics``: at most
+    ``DELETED_TOPICS_RETAINED_MAX``, the oldest forgotten first)."""
     broker_configs: Mapping[str, Mapping[str, str]]
     """``ConfigRecord``s of resource type BROKER by resource name; ``""`` is the cluster default."""
     topic_names_by_collision_key: Mapping[str, frozenset[str]]
@@ -318,7 +440,7 @@ class MetadataImage:
         return None if topic_id is None else self.topics_by_id[topic_id]
 
     def is_topic_id_used(self, topic_id: Uuid) -> bool:
-        """True for any id a live or deleted topic has had (ids are never reused)."""
+        """True for the id of a live topic or of a retained deleted one (``deleted_topics``)."""
         return topic_id in self.topics_by_id or topic_id in self.deleted_topics
 
     def colliding_topic_name(self, name: str) -> str | None:
@@ -348,7 +470,7 @@ MetadataImage.EMPTY = MetadataImage(
     topics_by_name=empty_map(),
     brokers=empty_map(),
     metadata_topic_id=None,
-    deleted_topics=empty_map(),
+    deleted_topics=DeletedTopics.EMPTY,
     broker_configs=empty_map(),
     topic_names_by_collision_key=empty_map(),
 )
