@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from quorum.errors import ErrorCode
