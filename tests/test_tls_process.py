@@ -124,37 +124,39 @@ def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> No
     with process_cluster(tmp_path) as cluster:
         cluster.format()
         cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
+        # The leader's: it calls nobody, so only a new handshake makes it re-read the files.
+        node, _, _ = cluster.wait_for_leader(timeout_s=30)
         assert cluster.certs is not None
-        keystore = cluster.certs.node_keystore(1)
+        keystore = cluster.certs.node_keystore(node)
         admin_pem = cluster.certs.client_keystore()
-        address = cluster.nodes[1].address
+        address = cluster.nodes[node].address
         before = served_serial(address, cluster.certs.ca, admin_pem)
         assert before == x509.load_pem_x509_certificates(keystore.read_bytes())[0].serial_number
 
         # A new key and certificate from the same CA, renamed over the old file.
-        fresh = session_authority().issue_node(cluster.cluster_id, 1)
+        fresh = session_authority().issue_node(cluster.cluster_id, node)
         write_private(keystore, fresh, private=True)
         after = x509.load_pem_x509_certificates(fresh)[0].serial_number
         assert after != before
-        # Node 1's own peer clients (which share the files with its server) may re-read them
-        # first; the server must still switch.
-        wait_until(lambda: "tls_files_reloaded" in cluster.logs(1), 10, "the reload logged")
+        # The next handshake is served the new certificate. The node's own peer clients (which
+        # share the files with its server) may have re-read them first (a follower fetches all
+        # the time; a leader calls nobody); the server must switch either way.
         assert served_serial(address, cluster.certs.ca, admin_pem) == after
-        assert cluster.nodes[1].process is not None
-        assert cluster.nodes[1].alive and cluster.nodes[1].starts == 1
+        wait_until(lambda: "tls_files_reloaded" in cluster.logs(node), 10, "the reload logged")
+        assert cluster.nodes[node].process is not None
+        assert cluster.nodes[node].alive and cluster.nodes[node].starts == 1
         # The node keeps working (the admin's channel is new, the node's own clients too).
         assert describe_with(cluster, cluster.client_security()).error_code == 0  # type: ignore[attr-defined]
-        # The quorum keeps committing with the new certificate on node 1.
+        # The quorum keeps committing with the new certificate on that node.
         _, _, hw = cluster.wait_for_leader()
         wait_until(
             lambda: (cluster.leader() or (0, 0, 0))[2] > hw + 2, 20, "the high watermark moving"
         )
 
         # SIGHUP forces a re-read even when the files look unchanged.
-        cluster.nodes[1].process.send_signal(signal.SIGHUP)
-        wait_until(lambda: "tls_reload_requested" in cluster.logs(1), 10, "SIGHUP handled")
-        assert cluster.nodes[1].alive
+        cluster.nodes[node].process.send_signal(signal.SIGHUP)
+        wait_until(lambda: "tls_reload_requested" in cluster.logs(node), 10, "SIGHUP handled")
+        assert cluster.nodes[node].alive
 
 
 def test_a_client_picks_up_its_rotated_certificate(one_voter: ProcessCluster) -> None:
