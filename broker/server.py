@@ -44,6 +44,8 @@ from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Ready
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.security.authorization import RequestAuthorization
+from quorum.security.identity import CallerResolver
 from quorum.server.admin_service import AdminServicer
 from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
@@ -281,6 +283,8 @@ class BrokerNode:
                 controller_ready=lambda: False,
                 image=lambda: self.image,
                 serve_reads_without_offset=True,
+                callers=CallerResolver(self.config.ssl_principal_mapping_rules),
+                authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
             ),
             server,
         )

@@ -64,6 +64,13 @@ PLAINTEXT: Final = "PLAINTEXT"
 SSL: Final = "SSL"
 SECURITY_PROTOCOLS: Final = (PLAINTEXT, SSL)
 CLIENT_AUTH_VALUES: Final = ("required", "requested", "none")
+# authorizer.class.name: Kafka's KRaft authorizer, deciding from ACLs in the metadata log.
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZERS: Final[Mapping[str, str]] = {
+    STANDARD_AUTHORIZER: STANDARD_AUTHORIZER,
+    "StandardAuthorizer": STANDARD_AUTHORIZER,
+    "": "",
+}
 
 
 class ConfigError(ValueError):
@@ -186,6 +193,13 @@ class NodeConfig:
     # How a certificate's subject becomes a principal: Kafka's RULE:pattern/replacement/[LU]
     # and DEFAULT rules, tried in order (quorum/security/identity.py).
     ssl_principal_mapping_rules: tuple[str, ...] = ("DEFAULT",)
+    # Who may do what (docs/authorization.md): Kafka's StandardAuthorizer, deciding from the
+    # ACLs in the metadata log, or "" for none (every call allowed, Kafka's meaning).
+    authorizer_class_name: str = STANDARD_AUTHORIZER
+    # Principals allowed everything, e.g. ["User:CN=admin"] (Kafka: "User:a;User:b").
+    super_users: tuple[str, ...] = ()
+    # Whether a resource that no ACL names is open to every principal (Kafka's default: no).
+    allow_everyone_if_no_acl_found: bool = False
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
 
@@ -630,6 +644,39 @@ def _parse_text(key: str, value: object, *, upper: bool = False, lower: bool = F
     return text.upper() if upper else text.lower() if lower else text
 
 
+def _parse_authorizer(key: str, value: object) -> str:
+    if not isinstance(value, str) or value.strip() not in AUTHORIZERS:
+        raise ConfigError(
+            f"{key}: {value!r} is not an authorizer this node has; allowed: "
+            f"{STANDARD_AUTHORIZER!r} (ACLs in the metadata log) or '' (none: every call "
+            "allowed)",
+            key=key,
+        )
+    return AUTHORIZERS[value.strip()]
+
+
+def _parse_super_users(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):  # Kafka's form: User:a;User:b
+        value = [v for v in value.split(";") if v.strip()]
+    users = _parse_str_list(key, value, "['User:CN=admin'] or 'User:CN=admin;User:CN=ops'")
+    for user in users:
+        kind, _, name = user.partition(":")
+        if kind != "User" or not name:
+            raise ConfigError(
+                f"{key}: {user!r} is not a principal; allowed: 'User:<name>', e.g. 'User:CN=admin'",
+                key=key,
+            )
+    return users
+
+
+def _parse_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{key}: {value!r} is not a boolean; allowed: true or false", key=key)
+
+
 def _parse_mapping_rules(key: str, value: object) -> tuple[str, ...]:
     from quorum.security.identity import MappingRuleError, parse_mapping_rules  # noqa: PLC0415
 
@@ -716,6 +763,9 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "ssl.truststore.location": lambda key, s: _parse_path(key, s.value, s.base_dir),
     "ssl.client.auth": lambda key, s: _parse_text(key, s.value, lower=True),
     "ssl.principal.mapping.rules": lambda key, s: _parse_mapping_rules(key, s.value),
+    "authorizer.class.name": lambda key, s: _parse_authorizer(key, s.value),
+    "super.users": lambda key, s: _parse_super_users(key, s.value),
+    "allow.everyone.if.no.acl.found": lambda key, s: _parse_bool(key, s.value),
     **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
 }
 assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
@@ -762,6 +812,8 @@ _TEXT_KEYS: Final = frozenset(
         "ssl.truststore.type",
         "ssl.client.auth",
         "ssl.principal.mapping.rules",
+        "authorizer.class.name",
+        "super.users",
     }
 )
 

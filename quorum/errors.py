@@ -32,6 +32,7 @@ class ErrorCode(enum.IntEnum):
     BROKER_NOT_AVAILABLE = 8
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
+    TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
@@ -160,6 +161,13 @@ class RecordListTooLargeError(KafkaError):
     """RECORD_LIST_TOO_LARGE (18): the request's records do not fit in one batch."""
 
     default_error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    """TOPIC_AUTHORIZATION_FAILED (29): the caller may not act on this topic (whether or not
+    it exists)."""
+
+    default_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 class ClusterAuthorizationFailedError(KafkaError):
@@ -316,6 +324,7 @@ _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
         NotLeaderOrFollowerError,
         RequestTimedOutError,
         BrokerNotAvailableError,
+        TopicAuthorizationFailedError,
         ClusterAuthorizationFailedError,
         InvalidTopicError,
         RecordListTooLargeError,

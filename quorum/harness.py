@@ -38,6 +38,8 @@ from quorum.security.tls import ClientSecurity, KeyStore
 REPO = Path(__file__).resolve().parent.parent
 METAQUORUM = [sys.executable, "-m", "quorum.cli"]
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+# The tests' admin client certificate (CN=admin), a super user of every mTLS test cluster.
+ADMIN_PRINCIPAL = "User:CN=admin"
 
 T = TypeVar("T")
 
@@ -316,9 +318,17 @@ class ProcessCluster:
         node_id = int(base["node.id"])
         listener_name = str(base["listeners"][0]).split(":", 1)[0]
         if self.certs is not None:
-            security = self.certs.node_settings(node_id, listener_name)
+            # ACLs on (the default authorizer); the tests' admin (CN=admin) is a super user.
+            security = {
+                **self.certs.node_settings(node_id, listener_name),
+                "super.users": [ADMIN_PRINCIPAL],
+            }
         else:
-            security = {"listener.security.protocol.map": [f"{listener_name}:PLAINTEXT"]}
+            # Every PLAINTEXT caller is User:ANONYMOUS: no authorizer, as Kafka without one.
+            security = {
+                "listener.security.protocol.map": [f"{listener_name}:PLAINTEXT"],
+                "authorizer.class.name": "",
+            }
         settings = {**base, **security, **self.node_settings, **role_settings}
         lines = [f'"{k}" = {json.dumps(v)}' for k, v in settings.items()]
         path.write_text("\n".join(lines) + "\n")

@@ -9,6 +9,11 @@ its committed image, after waiting (bounded by the deadline) until that image ha
 offset (read-your-writes); reads without it go to the active controller, like writes.
 
 Per-topic outcomes carry Kafka error codes; only transport failures use gRPC status codes.
+
+Every request is authorized first (docs/authorization.md): a topic the caller may not act on
+is answered TOPIC_AUTHORIZATION_FAILED - whether or not it exists, for a name - and is never
+handed to the controller; the broker lifecycle needs CLUSTER_ACTION, and a node may register
+and heartbeat only as itself (docs/security.md#what-a-node-may-claim).
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint
 from quorum.raft.node import NotLeaderError
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.security.acls import AclOperation, ResourceType
+from quorum.security.authorization import RequestAuthorization
+from quorum.security.identity import Caller, CallerResolver
+from quorum.security.node_identity import refuse_claim
 from quorum.server.driver import (
     OperationQueueFullError,
     RaftDriver,
@@ -88,6 +97,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         controller_ready: Callable[[], bool],
         image: Callable[[], MetadataImage] | None = None,
         serve_reads_without_offset: bool = False,
+        callers: CallerResolver | None = None,
+        authorization: RequestAuthorization | None = None,
     ) -> None:
         """``state_machine`` None: a broker, which serves reads from its own ``image`` (like a
         Kafka broker's metadata cache, answering even without ``min_metadata_offset``) and
@@ -102,6 +113,49 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             lambda: self._controller().committed_image
         )
         self._serve_reads_without_offset = serve_reads_without_offset
+        self._callers = callers or CallerResolver()
+        self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
+
+    # ----- authorization --------------------------------------------------------------------
+
+    def _topic_refusals(
+        self,
+        caller: Caller,
+        image: MetadataImage,
+        operation: AclOperation,
+        topics: list[tuple[str | None, str]],
+    ) -> dict[int, str]:
+        """Position -> message for each topic the caller may not ``operation``. Each entry is
+        (the name to authorize, what to call it in the message); a None name (an id no topic
+        has) is left to the controller's UNKNOWN_TOPIC_ID. A topic asked for by id is called
+        by its id: the caller may not know its name."""
+        authorization = self._authorization
+        refused: dict[int, str] = {}
+        for index, (name, shown) in enumerate(topics):
+            if name is None:
+                continue
+            if not authorization.allows_topic(caller, image.acls, operation, name):
+                refused[index] = (
+                    f"{caller.principal} may not {operation.name} topic {shown}: no ACL allows "
+                    f"it (metaquorum acls --add --allow-principal {caller.principal} "
+                    f"--operation {operation.name} --topic NAME)"
+                )
+        return refused
+
+    def _check_broker(self, context: grpc.aio.ServicerContext, broker_id: int) -> None:
+        """The broker lifecycle: CLUSTER_ACTION on the cluster, and a node only as itself."""
+        caller = self._callers.caller(context)
+        refusal = refuse_claim(caller, self._cluster_id, "broker_id", broker_id)
+        if refusal is not None:
+            raise RequestRejected(refusal.error_code, refusal.message)
+        if not self._authorization.allows(
+            caller, self._image().acls, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
+        ):
+            raise RequestRejected(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{caller.principal} may not register or heartbeat brokers: that needs "
+                "CLUSTER_ACTION on the cluster (a broker's own node certificate has it)",
+            )
 
     def _controller(self) -> ControllerStateMachine:
         if self._sm is None:
@@ -238,14 +292,36 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
             for t in request.topics
         )
-        create = CreateTopicsRequest(topics, validate_only=request.validate_only)
-        answer, offset = await self._write(
-            context,
-            lambda next_offset: self._controller().create_topics(
-                create, next_offset=next_offset, new_topic_id=Uuid.random
-            ),
-        )
-        for result in answer.topics:
+        caller = self._callers.caller(context)
+        image = self._image() if self._sm is not None else None
+        refused: dict[int, str] = {}
+        if image is not None and not self._authorization.allows(
+            caller, image.acls, AclOperation.CREATE, ResourceType.CLUSTER
+        ):
+            refused = self._topic_refusals(
+                caller, image, AclOperation.CREATE, [(t.name, repr(t.name)) for t in topics]
+            )
+        allowed = tuple(t for i, t in enumerate(topics) if i not in refused)
+        create = CreateTopicsRequest(allowed, validate_only=request.validate_only)
+        if allowed or not refused:
+            answer, offset = await self._write(
+                context,
+                lambda next_offset: self._controller().create_topics(
+                    create, next_offset=next_offset, new_topic_id=Uuid.random
+                ),
+            )
+            results = iter(answer.topics)
+        else:
+            results, offset = iter(()), self._image().offset
+        for index, topic in enumerate(topics):
+            if index in refused:
+                response.topics.add(
+                    name=topic.name,
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    error_message=refused[index],
+                )
+                continue
+            result = next(results)
             response.topics.add(
                 name=result.name,
                 topic_id=_id_bytes(result.topic_id),
@@ -276,12 +352,36 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
             for t in request.topics
         )
-        delete = DeleteTopicsRequest(entries)
-        answer, offset = await self._write(
-            context,
-            lambda next_offset: self._controller().delete_topics(delete, next_offset=next_offset),
-        )
-        for result in answer.topics:
+        caller = self._callers.caller(context)
+        image = self._image() if self._sm is not None else None
+        refused: dict[int, str] = {}
+        if image is not None:
+            refused = self._topic_refusals(
+                caller, image, AclOperation.DELETE, [_topic_name(image, e) for e in entries]
+            )
+        allowed = tuple(e for i, e in enumerate(entries) if i not in refused)
+        delete = DeleteTopicsRequest(allowed)
+        if allowed or not refused:
+            answer, offset = await self._write(
+                context,
+                lambda next_offset: self._controller().delete_topics(
+                    delete, next_offset=next_offset
+                ),
+            )
+            results = iter(answer.topics)
+        else:
+            results, offset = iter(()), self._image().offset
+        for index, entry in enumerate(entries):
+            if index in refused:
+                response.topics.add(
+                    # By id, the name is not told: the caller may not know it.
+                    name="" if _by_id(entry) else entry.name or "",
+                    topic_id=_id_bytes(entry.topic_id),
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    error_message=refused[index],
+                )
+                continue
+            result = next(results)
             response.topics.add(
                 name=result.name or "",
                 topic_id=_id_bytes(result.topic_id),
@@ -306,7 +406,20 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             DescribeTopic(name=t.name or None, topic_id=_uuid(t.topic_id, "topic_id"))
             for t in request.topics
         )
-        for d in describe_topics(image, wanted):
+        caller = self._callers.caller(context)
+        refused = self._topic_refusals(
+            caller, image, AclOperation.DESCRIBE, [_topic_name(image, w) for w in wanted]
+        )
+        for index, d in enumerate(describe_topics(image, wanted)):
+            if index in refused:
+                entry = wanted[index]
+                response.topics.add(
+                    name="" if _by_id(entry) else entry.name or "",
+                    topic_id=_id_bytes(entry.topic_id),
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    error_message=refused[index],
+                )
+                continue
             response.topics.add(
                 name=d.name or "",
                 topic_id=_id_bytes(d.topic_id),
@@ -357,7 +470,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             cursor=request.cursor,
             topics_max=min(topics_max, limits.LIST_TOPICS_PAGE_TOPICS_MAX),
         )
+        caller = self._callers.caller(context)
+        authorization = self._authorization
         for t in page:
+            if not authorization.allows_topic(caller, image.acls, AclOperation.DESCRIBE, t.name):
+                continue  # a topic the caller may not describe is not listed (Kafka's rule)
             response.topics.add(
                 name=t.name,
                 topic_id=t.topic_id.bytes,
@@ -403,6 +520,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def _register(
         self, request: Any, context: grpc.aio.ServicerContext, response: Any
     ) -> Any:
+        self._check_broker(context, request.broker_id)
         if request.cluster_id != self._cluster_id:
             raise RequestRejected(
                 ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -435,6 +553,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def _heartbeat(
         self, request: Any, context: grpc.aio.ServicerContext, response: Any
     ) -> Any:
+        self._check_broker(context, request.broker_id)
         heartbeat = BrokerHeartbeatRequest(
             broker_id=request.broker_id,
             broker_epoch=request.broker_epoch,
@@ -453,6 +572,19 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.should_shut_down = request.want_shut_down
         response.metadata_offset = offset
         return response
+
+
+def _by_id(entry: DeleteTopic | DescribeTopic) -> bool:
+    return entry.topic_id != ZERO_UUID  # KIP-516: the id wins when both are given
+
+
+def _topic_name(image: MetadataImage, entry: DeleteTopic | DescribeTopic) -> tuple[str | None, str]:
+    """(the name a request entry means, what to call it): by name, or by the id of a live
+    topic; None for an id no live topic has, which the controller answers UNKNOWN_TOPIC_ID."""
+    if not _by_id(entry):
+        return entry.name, repr(entry.name)
+    topic = image.topic(entry.topic_id)
+    return (None if topic is None else topic.name), str(entry.topic_id)
 
 
 def _check_count(count: int, maximum: int, what: str) -> None:

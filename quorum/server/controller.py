@@ -24,6 +24,8 @@ from quorum.metadata.records import MetadataRecord, Record
 from quorum.raft.node import NotLeaderError, Proposal, Ready
 from quorum.raft.state import LeaderState
 from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2_grpc
+from quorum.security.authorization import RequestAuthorization
+from quorum.security.identity import CallerResolver
 from quorum.server.admin_service import AdminServicer
 from quorum.server.driver import ShuttingDownError
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
@@ -197,6 +199,7 @@ class ControllerNode:
 
     def _add_servicers(self, server: grpc.aio.Server) -> None:
         raft = self.raft
+        callers = CallerResolver(self.config.ssl_principal_mapping_rules)
         raft_pb2_grpc.add_QuorumServiceServicer_to_server(
             QuorumServicer(
                 self.driver,
@@ -204,6 +207,7 @@ class ControllerNode:
                 endpoints=endpoints_of(self.config),
                 leader_stub=raft.peers.stub,
                 snapshot_dir=raft.directory,
+                callers=callers,
             ),
             server,
         )
@@ -214,6 +218,8 @@ class ControllerNode:
                 cluster_id=self.cluster_id,
                 voters=self.config.controller_quorum_voters,
                 controller_ready=self.controller_ready,
+                callers=callers,
+                authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
             ),
             server,
         )
