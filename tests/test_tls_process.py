@@ -247,6 +247,10 @@ def test_dev_certs_writes_a_verifiable_layout(tmp_path: Path) -> None:
     properties = (out / "client.properties").read_text()
     assert "security.protocol=SSL" in properties
     assert ClientSecurity.from_properties_file(out / "client.properties").protocol == "SSL"
+    # alice: a client with no ACLs, for the demo's refused-then-granted request.
+    alice = x509.load_pem_x509_certificates((out / "alice.pem").read_bytes())[0]
+    assert alice.subject.rfc4514_string() == "CN=alice"
+    assert "alice.pem" in (out / "alice.properties").read_text()
 
     # A second run keeps everything; --force rewrites (a new CA).
     before = {p.name: p.read_bytes() for p in out.iterdir()}

@@ -296,10 +296,15 @@ def write_dev_certs(
             client_properties(f"{clients[0]}.pem", CA_FILE),
             private=False,
         )
+    for name in clients[1:]:
+        emit(out / f"{name}.properties", client_properties(f"{name}.pem", CA_FILE), private=False)
     return DevCertsResult(tuple(written), tuple(kept))
 
 
 CLUSTER_ID_FILE: Final = "cluster.id"
+# `dev certs` clients: the admin (a super user in deploy/local/) and alice, a client with no
+# ACLs until one is granted (the demo's refused-then-granted request, docs/authorization.md).
+DEV_CLIENTS: Final = ("admin", "alice")
 
 
 def cluster_id_for(out: Path, cluster_id: str | None) -> str:
@@ -332,8 +337,14 @@ def dev_certs(
     out: Path, *, deploy_dir: Path, cluster_id: str | None = None, force: bool = False
 ) -> tuple[str, DevCertsResult]:
     """``metaquorum dev certs``: the CA, one certificate per node of ``deploy_dir``, the admin
-    certificate and ``client.properties`` in ``out``; returns the cluster id they name.
+    certificate and ``client.properties``, alice's and ``alice.properties`` in ``out``; returns the cluster id they name.
     A new ``--cluster-id`` rewrites the node certificates (they name the cluster)."""
     chosen = cluster_id_for(out, cluster_id)
-    result = write_dev_certs(out, cluster_id=chosen, nodes=deploy_nodes(deploy_dir), force=force)
+    result = write_dev_certs(
+        out,
+        cluster_id=chosen,
+        nodes=deploy_nodes(deploy_dir),
+        clients=DEV_CLIENTS,
+        force=force,
+    )
     return chosen, result
