@@ -337,8 +337,9 @@ def dev_certs(
     out: Path, *, deploy_dir: Path, cluster_id: str | None = None, force: bool = False
 ) -> tuple[str, DevCertsResult]:
     """``metaquorum dev certs``: the CA, one certificate per node of ``deploy_dir``, the admin
-    certificate and ``client.properties``, alice's and ``alice.properties`` in ``out``; returns the cluster id they name.
-    A new ``--cluster-id`` rewrites the node certificates (they name the cluster)."""
+    certificate and ``client.properties``, alice's and ``alice.properties`` in ``out``;
+    returns the cluster id they name. A new ``--cluster-id`` rewrites the node certificates
+    (they name the cluster)."""
     chosen = cluster_id_for(out, cluster_id)
     result = write_dev_certs(
         out,
