@@ -6,8 +6,6 @@ may send none."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,15 +13,12 @@ from typing import Any, TypeVar
 
 import grpc
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import FetchResponse, Message, VoteRequest, VoteResponse
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.security.certs import Authority
 from quorum.security.identity import ANONYMOUS, Caller, node_uri
 from quorum.security.node_identity import claimed_node_id, refuse_claim
 from quorum.server import transport
@@ -88,52 +83,22 @@ def test_each_raft_request_names_its_sender() -> None:
 
 
 class Pki:
-    """A throwaway CA issuing EC P-256 certificates, as a second CA or a node would hold."""
+    """A throwaway CA (``quorum.security.certs.Authority``) handing out (key, chain) pairs."""
 
     def __init__(self, name: str) -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        self.cert = self._build(self.name, self.key.public_key(), ca=True, sans=[])
-
-    def _build(
-        self, subject: x509.Name, public_key: Any, *, ca: bool, sans: list[x509.GeneralName]
-    ) -> x509.Certificate:
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self.name)
-            .public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(self.key, hashes.SHA256())
-
-    @property
-    def ca_pem(self) -> bytes:
-        return self.cert.public_bytes(serialization.Encoding.PEM)
+        self.authority = Authority.create(name)
+        self.ca_pem = self.authority.cert_pem
 
     def issue(self, common_name: str, uri: str | None = None) -> tuple[bytes, bytes]:
         """(private key PEM, certificate PEM) for 127.0.0.1, with an optional URI SAN."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        sans: list[x509.GeneralName] = [
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-            x509.DNSName("localhost"),
-        ]
-        if uri is not None:
-            sans.append(x509.UniformResourceIdentifier(uri))
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        cert = self._build(subject, key.public_key(), ca=False, sans=sans)
-        key_pem = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
+        pem = self.authority.issue(
+            common_name,
+            uris=[uri] if uri else [],
+            dns_names=["localhost"],
+            ip_addresses=["127.0.0.1"],
         )
-        return key_pem, cert.public_bytes(serialization.Encoding.PEM)
+        split = pem.index(b"-----BEGIN CERTIFICATE-----")
+        return pem[:split], pem[split:]
 
 
 class RecordingDriver:
