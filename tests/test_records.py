@@ -19,6 +19,7 @@ from quorum.metadata.records import (
     INT32_MAX,
     INT64_MAX,
     RECORD_CLASSES,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -31,6 +32,7 @@ from quorum.metadata.records import (
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     SnapshotFooter,
     SnapshotHeader,
@@ -106,6 +108,18 @@ metadata_records: st.SearchStrategy[Record] = st.one_of(
     st.builds(UnfenceBrokerRecord, broker_ids, broker_epochs),
     st.builds(RemoveTopicRecord, uuids),
     st.just(NoOpRecord()),
+    st.builds(
+        AccessControlEntryRecord,
+        uuids,
+        st.integers(0, 127),
+        texts,
+        st.integers(0, 127),
+        texts,
+        texts,
+        st.integers(0, 127),
+        st.integers(0, 127),
+    ),
+    st.builds(RemoveAccessControlEntryRecord, uuids),
 )
 
 control_records: st.SearchStrategy[Record] = st.one_of(
@@ -131,6 +145,8 @@ def one_of_each() -> list[Record]:
         UnfenceBrokerRecord(2, 7),
         RemoveTopicRecord(TOPIC_ID),
         NoOpRecord(),
+        AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:CN=alice", "*", 8, 3),
+        RemoveAccessControlEntryRecord(TOPIC_ID),
         LeaderChangeMessage(1, 3, (1, 2, 3)),
         SnapshotHeader(0, 1_700_000_000_000),
         SnapshotFooter(0),
@@ -155,9 +171,11 @@ def test_type_codes_are_kafkas() -> None:
         3: "PartitionRecord",
         4: "ConfigRecord",
         5: "PartitionChangeRecord",
+        6: "AccessControlEntryRecord",
         7: "FenceBrokerRecord",
         8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord",
+        16: "RemoveAccessControlEntryRecord",
         20: "NoOpRecord",
         1002: "LeaderChangeMessage",
         1003: "SnapshotHeader",
@@ -251,10 +269,10 @@ def test_unknown_type_is_reported_with_the_supported_types() -> None:
     assert isinstance(info.value, ValueError)
 
 
-def test_unknown_type_code_6_between_known_codes() -> None:
-    # Kafka's AccessControlEntryRecord: we do not have it, and must say so rather than skip it.
-    with pytest.raises(UnknownRecordTypeError, match="type 6"):
-        record_from_wire([6, 0, []])
+def test_unknown_type_code_10_between_known_codes() -> None:
+    # Kafka's DelegationTokenRecord: we do not have it, and must say so rather than skip it.
+    with pytest.raises(UnknownRecordTypeError, match="type 10"):
+        record_from_wire([10, 0, []])
 
 
 def test_bool_type_code_is_not_read_as_an_int() -> None:
@@ -475,8 +493,9 @@ def test_record_type_name() -> None:
     assert record_type_name(1002) == "LeaderChangeMessage"
     assert record_type_name(TopicRecord("t", TOPIC_ID)) == "TopicRecord"
     assert record_type_name(NoOpRecord()) == "NoOpRecord"
-    with pytest.raises(UnknownRecordTypeError, match="type 6"):
-        record_type_name(6)
+    assert record_type_name(6) == "AccessControlEntryRecord"
+    with pytest.raises(UnknownRecordTypeError, match="type 10"):
+        record_type_name(10)
     with pytest.raises(TypeError):
         record_type_name(True)
 

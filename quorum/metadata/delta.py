@@ -52,6 +52,7 @@ from quorum.metadata.image import (
     topic_collision_key,
 )
 from quorum.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     ConfigResourceType,
     DeletedTopicRecord,
@@ -62,6 +63,7 @@ from quorum.metadata.records import (
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     SnapshotFooter,
     SnapshotHeader,
@@ -70,6 +72,7 @@ from quorum.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from quorum.security.acls import AclBinding, binding_from_record
 
 __all__ = [
     "LocalReplicaChanges",
@@ -255,6 +258,7 @@ class MetadataDelta:
         self._names: dict[str, Uuid | None] = {}  # None: the name was freed in this delta
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
+        self._acls: dict[Uuid, AclBinding | None] = {}  # None: removed in this delta
         self._metadata_topic_id = image.metadata_topic_id
         # Plain functions called as handler(self, record, offset), from a table built once:
         # a dict of bound methods on self would be a reference cycle, leaving every delta (and
@@ -556,6 +560,25 @@ class MetadataDelta:
                 f"({ConfigResourceType.TOPIC}) nor BROKER ({ConfigResourceType.BROKER})",
             )
 
+    def _acl_exists(self, acl_id: Uuid) -> bool:
+        if acl_id in self._acls:
+            return self._acls[acl_id] is not None
+        return acl_id in self._image.acls
+
+    def _replay_acl(self, record: AccessControlEntryRecord, offset: int) -> None:
+        if self._acl_exists(record.id):
+            raise MetadataReplayError(offset, record, f"ACL id {record.id} is already in use")
+        try:
+            binding = binding_from_record(record)
+        except ValueError as exc:
+            raise MetadataReplayError(offset, record, f"not a storable ACL: {exc}") from None
+        self._acls[record.id] = binding
+
+    def _replay_remove_acl(self, record: RemoveAccessControlEntryRecord, offset: int) -> None:
+        if not self._acl_exists(record.id):
+            raise MetadataReplayError(offset, record, f"no ACL has id {record.id}")
+        self._acls[record.id] = None
+
     def _replay_remove_topic(self, record: RemoveTopicRecord, offset: int) -> None:
         topic_id = record.topic_id
         topic = self._live_topic_for_update(topic_id)
@@ -673,6 +696,13 @@ class MetadataDelta:
             deleted_topics=deleted_topics,
             broker_configs=self._apply_broker_configs(),
             topic_names_by_collision_key=self._apply_collision_index(topics_by_name),
+            acls=_updated(
+                image.acls,
+                {i: b for i, b in self._acls.items() if b is not None},
+                [i for i, b in self._acls.items() if b is None],
+            )
+            if self._acls
+            else image.acls,
         )
 
     def _apply_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
@@ -783,6 +813,8 @@ _LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
     FenceBrokerRecord: MetadataDelta._replay_fence_broker,
     UnfenceBrokerRecord: MetadataDelta._replay_unfence_broker,
     NoOpRecord: _ignore,
+    AccessControlEntryRecord: MetadataDelta._replay_acl,
+    RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
     LeaderChangeMessage: _ignore,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
@@ -796,6 +828,7 @@ _SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
     PartitionRecord: MetadataDelta._replay_partition,
     ConfigRecord: MetadataDelta._replay_config,
     RegisterBrokerRecord: MetadataDelta._replay_register_broker,
+    AccessControlEntryRecord: MetadataDelta._replay_acl,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
 }

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
-from dataclasses import dataclass
-from typing import ClassVar, Final, NamedTuple, TypeVar, cast, overload
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Final, NamedTuple, TypeVar, cast, overload
 
 from quorum.ids import Uuid
 from quorum.metadata.records import NO_LEADER, BrokerEndpoint
+
+if TYPE_CHECKING:
+    from quorum.security.acls import AclBinding
 
 __all__ = [
     "CLUSTER_METADATA_TOPIC_NAME",
@@ -425,6 +428,9 @@ class MetadataImage:
     topic_names_by_collision_key: Mapping[str, frozenset[str]]
     """Live names containing ``.`` or ``_``, by ``topic_collision_key`` (Kafka's
     ``topicsWithCollisionChars``): the index that makes the collision check O(1)."""
+
+    acls: Mapping[Uuid, AclBinding] = field(default_factory=empty_map)
+    """Every ACL by id (``AccessControlEntryRecord``s, docs/authorization.md)."""
 
     EMPTY: ClassVar[MetadataImage]
 

@@ -51,6 +51,7 @@ __all__ = [
     "INT32_MAX",
     "RECORD_CLASSES",
     "SNAPSHOT_RECORD_CLASSES",
+    "AccessControlEntryRecord",
     "BrokerEndpoint",
     "ConfigRecord",
     "ConfigResourceType",
@@ -66,6 +67,7 @@ __all__ = [
     "Record",
     "RecordDecodeError",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "SnapshotFooter",
     "SnapshotHeader",
@@ -435,6 +437,44 @@ class SnapshotFooter:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL (docs/authorization.md), as KRaft stores it: a resource pattern and an access
+    control entry under an id. The enum fields hold Kafka's codes (``quorum.security.acls``)."""
+
+    id: Uuid
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+    TYPE: ClassVar[int] = 6
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_uuid(self, "id", self.id)
+        for name in ("resource_type", "pattern_type", "operation", "permission_type"):
+            _check_int(self, name, getattr(self, name), 0, INT8_MAX)
+        for name in ("resource_name", "principal", "host"):
+            _check_str(self, name, getattr(self, name))
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """Removes the ACL with this id."""
+
+    id: Uuid
+
+    TYPE: ClassVar[int] = 16
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_uuid(self, "id", self.id)
+
+
+@dataclass(frozen=True, slots=True)
 class TopicIdentityRecord:
     """Snapshot only: the creation offset of a live topic (metaquorum; Kafka has none).
 
@@ -499,6 +539,8 @@ MetadataRecord: TypeAlias = (
     | UnfenceBrokerRecord
     | RemoveTopicRecord
     | NoOpRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | TopicIdentityRecord
     | DeletedTopicRecord
 )
@@ -524,6 +566,8 @@ RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
             UnfenceBrokerRecord,
             RemoveTopicRecord,
             NoOpRecord,
+            AccessControlEntryRecord,
+            RemoveAccessControlEntryRecord,
             LeaderChangeMessage,
             SnapshotHeader,
             SnapshotFooter,
@@ -635,6 +679,23 @@ def _snapshot_footer_to_wire(r: SnapshotFooter) -> list[object]:
     return [r.version]
 
 
+def _acl_to_wire(r: AccessControlEntryRecord) -> list[object]:
+    return [
+        r.id.bytes,
+        r.resource_type,
+        r.resource_name,
+        r.pattern_type,
+        r.principal,
+        r.host,
+        r.operation,
+        r.permission_type,
+    ]
+
+
+def _remove_acl_to_wire(r: RemoveAccessControlEntryRecord) -> list[object]:
+    return [r.id.bytes]
+
+
 def _topic_identity_to_wire(r: TopicIdentityRecord) -> list[object]:
     return [r.topic_id.bytes, r.creation_offset]
 
@@ -654,6 +715,8 @@ _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     UnfenceBrokerRecord: _broker_epoch_to_wire,
     RemoveTopicRecord: _remove_topic_to_wire,
     NoOpRecord: _no_op_to_wire,
+    AccessControlEntryRecord: _acl_to_wire,
+    RemoveAccessControlEntryRecord: _remove_acl_to_wire,
     LeaderChangeMessage: _leader_change_to_wire,
     SnapshotHeader: _snapshot_header_to_wire,
     SnapshotFooter: _snapshot_footer_to_wire,
@@ -798,6 +861,14 @@ def _snapshot_footer_from_wire(f: Sequence[Any]) -> SnapshotFooter:
     return SnapshotFooter(f[0])
 
 
+def _acl_from_wire(f: Sequence[Any]) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(_uuid_from_wire(f[0]), f[1], f[2], f[3], f[4], f[5], f[6], f[7])
+
+
+def _remove_acl_from_wire(f: Sequence[Any]) -> RemoveAccessControlEntryRecord:
+    return RemoveAccessControlEntryRecord(_uuid_from_wire(f[0]))
+
+
 def _topic_identity_from_wire(f: Sequence[Any]) -> TopicIdentityRecord:
     return TopicIdentityRecord(_uuid_from_wire(f[0]), f[1])
 
@@ -821,6 +892,8 @@ _DECODERS: Final[dict[int, dict[int, tuple[int, _Decoder]]]] = {
     UnfenceBrokerRecord.TYPE: {0: (2, _unfence_broker_from_wire)},
     RemoveTopicRecord.TYPE: {0: (1, _remove_topic_from_wire)},
     NoOpRecord.TYPE: {0: (0, _no_op_from_wire)},
+    AccessControlEntryRecord.TYPE: {0: (8, _acl_from_wire)},
+    RemoveAccessControlEntryRecord.TYPE: {0: (1, _remove_acl_from_wire)},
     LeaderChangeMessage.TYPE: {0: (3, _leader_change_from_wire)},
     SnapshotHeader.TYPE: {0: (2, _snapshot_header_from_wire)},
     SnapshotFooter.TYPE: {0: (1, _snapshot_footer_from_wire)},

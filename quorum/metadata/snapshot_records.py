@@ -4,14 +4,15 @@
 ``image_from_records(records, end_offset=image.offset + 1)`` (or ``image_from_batches``) replays
 them through ``MetadataDelta`` in snapshot mode, giving an image equal to ``image`` in every
 field: topics with their configs and partitions (replicas, ISR, leader, both epochs), brokers
-(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the metadata topic's
-id, and topic identity: each live topic's creation offset and every removed topic (id, name,
+(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the ACLs, the metadata
+topic's id, and topic identity: each live topic's creation offset and every removed topic (id, name,
 creation and deletion offsets), so that ids stay never reused across a snapshot.
 
 Record order (deterministic, so two controllers with equal images write equal snapshots)::
 
     RegisterBrokerRecord            per broker, by broker id (``fenced`` carries the state)
     ConfigRecord(BROKER, ...)       per broker config, by resource name ("" = cluster) and key
+    AccessControlEntryRecord        per ACL, by id
     DeletedTopicRecord              per removed topic, by deletion offset
     per live topic, by creation offset:
         TopicRecord                 name, id, internal
@@ -50,6 +51,7 @@ from quorum.metadata.records import (
     TopicIdentityRecord,
     TopicRecord,
 )
+from quorum.security.acls import acl_record
 
 __all__ = [
     "SNAPSHOT_FOOTER_VERSION",
@@ -98,6 +100,8 @@ def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             rack=broker.rack,
             fenced=broker.fenced,
         )
+    for acl_id in sorted(image.acls, key=lambda i: i.bytes):
+        yield acl_record(acl_id, image.acls[acl_id])
     for resource in sorted(image.broker_configs, key=_sort_key):
         configs = image.broker_configs[resource]
         for name in sorted(configs):

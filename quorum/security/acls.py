@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from quorum.ids import Uuid
+from quorum.metadata.records import AccessControlEntryRecord
 from quorum.security.identity import Caller
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "Authorizer",
     "PatternType",
     "ResourceType",
+    "acl_record",
+    "binding_from_record",
 ]
 
 CLUSTER_RESOURCE_NAME: Final = "kafka-cluster"
@@ -229,3 +232,48 @@ class Authorizer:
             if operation is AclOperation.DESCRIBE and acl.operation in _IMPLIES_DESCRIBE:
                 return True
         return False
+
+
+def binding_from_record(record: AccessControlEntryRecord) -> AclBinding:
+    """The binding a record stores; ``ValueError`` naming the field for a code Kafka's model
+    does not have here, or a binding that cannot be stored (``AclBinding.problem``)."""
+    fields = (
+        ("resource_type", ResourceType),
+        ("pattern_type", PatternType),
+        ("operation", AclOperation),
+        ("permission_type", AclPermissionType),
+    )
+    values: dict[str, enum.IntEnum] = {}
+    for name, kind in fields:
+        code = getattr(record, name)
+        try:
+            values[name] = kind(code)
+        except ValueError:
+            allowed = ", ".join(f"{m.value} ({m.name})" for m in kind)
+            raise ValueError(f"{name} {code} is not one of {allowed}") from None
+    binding = AclBinding(
+        resource_type=ResourceType(values["resource_type"]),
+        resource_name=record.resource_name,
+        pattern_type=PatternType(values["pattern_type"]),
+        principal=record.principal,
+        host=record.host,
+        operation=AclOperation(values["operation"]),
+        permission_type=AclPermissionType(values["permission_type"]),
+    )
+    problem = binding.problem()
+    if problem is not None:
+        raise ValueError(problem)
+    return binding
+
+
+def acl_record(acl_id: Uuid, binding: AclBinding) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=int(binding.resource_type),
+        resource_name=binding.resource_name,
+        pattern_type=int(binding.pattern_type),
+        principal=binding.principal,
+        host=binding.host,
+        operation=int(binding.operation),
+        permission_type=int(binding.permission_type),
+    )
