@@ -12,7 +12,7 @@ import pytest
 
 from quorum.admin import NewTopic, TopicCollection
 from quorum.errors import ErrorCode, TopicAuthorizationFailedError
-from quorum.harness import ProcessCluster, process_cluster
+from quorum.harness import ProcessCluster, cluster_with_brokers
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 
 pytestmark = [pytest.mark.process]
@@ -20,10 +20,7 @@ pytestmark = [pytest.mark.process]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with process_cluster(tmp_path_factory.mktemp("authz")) as cluster:
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
+    with cluster_with_brokers(tmp_path_factory.mktemp("authz"), brokers=1) as cluster:
         yield cluster
 
 
@@ -54,7 +51,7 @@ def test_a_client_without_acls_is_refused_and_changes_nothing(cluster: ProcessCl
 def test_a_node_may_register_only_as_itself(cluster: ProcessCluster) -> None:
     request = admin_pb2.RegisterBrokerRequest(
         cluster_id=cluster.cluster_id,
-        broker_id=101,
+        broker_id=102,
         incarnation_id=uuid.uuid4().bytes,
         listeners=[admin_pb2.BrokerListener(name="BROKER", host="127.0.0.1", port=9)],
     )
@@ -62,9 +59,10 @@ def test_a_node_may_register_only_as_itself(cluster: ProcessCluster) -> None:
     with cluster.channel(leader, cluster.node_security(3)) as channel:
         answer = admin_pb2_grpc.AdminServiceStub(channel).RegisterBroker(request, timeout=10)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    assert "broker_id 101" in answer.error_message and "node 3" in answer.error_message
+    assert "broker_id 102" in answer.error_message and "node 3" in answer.error_message
     with cluster.channel(leader, cluster.client_security("alice")) as channel:
         answer = admin_pb2_grpc.AdminServiceStub(channel).RegisterBroker(request, timeout=10)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     with cluster.admin() as admin:
-        assert 101 not in {b.broker_id for b in admin.describe_cluster().nodes}
+        # Only the real broker 101's registration (by the harness, with its own certificate).
+        assert [b.broker_id for b in admin.describe_cluster().nodes] == [101]
