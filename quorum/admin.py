@@ -111,7 +111,10 @@ from quorum.errors import (
     error_name,
 )
 from quorum.ids import UUID_BYTES, ZERO_UUID, Uuid
+from quorum.limits import ACL_REQUEST_ENTRIES_MAX
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
+from quorum.security.acl_wire import binding_from_proto, binding_to_proto, filter_to_proto
+from quorum.security.acls import AclBinding, AclBindingFilter
 from quorum.security.tls import ClientSecurity, SyncChannels
 from quorum.server.transport import (
     MalformedMessageError,
@@ -484,6 +487,36 @@ class DeleteTopicsResult(_ByNameOrId[DeletedTopic]):
     def all(self) -> None:
         """Raises the first failure in request order; returns if every topic was deleted."""
         _first_error(self._outcomes())
+
+
+# What one CreateAcls / DeleteAcls request may carry (the server's bound).
+ACL_ENTRIES_PER_REQUEST_MAX: Final = ACL_REQUEST_ENTRIES_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAclsResult:
+    """``create_acls``: each binding with its error (None: created or already there)."""
+
+    outcomes: tuple[tuple[AclBinding, KafkaError | UnknownServerError | None], ...]
+    metadata_offset: int
+
+    def all(self) -> None:
+        """Raises the first failure in request order."""
+        for _, error in self.outcomes:
+            if error is not None:
+                raise error
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsResult:
+    """``delete_acls``: each filter with the ACLs it removed."""
+
+    deleted: tuple[tuple[AclBindingFilter, tuple[AclBinding, ...]], ...]
+    metadata_offset: int
+
+    def all(self) -> list[AclBinding]:
+        """Every ACL removed, in filter order."""
+        return [binding for _, bindings in self.deleted for binding in bindings]
 
 
 @dataclass(frozen=True, slots=True)
@@ -905,6 +938,63 @@ class AdminClient:
         except MalformedMessageError as exc:
             raise UnknownServerError(f"malformed DescribeQuorum answer: {exc}") from exc
         return description
+
+    # ----- ACLs (docs/authorization.md) ------------------------------------------------------
+
+    def create_acls(
+        self, bindings: Iterable[AclBinding], *, timeout_s: float | None = None
+    ) -> CreateAclsResult:
+        """Add ACLs (Kafka's ``createAcls``); each succeeds or fails on its own. An ACL that
+        already exists succeeds without a change."""
+        wanted = list(bindings)
+        if len(wanted) > ACL_ENTRIES_PER_REQUEST_MAX:
+            raise ValueError(
+                f"{len(wanted)} ACLs in one call; at most {ACL_ENTRIES_PER_REQUEST_MAX}"
+            )
+        deadline = self._deadline(timeout_s)
+        request = admin_pb2.CreateAclsRequest(creations=[binding_to_proto(b) for b in wanted])
+        response = self._call("CreateAcls", request, deadline, mutation=True)
+        outcomes = tuple(
+            (binding, None if r.error_code == 0 else error_for(r.error_code, r.error_message))
+            for binding, r in zip(wanted, response.results, strict=True)
+        )
+        return CreateAclsResult(outcomes, response.metadata_offset)
+
+    def delete_acls(
+        self, filters: Iterable[AclBindingFilter], *, timeout_s: float | None = None
+    ) -> DeleteAclsResult:
+        """Remove every ACL each filter matches (Kafka's ``deleteAcls``); the result lists
+        what each filter removed."""
+        wanted = list(filters)
+        if len(wanted) > ACL_ENTRIES_PER_REQUEST_MAX:
+            raise ValueError(
+                f"{len(wanted)} filters in one call; at most {ACL_ENTRIES_PER_REQUEST_MAX}"
+            )
+        deadline = self._deadline(timeout_s)
+        request = admin_pb2.DeleteAclsRequest(filters=[filter_to_proto(f) for f in wanted])
+        response = self._call("DeleteAcls", request, deadline, mutation=True)
+        deleted = tuple(
+            (f, tuple(binding_from_proto(b) for b in r.matching_acls))
+            for f, r in zip(wanted, response.filter_results, strict=True)
+        )
+        return DeleteAclsResult(deleted, response.metadata_offset)
+
+    def describe_acls(
+        self,
+        acl_filter: AclBindingFilter | None = None,
+        *,
+        min_metadata_offset: int | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[AclBinding, ...]:
+        """The ACLs ``acl_filter`` matches (every ACL without one; Kafka's ``describeAcls``)."""
+        deadline = self._deadline(timeout_s)
+        request = admin_pb2.DescribeAclsRequest(
+            filter=filter_to_proto(acl_filter or AclBindingFilter())
+        )
+        response = self._read(
+            "DescribeAcls", request, deadline, self._read_offset(min_metadata_offset)
+        )
+        return tuple(binding_from_proto(b) for b in response.acls)
 
     # ----- routing, retries, deadlines ---------------------------------------------------------
 

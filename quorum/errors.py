@@ -43,6 +43,7 @@ class ErrorCode(enum.IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    SECURITY_DISABLED = 54
     TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -237,6 +238,12 @@ class PolicyViolationError(KafkaError):
     default_error_code = ErrorCode.POLICY_VIOLATION
 
 
+class SecurityDisabledError(KafkaError):
+    """SECURITY_DISABLED (54): no authorizer is configured, so there are no ACLs to manage."""
+
+    default_error_code = ErrorCode.SECURITY_DISABLED
+
+
 class TopicDeletionDisabledError(KafkaError):
     """TOPIC_DELETION_DISABLED (73)."""
 
@@ -336,6 +343,7 @@ _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
         NotControllerError,
         InvalidRequestError,
         PolicyViolationError,
+        SecurityDisabledError,
         TopicDeletionDisabledError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,

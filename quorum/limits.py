@@ -37,6 +37,11 @@ DESCRIBE_TOPICS_TOPICS_MAX: Final = 1_000
 # most, so a full page stays under 3 MiB, inside gRPC's default 4 MiB message. Kafka's
 # DescribeTopicPartitions pages by partitions, 2,000 by default.
 LIST_TOPICS_PAGE_TOPICS_MAX: Final = 10_000
+# ACLs (docs/authorization.md): creations or filters in one CreateAcls / DeleteAcls request, and
+# ACLs a cluster holds in all (every request scans them; PREFIXED patterns keep the count low).
+# Our choices; Kafka has no caps.
+ACL_REQUEST_ENTRIES_MAX: Final = 1_000
+ACLS_MAX: Final = 10_000
 # A topic's TopicRecord, ConfigRecords and PartitionRecords share one atomic batch, so one topic
 # must fit with room to spare; Kafka has no per-topic cap below that.
 TOPIC_PARTITIONS_MAX: Final = 5_000

@@ -37,8 +37,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from quorum.controller import acls as acl_ops
 from quorum.controller import brokers as broker_ops
 from quorum.controller import topics as topic_ops
+from quorum.controller.acls import AclOutcome
 from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
@@ -59,6 +61,7 @@ from quorum.metadata.batch import DecodedBatch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import CLUSTER_METADATA_TOPIC_NAME, MetadataImage
 from quorum.metadata.records import MetadataRecord, NoOpRecord, TopicRecord
+from quorum.security.acls import AclBinding, AclBindingFilter
 
 __all__ = ["ControllerConfig", "ControllerResult", "ControllerStateMachine"]
 
@@ -190,6 +193,20 @@ class ControllerStateMachine:
         """See ``quorum.controller.topics.delete_topics``; validates against the latest image."""
         self._check_next_offset(next_offset)
         return topic_ops.delete_topics(self._latest, request)
+
+    def create_acls(
+        self, bindings: Sequence[AclBinding], *, next_offset: int, new_acl_id: Callable[[], Uuid]
+    ) -> ControllerResult[tuple[AclOutcome, ...]]:
+        """See ``quorum.controller.acls.create_acls``; validates against the latest image."""
+        self._check_next_offset(next_offset)
+        return acl_ops.create_acls(self._latest, bindings, new_acl_id=new_acl_id)
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, next_offset: int
+    ) -> ControllerResult[tuple[AclOutcome, ...]]:
+        """See ``quorum.controller.acls.delete_acls``; matches against the latest image."""
+        self._check_next_offset(next_offset)
+        return acl_ops.delete_acls(self._latest, filters)
 
     def describe_topics(self, topics: Sequence[DescribeTopic]) -> tuple[TopicDescription, ...]:
         """Read-only, from the committed image (never shows an uncommitted proposal)."""

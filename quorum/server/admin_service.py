@@ -26,6 +26,7 @@ import grpc
 
 from quorum import limits
 from quorum.config import HostPort
+from quorum.controller.acls import describe_acls
 from quorum.controller.describe import describe_topics, list_topics_page
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
@@ -45,7 +46,8 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint
 from quorum.raft.node import NotLeaderError
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
-from quorum.security.acls import AclOperation, ResourceType
+from quorum.security.acl_wire import binding_from_proto, binding_to_proto, filter_from_proto
+from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import refuse_claim
@@ -572,6 +574,113 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.should_shut_down = request.want_shut_down
         response.metadata_offset = offset
         return response
+
+    # ----- ACLs (docs/authorization.md) -----------------------------------------------------
+
+    def _authorize_acls(self, context: grpc.aio.ServicerContext, operation: AclOperation) -> None:
+        """SECURITY_DISABLED without an authorizer (Kafka); else ``operation`` on the cluster."""
+        if not self._authorization.enabled:
+            raise RequestRejected(
+                ErrorCode.SECURITY_DISABLED,
+                "no authorizer is configured (authorizer.class.name is empty), so there are no "
+                "ACLs to manage: set it to "
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            )
+        caller = self._callers.caller(context)
+        if not self._authorization.allows(
+            caller, self._image().acls, operation, ResourceType.CLUSTER
+        ):
+            raise RequestRejected(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{caller.principal} may not {operation.name} the cluster's ACLs: that needs "
+                f"{operation.name} on the cluster (or a super user)",
+            )
+
+    async def CreateAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.CreateAclsResponse()
+        return await self._guard(response, context, self._create_acls(request, context, response))
+
+    async def _create_acls(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        _check_acl_entries(len(request.creations), "ACL creations")
+        self._authorize_acls(context, AclOperation.ALTER)
+        bindings: list[AclBinding] = []
+        invalid: dict[int, str] = {}
+        for index, pb in enumerate(request.creations):
+            try:
+                bindings.append(binding_from_proto(pb))
+            except ValueError as exc:
+                invalid[index] = f"cannot store this ACL: {exc}"
+        answer, offset = await self._write(
+            context,
+            lambda next_offset: self._controller().create_acls(
+                bindings, next_offset=next_offset, new_acl_id=Uuid.random
+            ),
+        )
+        outcomes = iter(answer)
+        for index in range(len(request.creations)):
+            if index in invalid:
+                response.results.add(
+                    error_code=int(ErrorCode.INVALID_REQUEST), error_message=invalid[index]
+                )
+                continue
+            outcome = next(outcomes)
+            response.results.add(
+                error_code=int(outcome.error_code), error_message=outcome.error_message or ""
+            )
+        self._header(response)
+        response.metadata_offset = offset
+        return response
+
+    async def DeleteAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.DeleteAclsResponse()
+        return await self._guard(response, context, self._delete_acls(request, context, response))
+
+    async def _delete_acls(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        _check_acl_entries(len(request.filters), "ACL filters")
+        self._authorize_acls(context, AclOperation.ALTER)
+        filters = [filter_from_proto(pb) for pb in request.filters]  # ValueError: INVALID_REQUEST
+        answer, offset = await self._write(
+            context,
+            lambda next_offset: self._controller().delete_acls(filters, next_offset=next_offset),
+        )
+        for outcome in answer:
+            response.filter_results.add(
+                error_code=int(outcome.error_code),
+                error_message=outcome.error_message or "",
+                matching_acls=[binding_to_proto(b) for b in outcome.acls],
+            )
+        self._header(response)
+        response.metadata_offset = offset
+        return response
+
+    async def DescribeAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.DescribeAclsResponse()
+        return await self._guard(response, context, self._describe_acls(request, context, response))
+
+    async def _describe_acls(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        self._authorize_acls(context, AclOperation.DESCRIBE)
+        acl_filter = filter_from_proto(request.filter)
+        await self._read_at(request, context)
+        image = self._image()
+        response.acls.extend(binding_to_proto(b) for b in describe_acls(image, acl_filter))
+        self._header(response)
+        response.metadata_offset = image.offset
+        return response
+
+
+def _check_acl_entries(count: int, what: str) -> None:
+    if count > limits.ACL_REQUEST_ENTRIES_MAX:
+        raise RequestRejected(
+            ErrorCode.INVALID_REQUEST,
+            f"{count} {what} in one request; at most {limits.ACL_REQUEST_ENTRIES_MAX} are "
+            "allowed: split it",
+        )
 
 
 def _by_id(entry: DeleteTopic | DescribeTopic) -> bool:

@@ -71,6 +71,21 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/CreateAcls',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/DeleteAcls',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/DescribeAcls',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -129,6 +144,28 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Add ACLs (Kafka's CreateAcls; docs/authorization.md): written as AccessControlEntryRecords,
+        answered once committed. Needs ALTER on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Remove the ACLs each filter matches (Kafka's DeleteAcls). Needs ALTER on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """The ACLs a filter matches (Kafka's DescribeAcls). Needs DESCRIBE on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +203,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BrokerHeartbeat,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -359,6 +411,87 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/BrokerHeartbeat',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/CreateAcls',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/DeleteAcls',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/DescribeAcls',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
