@@ -11,11 +11,22 @@ from collections.abc import Iterator
 import pytest
 
 from quorum.admin import NewTopic, TopicCollection
-from quorum.errors import ErrorCode, TopicAuthorizationFailedError
+from quorum.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from quorum.harness import ProcessCluster, cluster_with_brokers
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 pytestmark = [pytest.mark.process]
+
+LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +77,61 @@ def test_a_node_may_register_only_as_itself(cluster: ProcessCluster) -> None:
     with cluster.admin() as admin:
         # Only the real broker 101's registration (by the harness, with its own certificate).
         assert [b.broker_id for b in admin.describe_cluster().nodes] == [101]
+
+
+def allow(
+    principal: str, operation: AclOperation, name: str, pattern: PatternType = LITERAL
+) -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", operation, ALLOW)
+
+
+def test_acls_grant_deny_wins_and_prefixed_patterns(cluster: ProcessCluster) -> None:
+    bob = "User:CN=bob"
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(n, 1, 1) for n in ("pay.eu", "pay.us", "ledger")]).all()
+        admin.create_acls(
+            [
+                allow(bob, AclOperation.DESCRIBE, "pay.", PREFIXED),
+                allow(bob, AclOperation.CREATE, "bob-", PREFIXED),
+                allow(bob, AclOperation.DESCRIBE, "pay.us"),
+                AclBinding(
+                    ResourceType.TOPIC, "pay.us", LITERAL, bob, "*", AclOperation.DESCRIBE, DENY
+                ),
+            ]
+        ).all()
+        assert len(admin.describe_acls(AclBindingFilter(principal=bob))) == 4
+    with cluster.admin(security=cluster.client_security("bob")) as client:
+        described = client.describe_topics(
+            TopicCollection.of_topic_names(["pay.eu", "pay.us", "ledger"])
+        ).topic_name_values()
+        assert described is not None
+        assert described["pay.eu"].ok  # PREFIXED allows
+        assert isinstance(described["pay.us"].error, TopicAuthorizationFailedError)  # DENY wins
+        assert isinstance(described["ledger"].error, TopicAuthorizationFailedError)  # no ACL
+        assert {t.name for t in client.list_topics().listings()} == {"pay.eu"}
+        client.create_topics([NewTopic("bob-events", 1, 1)]).all()  # CREATE by prefix
+        # bob may not manage ACLs: ALTER on the cluster.
+        refused = None
+        try:
+            client.create_acls([allow(bob, AclOperation.ALL, "*")])
+        except KafkaError as exc:
+            refused = exc
+        assert refused is not None and refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_acls_survive_a_restart_of_every_controller(cluster: ProcessCluster) -> None:
+    carol = "User:CN=carol"
+    with cluster.admin() as admin:
+        admin.create_acls([allow(carol, AclOperation.DESCRIBE, "ledger")]).all()
+        before = set(admin.describe_acls())
+    for node_id in cluster.controller_ids:
+        cluster.kill(node_id)
+        cluster.start(node_id)
+    cluster.wait_for_leader(timeout_s=30)
+    with cluster.admin() as admin:
+        assert set(admin.describe_acls()) == before
+        removed = admin.delete_acls(
+            [AclBindingFilter(principal=carol, pattern_type=PatternType.ANY)]
+        ).all()
+        assert removed == [allow(carol, AclOperation.DESCRIBE, "ledger")]
+        assert carol not in {b.principal for b in admin.describe_acls()}
