@@ -561,6 +561,42 @@ def topics_command(args: argparse.Namespace) -> int:
     return run_topic_command(command, sys.stdout, sys.stderr)
 
 
+# ----- acls --------------------------------------------------------------------------------------
+
+
+def add_acls_commands(subparsers: Subparsers) -> None:
+    from quorum.tools.acls import add_acl_arguments
+
+    parser = subparsers.add_parser(
+        "acls",
+        help="add, remove and list ACLs (kafka-acls)",
+        description="Add, remove and list ACLs like kafka-acls.sh (docs/authorization.md). "
+        "Needs ALTER (add, remove) or DESCRIBE (list) on the cluster, or a super user.",
+    )
+    add_acl_arguments(parser)
+    add_command_config_argument(parser)
+    parser.set_defaults(handler=acls_command)
+
+
+def acls_command(args: argparse.Namespace) -> int:
+    from quorum.admin import AdminClient
+    from quorum.errors import AdminError
+    from quorum.security.tls import command_security
+    from quorum.tools.acls import AclCommandError, command_from_args, run_acl_command
+
+    try:
+        command = command_from_args(args)
+    except AclCommandError as exc:
+        raise CommandError(str(exc)) from exc
+    security = command_security(args.command_config)
+    try:
+        with AdminClient(args.bootstrap, security=security) as admin:
+            return run_acl_command(command, admin, sys.stdout)
+    except AdminError as exc:
+        sys.stderr.write(f"Error while executing ACL command: {exc}\n")
+        return 1
+
+
 # ----- entry point -------------------------------------------------------------------------------
 
 # One function per command group; later groups append themselves here.
@@ -870,6 +906,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_log_commands,
     add_quorum_commands,
     add_topics_commands,
+    add_acls_commands,
     add_metadata_commands,
 ]
 

@@ -135,3 +135,31 @@ def test_acls_survive_a_restart_of_every_controller(cluster: ProcessCluster) -> 
         ).all()
         assert removed == [allow(carol, AclOperation.DESCRIBE, "ledger")]
         assert carol not in {b.principal for b in admin.describe_acls()}
+
+
+def test_the_acls_cli_adds_lists_and_removes(cluster: ProcessCluster) -> None:
+    common = ("--bootstrap-server", cluster.bootstrap)
+    added = cluster.run_cli(
+        "acls", *common, "--add", "--allow-principal", "User:CN=dave",
+        "--operation", "Describe", "--operation", "Delete", "--topic", "audit.",
+        "--resource-pattern-type", "prefixed",
+    )  # fmt: skip
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=audit., " in (
+        added.stdout
+    )
+    listed = cluster.run_cli("acls", *common, "--list", "--principal", "User:CN=dave")
+    assert listed.stdout.count("principal=User:CN=dave") == 2
+    assert "operation=DELETE, permissionType=ALLOW" in listed.stdout
+    matched = cluster.run_cli(
+        "acls", *common, "--list", "--topic", "audit.eu", "--resource-pattern-type", "match"
+    )
+    assert "name=audit., patternType=PREFIXED" in matched.stdout
+    removed = cluster.run_cli(
+        "acls", *common, "--remove", "--allow-principal", "User:CN=dave", "--topic", "audit.",
+        "--resource-pattern-type", "prefixed", "--force",
+    )  # fmt: skip
+    assert removed.stdout.count("principal=User:CN=dave") == 2
+    after = cluster.run_cli("acls", *common, "--list", "--principal", "User:CN=dave")
+    assert "User:CN=dave" not in after.stdout
+    bad = cluster.run_cli("acls", *common, "--add", "--topic", "x", check=False)
+    assert bad.returncode != 0 and "--allow-principal or --deny-principal" in bad.stderr
