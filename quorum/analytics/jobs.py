@@ -69,9 +69,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "ACL_COLUMNS",
     "JOBS",
     "Coverage",
     "StateNotAvailableError",
+    "acls_as_of",
     "broker_events",
     "leadership_timeline",
     "log_records",
@@ -86,6 +88,8 @@ TOPIC: Final = "TopicRecord"
 REMOVE_TOPIC: Final = "RemoveTopicRecord"
 TOPIC_IDENTITY: Final = "TopicIdentityRecord"  # snapshots only
 DELETED_TOPIC: Final = "DeletedTopicRecord"  # snapshots only
+ACL: Final = "AccessControlEntryRecord"
+REMOVE_ACL: Final = "RemoveAccessControlEntryRecord"
 PARTITION: Final = "PartitionRecord"
 PARTITION_CHANGE: Final = "PartitionChangeRecord"
 LEADER_CHANGE: Final = "LeaderChangeMessage"
@@ -556,6 +560,59 @@ def state_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) ->
         topics.join(partitions, "topic_id", "left")
         .select(*STATE_COLUMNS)
         .orderBy("name", "partition")
+    )
+
+
+ACL_COLUMNS: Final = (
+    "acl_id",
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
+# Kafka's enum codes as names (quorum.security.acls), for readable ACL rows.
+_ACL_NAMES: Final = {
+    "resource_type": {2: "TOPIC", 4: "CLUSTER"},
+    "pattern_type": {3: "LITERAL", 4: "PREFIXED"},
+    "operation": {
+        2: "ALL", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION"
+    },
+    "permission_type": {2: "DENY", 3: "ALLOW"},
+}  # fmt: skip
+
+
+def _named(column: str) -> Column:
+    mapping = F.create_map(*[F.lit(x) for kv in _ACL_NAMES[column].items() for x in kv])
+    return F.coalesce(mapping[F.col(f"acl_{column}")], F.col(f"acl_{column}").cast("string"))
+
+
+def acls_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> DataFrame:
+    """The ACLs of the image after every record at or below ``offset`` (docs/authorization.md):
+    one row per ACL with ``ACL_COLUMNS``, enum codes as Kafka's names, from the same base as
+    ``state_as_of`` (a snapshot's ACLs, then the log's AccessControlEntryRecords minus those a
+    RemoveAccessControlEntryRecord removed)."""
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    coverage = Coverage.of(df) if coverage is None else coverage
+    upto = _from_base(df, coverage.base_for(offset), offset)
+    removed = upto.filter(_is(REMOVE_ACL)).select("acl_id").distinct()
+    return (
+        upto.filter(_is(ACL))
+        .join(removed, "acl_id", "left_anti")
+        .select(
+            "acl_id",
+            _named("resource_type").alias("resource_type"),
+            F.col("acl_resource_name").alias("resource_name"),
+            _named("pattern_type").alias("pattern_type"),
+            F.col("acl_principal").alias("principal"),
+            F.col("acl_host").alias("host"),
+            _named("operation").alias("operation"),
+            _named("permission_type").alias("permission_type"),
+        )
+        .orderBy("resource_type", "resource_name", "principal", "operation", "acl_id")
     )
 
 

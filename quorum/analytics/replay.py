@@ -248,6 +248,7 @@ def _replay(
     if as_of is not None:
         as_of_n = as_of
         write("state_as_of", lambda: jobs.state_as_of(records, as_of_n, coverage))
+        write("acls_as_of", lambda: jobs.acls_as_of(records, as_of_n, coverage))
 
     with progress.stage("report and plots"):
         summary, reuse_rows = _report(

@@ -65,6 +65,10 @@ quorum_epoch INT                LeaderChangeMessage.epoch
 voters ARRAY<INT>               LeaderChangeMessage.voters
 snapshot_version INT            SnapshotHeader.version, SnapshotFooter.version
 last_contained_log_timestamp_ms BIGINT   SnapshotHeader
+acl_id STRING                   AccessControlEntryRecord, RemoveAccessControlEntryRecord (id)
+acl_resource_type INT, ...      AccessControlEntryRecord: acl_resource_type, acl_resource_name,
+                                acl_pattern_type, acl_principal, acl_host, acl_operation,
+                                acl_permission_type (Kafka's enum codes)
 ==============================  ===============================================================
 
 ``NoOpRecord`` fills only the header columns. ``_RECORD_COLUMNS`` below is the one table of
@@ -167,6 +171,7 @@ from quorum.metadata.records import (
     NO_LEADER,
     RECORD_CLASSES,
     SNAPSHOT_RECORD_CLASSES,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     DeletedTopicRecord,
@@ -179,6 +184,7 @@ from quorum.metadata.records import (
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     SnapshotFooter,
     SnapshotHeader,
@@ -274,6 +280,15 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     # Snapshot-only records (topic identity survives snapshots).
     ("creation_offset", "BIGINT"),
     ("deletion_offset", "BIGINT"),
+    # ACLs (AccessControlEntryRecord, RemoveAccessControlEntryRecord): Kafka's enum codes.
+    ("acl_id", "STRING"),
+    ("acl_resource_type", "INT"),
+    ("acl_resource_name", "STRING"),
+    ("acl_pattern_type", "INT"),
+    ("acl_principal", "STRING"),
+    ("acl_host", "STRING"),
+    ("acl_operation", "INT"),
+    ("acl_permission_type", "INT"),
 )
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 _COLUMN_TYPES: Final = dict(COLUMNS)
@@ -407,6 +422,17 @@ _RECORD_COLUMNS: Final[Mapping[type[Record], tuple[_Field, ...]]] = {
     UnfenceBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
     RemoveTopicRecord: (_TOPIC_ID,),
     NoOpRecord: (),
+    AccessControlEntryRecord: (
+        _Field("id", "acl_id", "uuid"),
+        _Field("resource_type", "acl_resource_type", "int", 0, INT8_MAX),
+        _Field("resource_name", "acl_resource_name", "str"),
+        _Field("pattern_type", "acl_pattern_type", "int", 0, INT8_MAX),
+        _Field("principal", "acl_principal", "str"),
+        _Field("host", "acl_host", "str"),
+        _Field("operation", "acl_operation", "int", 0, INT8_MAX),
+        _Field("permission_type", "acl_permission_type", "int", 0, INT8_MAX),
+    ),
+    RemoveAccessControlEntryRecord: (_Field("id", "acl_id", "uuid"),),
     LeaderChangeMessage: (
         _Field("leader_id", "leader_id", "int"),
         _Field("epoch", "quorum_epoch", "int"),
