@@ -148,8 +148,8 @@ def run_replay(
     out_path.mkdir(parents=True, exist_ok=True)
     from quorum.analytics.jobs import JOBS  # noqa: PLC0415
 
-    # Spark, decoding, each job, state_as_of, the report.
-    progress = _Progress(total=len(JOBS) + 4, out=out_stream)
+    # Spark, decoding, each job, state_as_of, acls_as_of, the report.
+    progress = _Progress(total=len(JOBS) + 5, out=out_stream)
     try:
         with progress.stage(f"starting Spark ({master or 'from spark-submit'})"):
             from pyspark.sql import SparkSession  # noqa: PLC0415
