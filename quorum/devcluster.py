@@ -182,7 +182,8 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run a metaquorum command the way a user would, printing it and its output. Commands
         that connect get ``--command-config`` (the admin's certificate)."""
-        if self.command_config is not None and args[0] in ("topics", "quorum"):
+        connects = args[0] in ("topics", "quorum", "acls") and "--command-config" not in args
+        if self.command_config is not None and connects:
             args = (*args, "--command-config", str(self.command_config))
         result = subprocess.run(
             _cli(*args), capture_output=True, text=True, check=False, timeout=timeout_s
@@ -295,6 +296,33 @@ def kip516_story(cluster: LocalCluster) -> None:
     cluster.run("topics", "--bootstrap-server", server, "--list", "--exclude-internal")
 
 
+def acl_story(cluster: LocalCluster) -> None:
+    """Authorization (docs/authorization.md): alice, a client with a valid certificate but no
+    ACL, is refused; the admin (a super user) grants her DESCRIBE on 'orders'; she gets in."""
+    assert cluster.command_config is not None
+    server = cluster.bootstrap
+    alice = str(cluster.command_config.parent / "alice.properties")
+    _say("\n== ACLs: alice has a certificate but no ACL yet")
+    refused = cluster.run(
+        "topics", "--bootstrap-server", server, "--describe", "--topic", "orders",
+        "--command-config", alice,
+    )  # fmt: skip
+    if "TOPIC_AUTHORIZATION_FAILED" not in refused.stdout + refused.stderr:
+        raise SystemExit("alice was not refused: is the authorizer on in deploy/local/?")
+    cluster.run(
+        "acls", "--bootstrap-server", server, "--add", "--allow-principal", "User:CN=alice",
+        "--operation", "Describe", "--topic", "orders",
+    )  # fmt: skip
+    cluster.run("acls", "--bootstrap-server", server, "--list", "--topic", "orders")
+    granted = cluster.run(
+        "topics", "--bootstrap-server", server, "--describe", "--topic", "orders",
+        "--command-config", alice,
+    )  # fmt: skip
+    if granted.returncode != 0:
+        raise SystemExit("alice is still refused after the ACL was added")
+    _say("\n   alice may now describe 'orders' (and nothing else)")
+
+
 def replay_with_spark(cluster: LocalCluster) -> None:
     """Replay the first controller's metadata log with Spark: the name-reuse table must show
     'orders' with its two ids."""
@@ -360,6 +388,8 @@ def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, 
         )  # fmt: skip
         if story and len(cluster.brokers) >= 2:
             kip516_story(cluster)
+            if cluster.command_config is not None:
+                acl_story(cluster)
             replay_with_spark(cluster)
         if keep_running:
             _say(

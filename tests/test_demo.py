@@ -35,6 +35,11 @@ def test_dev_up_tells_the_kip516_story() -> None:
     assert "deleting/ is empty" in out
     assert "UNKNOWN_TOPIC_ID" in out
     assert "audit-trail" in out
+    # ACLs on: alice is refused, granted DESCRIBE on orders, then gets in.
+    assert "== ACLs: alice has a certificate but no ACL yet" in out
+    assert "TOPIC_AUTHORIZATION_FAILED" in out
+    assert "principal=User:CN=alice, host=*, operation=DESCRIBE, permissionType=ALLOW" in out
+    assert "alice may now describe 'orders'" in out
     # The Spark replay's name-reuse table shows 'orders' with its two ids.
     assert "| orders | 2 |" in out
     # Every process was stopped cleanly.
