@@ -12,7 +12,7 @@ import pytest
 
 from quorum.admin import NewTopic, TopicCollection
 from quorum.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
-from quorum.harness import ProcessCluster, cluster_with_brokers
+from quorum.harness import ProcessCluster, cluster_with_brokers, wait_until
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.acls import (
     AclBinding,
@@ -31,7 +31,14 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with cluster_with_brokers(tmp_path_factory.mktemp("authz"), brokers=1) as cluster:
+    # Small snapshot intervals: the restart test then loads ACLs from snapshots.
+    settings = {
+        "metadata.log.max.record.bytes.between.snapshots": 20_000,
+        "metadata.log.segment.bytes": 16_384,
+    }
+    with cluster_with_brokers(
+        tmp_path_factory.mktemp("authz"), brokers=1, settings=settings
+    ) as cluster:
         yield cluster
 
 
@@ -124,6 +131,11 @@ def test_acls_survive_a_restart_of_every_controller(cluster: ProcessCluster) -> 
     with cluster.admin() as admin:
         admin.create_acls([allow(carol, AclOperation.DESCRIBE, "ledger")]).all()
         before = set(admin.describe_acls())
+        # Enough records for a snapshot after the ACLs on every controller.
+        admin.create_topics([NewTopic(f"filler-{n}", 1, 1) for n in range(300)]).all()
+    for node_id in cluster.controller_ids:
+        directory = cluster.nodes[node_id].metadata_dir
+        wait_until(lambda d=directory: list(d.glob("*.checkpoint")), 30, "a snapshot")  # type: ignore[misc]
     for node_id in cluster.controller_ids:
         cluster.kill(node_id)
         cluster.start(node_id)
