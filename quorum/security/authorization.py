@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from quorum.config import STANDARD_AUTHORIZER, NodeConfig
 from quorum.ids import Uuid
+from quorum.metadata.image import MetadataImage
 from quorum.security.acls import (
     CLUSTER_RESOURCE_NAME,
     AclBinding,
@@ -72,16 +73,19 @@ class RequestAuthorization:
     def allows(
         self,
         caller: Caller,
-        acls: Mapping[Uuid, AclBinding],
+        image: MetadataImage,
         operation: AclOperation,
         resource_type: ResourceType,
         resource_name: str = CLUSTER_RESOURCE_NAME,
     ) -> bool:
+        """Whether ``caller`` may ``operation`` the resource, by the ACLs of ``image`` (read
+        only when an authorizer is on)."""
         if not self.enabled:
             return True
-        return self._authorizer(acls).authorize(caller, operation, resource_type, resource_name)
+        authorizer = self._authorizer(image.acls)
+        return authorizer.authorize(caller, operation, resource_type, resource_name)
 
     def allows_topic(
-        self, caller: Caller, acls: Mapping[Uuid, AclBinding], operation: AclOperation, name: str
+        self, caller: Caller, image: MetadataImage, operation: AclOperation, name: str
     ) -> bool:
-        return self.allows(caller, acls, operation, ResourceType.TOPIC, name)
+        return self.allows(caller, image, operation, ResourceType.TOPIC, name)

@@ -136,7 +136,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         for index, (name, shown) in enumerate(topics):
             if name is None:
                 continue
-            if not authorization.allows_topic(caller, image.acls, operation, name):
+            if not authorization.allows_topic(caller, image, operation, name):
                 refused[index] = (
                     f"{caller.principal} may not {operation.name} topic {shown}: no ACL allows "
                     f"it (metaquorum acls --add --allow-principal {caller.principal} "
@@ -151,7 +151,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if refusal is not None:
             raise RequestRejected(refusal.error_code, refusal.message)
         if not self._authorization.allows(
-            caller, self._image().acls, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
+            caller, self._image(), AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
         ):
             raise RequestRejected(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -298,7 +298,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         image = self._image() if self._sm is not None else None
         refused: dict[int, str] = {}
         if image is not None and not self._authorization.allows(
-            caller, image.acls, AclOperation.CREATE, ResourceType.CLUSTER
+            caller, image, AclOperation.CREATE, ResourceType.CLUSTER
         ):
             refused = self._topic_refusals(
                 caller, image, AclOperation.CREATE, [(t.name, repr(t.name)) for t in topics]
@@ -475,7 +475,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         caller = self._callers.caller(context)
         authorization = self._authorization
         for t in page:
-            if not authorization.allows_topic(caller, image.acls, AclOperation.DESCRIBE, t.name):
+            if not authorization.allows_topic(caller, image, AclOperation.DESCRIBE, t.name):
                 continue  # a topic the caller may not describe is not listed (Kafka's rule)
             response.topics.add(
                 name=t.name,
@@ -587,9 +587,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             )
         caller = self._callers.caller(context)
-        if not self._authorization.allows(
-            caller, self._image().acls, operation, ResourceType.CLUSTER
-        ):
+        if not self._authorization.allows(caller, self._image(), operation, ResourceType.CLUSTER):
             raise RequestRejected(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 f"{caller.principal} may not {operation.name} the cluster's ACLs: that needs "
