@@ -1,5 +1,5 @@
 """Snapshots with real processes (KIP-630): controllers snapshot and clean their logs, restart
-from the snapshot, and a wiped broker is brought back by FetchSnapshot."""
+from the snapshot, and a wiped broker is brought back by FetchSnapshot (ACLs included)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from quorum.admin import NewTopic, TopicCollection
+from quorum.errors import TopicAuthorizationFailedError
 from quorum.harness import FakeBrokers, ProcessCluster, process_cluster, wait_until
+from quorum.security.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -166,6 +174,17 @@ def test_wiped_broker_is_brought_back_by_fetch_snapshot(tmp_path: Path) -> None:
         cluster.kill(102, signal.SIGTERM)
         for round_ in range(10):
             admin.create_topics([NewTopic(f"w{round_}-{i}", 1, 2) for i in range(40)]).all()
+        # An ACL the wiped broker learns only from the snapshot (docs/authorization.md).
+        admin.create_acls(
+            [
+                AclBinding(
+                    ResourceType.TOPIC, "w0-0", PatternType.LITERAL, "User:CN=alice", "*",
+                    AclOperation.DESCRIBE, AclPermissionType.ALLOW,
+                )
+            ]
+        ).all()  # fmt: skip
+        for round_ in range(2):  # and a snapshot after it
+            admin.create_topics([NewTopic(f"x{round_}-{i}", 1, 2) for i in range(40)]).all()
         leader = cluster.leader()[0]  # type: ignore[index]
         # The leader keeps only the log after its newest snapshot in memory: a fetch from
         # offset 0 is answered with that snapshot's id, whatever retention keeps on disk.
@@ -182,6 +201,14 @@ def test_wiped_broker_is_brought_back_by_fetch_snapshot(tmp_path: Path) -> None:
         )
         events = [json.loads(line) for line in cluster.logs(102).splitlines() if "{" in line]
         assert any(e.get("event") == "reconciled" and e.get("mode") == "FULL" for e in events)
+        # The broker's own reads enforce the ACL it got from the snapshot.
+        with cluster.admin(broker.address, security=cluster.client_security("alice")) as alice:
+            described = alice.describe_topics(
+                TopicCollection.of_topic_names(["w0-0", "w0-1"])
+            ).topic_name_values()
+        assert described is not None
+        assert described["w0-0"].ok
+        assert isinstance(described["w0-1"].error, TopicAuthorizationFailedError)
         admin.close()
 
 
