@@ -493,6 +493,14 @@ class DeleteTopicsResult(_ByNameOrId[DeletedTopic]):
 ACL_ENTRIES_PER_REQUEST_MAX: Final = ACL_REQUEST_ENTRIES_MAX
 
 
+def _at_most_one_request(entries: Iterable[T], what: str) -> list[T]:
+    """``entries`` as a list, or ``ValueError`` past what one ACL request may carry."""
+    wanted = list(entries)
+    if len(wanted) > ACL_ENTRIES_PER_REQUEST_MAX:
+        raise ValueError(f"{len(wanted)} {what} in one call; at most {ACL_ENTRIES_PER_REQUEST_MAX}")
+    return wanted
+
+
 @dataclass(frozen=True, slots=True)
 class CreateAclsResult:
     """``create_acls``: each binding with its error (None: created or already there)."""
@@ -946,11 +954,7 @@ class AdminClient:
     ) -> CreateAclsResult:
         """Add ACLs (Kafka's ``createAcls``); each succeeds or fails on its own. An ACL that
         already exists succeeds without a change."""
-        wanted = list(bindings)
-        if len(wanted) > ACL_ENTRIES_PER_REQUEST_MAX:
-            raise ValueError(
-                f"{len(wanted)} ACLs in one call; at most {ACL_ENTRIES_PER_REQUEST_MAX}"
-            )
+        wanted = _at_most_one_request(bindings, "ACLs")
         deadline = self._deadline(timeout_s)
         request = admin_pb2.CreateAclsRequest(creations=[binding_to_proto(b) for b in wanted])
         response = self._call("CreateAcls", request, deadline, mutation=True)
@@ -965,11 +969,7 @@ class AdminClient:
     ) -> DeleteAclsResult:
         """Remove every ACL each filter matches (Kafka's ``deleteAcls``); the result lists
         what each filter removed."""
-        wanted = list(filters)
-        if len(wanted) > ACL_ENTRIES_PER_REQUEST_MAX:
-            raise ValueError(
-                f"{len(wanted)} filters in one call; at most {ACL_ENTRIES_PER_REQUEST_MAX}"
-            )
+        wanted = _at_most_one_request(filters, "filters")
         deadline = self._deadline(timeout_s)
         request = admin_pb2.DeleteAclsRequest(filters=[filter_to_proto(f) for f in wanted])
         response = self._call("DeleteAcls", request, deadline, mutation=True)

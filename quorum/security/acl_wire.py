@@ -4,9 +4,6 @@ and the allowed values (the service answers it INVALID_REQUEST)."""
 
 from __future__ import annotations
 
-import enum
-from typing import TypeVar
-
 from quorum.rpc.v1 import admin_pb2
 from quorum.security.acls import (
     AclBinding,
@@ -15,19 +12,10 @@ from quorum.security.acls import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    acl_enum,
 )
 
 __all__ = ["binding_from_proto", "binding_to_proto", "filter_from_proto", "filter_to_proto"]
-
-E = TypeVar("E", bound=enum.IntEnum)
-
-
-def _code(kind: type[E], field: str, value: int) -> E:
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(f"{m.value} ({m.name})" for m in kind)
-        raise ValueError(f"{field} {value} is not one of {allowed}") from None
 
 
 def binding_to_proto(binding: AclBinding) -> admin_pb2.AclBinding:
@@ -44,13 +32,13 @@ def binding_to_proto(binding: AclBinding) -> admin_pb2.AclBinding:
 
 def binding_from_proto(pb: admin_pb2.AclBinding) -> AclBinding:
     return AclBinding(
-        resource_type=_code(ResourceType, "resource_type", pb.resource_type),
+        resource_type=acl_enum(ResourceType, "resource_type", pb.resource_type),
         resource_name=pb.resource_name,
-        pattern_type=_code(PatternType, "pattern_type", pb.pattern_type),
+        pattern_type=acl_enum(PatternType, "pattern_type", pb.pattern_type),
         principal=pb.principal,
         host=pb.host,
-        operation=_code(AclOperation, "operation", pb.operation),
-        permission_type=_code(AclPermissionType, "permission_type", pb.permission_type),
+        operation=acl_enum(AclOperation, "operation", pb.operation),
+        permission_type=acl_enum(AclPermissionType, "permission_type", pb.permission_type),
     )
 
 
@@ -73,11 +61,11 @@ def filter_to_proto(acl_filter: AclBindingFilter) -> admin_pb2.AclFilter:
 def filter_from_proto(pb: admin_pb2.AclFilter) -> AclBindingFilter:
     """A filter; an unset enum (0) means ANY, as an absent string means any value."""
     return AclBindingFilter(
-        resource_type=_code(ResourceType, "resource_type", pb.resource_type or 1),
+        resource_type=acl_enum(ResourceType, "resource_type", pb.resource_type or 1),
         resource_name=pb.resource_name if pb.HasField("resource_name") else None,
-        pattern_type=_code(PatternType, "pattern_type", pb.pattern_type or 1),
+        pattern_type=acl_enum(PatternType, "pattern_type", pb.pattern_type or 1),
         principal=pb.principal if pb.HasField("principal") else None,
         host=pb.host if pb.HasField("host") else None,
-        operation=_code(AclOperation, "operation", pb.operation or 1),
-        permission_type=_code(AclPermissionType, "permission_type", pb.permission_type or 1),
+        operation=acl_enum(AclOperation, "operation", pb.operation or 1),
+        permission_type=acl_enum(AclPermissionType, "permission_type", pb.permission_type or 1),
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from quorum.ids import Uuid
 from quorum.metadata.records import AccessControlEntryRecord
@@ -34,6 +34,7 @@ __all__ = [
     "Authorizer",
     "PatternType",
     "ResourceType",
+    "acl_enum",
     "acl_record",
     "binding_from_record",
 ]
@@ -234,31 +235,29 @@ class Authorizer:
         return False
 
 
+E = TypeVar("E", bound=enum.IntEnum)
+
+
+def acl_enum(kind: type[E], field: str, value: int) -> E:
+    """``kind(value)``, or ``ValueError`` naming ``field`` and the allowed codes."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(f"{m.value} ({m.name})" for m in kind)
+        raise ValueError(f"{field} {value} is not one of {allowed}") from None
+
+
 def binding_from_record(record: AccessControlEntryRecord) -> AclBinding:
     """The binding a record stores; ``ValueError`` naming the field for a code Kafka's model
     does not have here, or a binding that cannot be stored (``AclBinding.problem``)."""
-    fields = (
-        ("resource_type", ResourceType),
-        ("pattern_type", PatternType),
-        ("operation", AclOperation),
-        ("permission_type", AclPermissionType),
-    )
-    values: dict[str, enum.IntEnum] = {}
-    for name, kind in fields:
-        code = getattr(record, name)
-        try:
-            values[name] = kind(code)
-        except ValueError:
-            allowed = ", ".join(f"{m.value} ({m.name})" for m in kind)
-            raise ValueError(f"{name} {code} is not one of {allowed}") from None
     binding = AclBinding(
-        resource_type=ResourceType(values["resource_type"]),
+        resource_type=acl_enum(ResourceType, "resource_type", record.resource_type),
         resource_name=record.resource_name,
-        pattern_type=PatternType(values["pattern_type"]),
+        pattern_type=acl_enum(PatternType, "pattern_type", record.pattern_type),
         principal=record.principal,
         host=record.host,
-        operation=AclOperation(values["operation"]),
-        permission_type=AclPermissionType(values["permission_type"]),
+        operation=acl_enum(AclOperation, "operation", record.operation),
+        permission_type=acl_enum(AclPermissionType, "permission_type", record.permission_type),
     )
     problem = binding.problem()
     if problem is not None:
