@@ -138,8 +138,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 continue
             if not authorization.allows_topic(caller, image, operation, name):
                 refused[index] = (
-                    f"{caller.principal} may not {operation.name} topic {shown}: no ACL allows "
-                    f"it (metaquorum acls --add --allow-principal {caller.principal} "
+                    f"{caller.principal} may not {operation.name} topic {shown}: the ACLs do "
+                    f"not allow it (metaquorum acls --add --allow-principal {caller.principal} "
                     f"--operation {operation.name} --topic NAME)"
                 )
         return refused
