@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -357,8 +358,30 @@ def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def ports_in_use(nodes: list[Managed], timeout_s: float = 0.5) -> list[str]:
+    """The nodes whose listener address already accepts connections (another process holds
+    the port), as ``name (host:port)``."""
+    taken = []
+    for node in nodes:
+        listener = node.config.listener
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.settimeout(timeout_s)
+            if probe.connect_ex((listener.host, listener.port)) == 0:
+                taken.append(f"{node.name} ({node.address})")
+    return taken
+
+
 def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, story: bool) -> int:
     cluster = LocalCluster(deploy_dir, data_dir)
+    # Before anything is formatted (and wiped): another cluster on these ports would answer
+    # the story's commands, and its data directories may be ours.
+    taken = ports_in_use(cluster.nodes)
+    if taken:
+        raise SystemExit(
+            f"dev up: the ports of {', '.join(taken)} are in use: another cluster (an earlier "
+            "`dev up --keep-running`?) or another program listens there. Stop it, or change "
+            f"the listeners in {deploy_dir}/; nothing was started or wiped"
+        )
     cluster_id = Uuid.parse(cluster.prepare_certs() or str(Uuid.random()))
     _say(
         f"== formatting {len(cluster.controllers)} controllers and {len(cluster.brokers)} "
