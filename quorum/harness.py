@@ -96,15 +96,18 @@ def start_node(
     *extra: str,
     cwd: Path | None = REPO,
     new_session: bool = False,
+    prefix: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``metaquorum {role} start --config CONFIG`` as a user would, JSON logs appended to
     ``log_path``. ``new_session`` keeps a terminal's Ctrl-C away from it (``dev up`` stops its
-    children itself)."""
+    children itself). ``prefix`` wraps the command (the fault harness starts a node under
+    ``fiu-run``); ``env`` adds environment variables."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1", **(env or {})}
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [*METAQUORUM, role, "start", "--config", str(config), *extra],
+            [*prefix, *METAQUORUM, role, "start", "--config", str(config), *extra],
             cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -385,11 +388,20 @@ class ProcessCluster:
                 "--cluster-id", cluster_id or self.cluster_id,
             )  # fmt: skip
 
-    def start(self, node_id: int, *extra: str) -> ControllerProcess:
+    def start(
+        self,
+        node_id: int,
+        *extra: str,
+        prefix: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> ControllerProcess:
+        """Start node ``node_id``; ``prefix`` and ``env`` as ``start_node``'s."""
         node = self.nodes[node_id]
         assert not node.alive, f"controller {node_id} is already running"
         node.starts += 1
-        node.process = start_node(node.role, node.config, node.log_path, *extra)
+        node.process = start_node(
+            node.role, node.config, node.log_path, *extra, prefix=prefix, env=env
+        )
         return node
 
     def start_all(self) -> None:

@@ -1,0 +1,2 @@
+"""The fault harness: real processes, real faults, every client history checked
+(docs/faults.md)."""
