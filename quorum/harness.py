@@ -266,13 +266,25 @@ class ProcessCluster:
     # Keys every node gets (controllers and brokers), after the security keys.
     node_settings: dict[str, Any] = field(default_factory=dict)
     certs: ClusterCerts | None = None
+    # A ``quorum.faults.proxy.FaultProxy``: every node reaches every controller through a link
+    # of its own (node -> controller), so the fault harness can cut, delay or reset it.
+    # Clients (tests, FakeBrokers) still connect directly.
+    proxy: Any = None
+
+    def _voters_for(self, node_id: int, ports: dict[int, int]) -> list[str]:
+        """``controller.quorum.voters`` as node ``node_id`` sees it: through its proxy links."""
+        if self.proxy is None:
+            return [f"{n}@127.0.0.1:{p}" for n, p in ports.items()]
+        return [
+            f"{n}@127.0.0.1:{p if n == node_id else self.proxy.add_link(str(node_id), str(n), p)}"
+            for n, p in ports.items()
+        ]
 
     def __post_init__(self) -> None:
         assert self.security in ("ssl", "plaintext"), self.security
         if self.security == "ssl":
             self.certs = ClusterCerts(self.root / "certs", self.cluster_id)
         ports = {n: free_port() for n in range(1, self.voters + 1)}
-        voters = [f"{n}@127.0.0.1:{p}" for n, p in ports.items()]
         for node_id, port in ports.items():
             data_dir = self.root / f"controller-{node_id}"
             config = self.root / f"controller-{node_id}.toml"
@@ -281,7 +293,7 @@ class ProcessCluster:
                 {
                     "node.id": node_id,
                     "process.roles": ["controller"],
-                    "controller.quorum.voters": voters,
+                    "controller.quorum.voters": self._voters_for(node_id, ports),
                     "listeners": [f"CONTROLLER://127.0.0.1:{port}"],
                     "metadata.log.dir": str(data_dir),
                 },
@@ -299,7 +311,7 @@ class ProcessCluster:
                 {
                     "node.id": node_id,
                     "process.roles": ["broker"],
-                    "controller.quorum.voters": voters,
+                    "controller.quorum.voters": self._voters_for(node_id, ports),
                     "listeners": [f"BROKER://127.0.0.1:{port}"],
                     "log.dirs": [str(data_dir / "logs")],
                     "metadata.log.dir": str(data_dir / "metadata"),

@@ -55,6 +55,15 @@ class LeaderState:
     begin_quorum_epoch_resend_at_ms: int = 0
     idle_deadline_ms: int = 0
     fetch_purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
+    # Read fences (Raft's ReadIndex, without clocks): ``new_read_fence`` hands out a number that
+    # every FetchResponse from then on carries; a voter echoes the newest one it received in its
+    # next Fetch. A majority echoing fence f (the leader counts itself) proves this node still
+    # led after f was handed out: no other leader can have committed anything before that.
+    read_fence: int = 0
+    # Whether a FetchResponse carried ``read_fence`` yet: until one does, new reads share it
+    # (every response carrying it is built after all of them), afterwards they need a new one.
+    read_fence_sent: bool = True
+    read_fence_echoes: dict[int, int] = field(default_factory=dict)  # voter -> newest echo
 
     name = "leader"
 
@@ -147,6 +156,36 @@ class LeaderState:
         return (
             tuple(self.voters[v].view() for v in sorted(self.voters)),
             tuple(p.view() for _, p in sorted(self.observers.items())),
+        )
+
+    # ----- read fences ---------------------------------------------------------------------
+
+    def new_read_fence(self) -> int:
+        """The fence a read registered now waits for (see ``read_fence``)."""
+        if self.read_fence_sent:
+            self.read_fence += 1
+            self.read_fence_sent = False
+        return self.read_fence
+
+    def fence_sent(self) -> int:
+        """A FetchResponse is being built: it carries the newest fence."""
+        self.read_fence_sent = True
+        return self.read_fence
+
+    def record_fence_echo(self, voter_id: int, fence: int) -> None:
+        """A voter's Fetch in this epoch echoed ``fence``. A fence no response carried yet
+        cannot be a real echo: it counts only up to the newest one sent."""
+        newest_sent = self.read_fence if self.read_fence_sent else self.read_fence - 1
+        if voter_id in self.voters and fence > self.read_fence_echoes.get(voter_id, 0):
+            self.read_fence_echoes[voter_id] = min(fence, newest_sent)
+
+    def confirmed_read_fence(self) -> int:
+        """The newest fence a majority of voters has echoed (the leader counting itself)."""
+        return committed_offset(
+            [
+                self.read_fence if v == self.leader_id else self.read_fence_echoes.get(v, 0)
+                for v in self.voters
+            ]
         )
 
     # ----- the high watermark ---------------------------------------------------------------

@@ -95,6 +95,7 @@ class FetchRequest:
     max_wait_ms: int  # long-poll bound
     max_bytes: int
     high_watermark: int = 0  # what the fetcher knows; behind the leader's = answer at once
+    read_fence: int = 0  # the newest read fence seen from this leader in this epoch (echoed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ class FetchResponse:
     batches: tuple[LogBatch, ...] = ()
     # Set when the fetcher is behind the leader's log start: fetch this snapshot first.
     snapshot_id: SnapshotId | None = None
+    read_fence: int = 0  # the leader's newest read fence; the fetcher echoes it
 
 
 # ----- DescribeQuorum -----------------------------------------------------------------------------

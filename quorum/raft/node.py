@@ -330,6 +330,38 @@ class RaftNode:
         accumulator.append(records, size, self._now_ms)
         return Proposal(leader.epoch, base, base + len(records) - 1)
 
+    def read_barrier(self) -> tuple[int, int]:
+        """Start a linearizable read (Raft's ReadIndex, confirmed by read fences instead of
+        clocks): returns ``(epoch, fence)`` for ``read_index``. Raises ``NotLeaderError``
+        unless this node leads. The voters' parked Fetches are answered at once, so the fence
+        leaves now and their next Fetches echo it within a round trip."""
+        assert not self._awaiting_advance, "read_barrier() called before advance()"
+        leader = self.maybe_leader_state()
+        if leader is None:
+            raise NotLeaderError(self.leader_id, self.epoch)
+        fence = leader.new_read_fence()
+        for voter in leader.voters:
+            envelope = leader.fetch_purgatory.pop(voter)
+            if envelope is not None:
+                self._complete_fetch(envelope)
+        return leader.epoch, fence
+
+    def read_index(self, epoch: int, fence: int) -> int | None:
+        """Where a read started by ``read_barrier`` in ``epoch`` may be served: this node's
+        high watermark, once a majority echoed ``fence`` (no other leader committed anything
+        before the read began) and this epoch has committed its first entry (so the high
+        watermark covers every entry an earlier leader committed). None while waiting. Raises
+        ``NotLeaderError`` once this node no longer leads ``epoch``: the read may be retried
+        on the new leader."""
+        leader = self.maybe_leader_state()
+        if leader is None or leader.epoch != epoch:
+            raise NotLeaderError(self.leader_id, self.epoch)
+        if leader.confirmed_read_fence() < fence:
+            return None
+        if self.log.high_watermark <= leader.epoch_start_offset:
+            return None
+        return self.log.high_watermark
+
     def next_offset(self) -> int:
         """The offset the next proposed record will get (the leader's log end offset plus what
         waits in the open batch)."""
@@ -919,7 +951,9 @@ class RaftNode:
         snapshot_id: SnapshotId | None = None,
     ) -> FetchResponse:
         """Every FetchResponse this node sends: its epoch, the leader it knows (itself when
-        it leads), its high watermark and log start, plus what the answer carries."""
+        it leads), its high watermark and log start, plus what the answer carries; a leader's
+        carries its newest read fence too."""
+        leader = self.maybe_leader_state()
         return FetchResponse(
             error,
             self.leader_id,
@@ -929,6 +963,7 @@ class RaftNode:
             diverging_epoch,
             batches,
             snapshot_id,
+            leader.fence_sent() if leader is not None else 0,
         )
 
     def handle_fetch_request(
@@ -982,6 +1017,7 @@ class RaftNode:
             self.config,
         )
         if request.replica_id in self.voters:
+            leader.record_fence_echo(request.replica_id, request.read_fence)
             self._maybe_advance_high_watermark()
         old = leader.fetch_purgatory.pop(request.replica_id)
         if old is not None:
@@ -1011,6 +1047,7 @@ class RaftNode:
             or request.max_wait_ms < 0
             or request.current_leader_epoch < 0
             or request.high_watermark < 0
+            or request.read_fence < 0
         ):
             return "negative offset, epoch or wait"
         if request.replica_id < 0:
@@ -1253,6 +1290,7 @@ class RaftNode:
         if envelope.source != state.leader_id or response.leader_epoch != state.epoch:
             return
         state.fetch_succeeded(self._now_ms, self.config.fetch_timeout_ms)
+        state.read_fence = max(state.read_fence, response.read_fence)
         if response.snapshot_id is not None:
             snapshot = response.snapshot_id
             if snapshot.end_offset < self.log.high_watermark or snapshot.epoch > state.epoch:
@@ -1470,6 +1508,7 @@ class RaftNode:
                 self.config.fetch_max_wait_ms,
                 self.config.fetch_max_bytes,
                 self.log.high_watermark,
+                follower.read_fence if (follower := self.maybe_follower_state()) else 0,
             ),
             RequestKind.FETCH,
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,

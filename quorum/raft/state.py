@@ -136,6 +136,9 @@ class FollowerState:
     last_fetch_success_ms: int | None = None
     # Set by EndQuorumEpoch: the leader said it stepped down, so it is not worth rejoining.
     leader_resigned: bool = False
+    # The newest read fence in a FetchResponse of this leader in this epoch; echoed in every
+    # Fetch (quorum.raft.leader.LeaderState.read_fence).
+    read_fence: int = 0
 
     name = "follower"
 

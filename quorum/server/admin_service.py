@@ -6,7 +6,10 @@ appended as one batch, and the answer is sent once the high watermark passes the
 committing ``metadata_offset``. Any other controller answers NOT_CONTROLLER naming the leader
 and its address. Reads that carry ``min_metadata_offset`` are served by every controller from
 its committed image, after waiting (bounded by the deadline) until that image has applied the
-offset (read-your-writes); reads without it go to the active controller, like writes.
+offset (read-your-writes); reads without it go to the active controller, like writes, which
+serves them linearizably: it first confirms with a majority of voters that it still leads
+(``RaftDriver.read_index``), so a leader cut off from the quorum, or paused while another was
+elected, never answers from a stale image (docs/architecture.md#linearizable-reads).
 
 Per-topic outcomes carry Kafka error codes; only transport failures use gRPC status codes.
 
@@ -19,10 +22,12 @@ and heartbeat only as itself (docs/security.md#what-a-node-may-claim).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import grpc
+import structlog
 
 from quorum import limits
 from quorum.config import HostPort
@@ -65,6 +70,22 @@ DEADLINE_MARGIN_S = 0.05
 DEFAULT_TIMEOUT_S = 30.0
 # A read waiting for its min_metadata_offset waits at most this long, whatever its deadline.
 METADATA_OFFSET_WAIT_S_MAX = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
+
+# Negative controls of the fault harness (docs/faults.md#negative-controls): test-only switches,
+# read from the environment at start-up, that break linearizability on purpose so the history
+# checker is seen to catch it. A node with one on logs ``unsafe_switch_on`` at start. Never set
+# them outside a test.
+UNSAFE_STALE_READS_ENV = "METAQUORUM_UNSAFE_STALE_READS"  # any controller answers reads at once
+UNSAFE_ACK_BEFORE_COMMIT_ENV = "METAQUORUM_UNSAFE_ACK_BEFORE_COMMIT"  # answer writes on append
+
+
+def unsafe_switches() -> tuple[str, ...]:
+    """The negative-control switches set in this process's environment."""
+    return tuple(
+        name
+        for name in (UNSAFE_STALE_READS_ENV, UNSAFE_ACK_BEFORE_COMMIT_ENV)
+        if os.environ.get(name) == "1"
+    )
 
 
 def _uuid(data: bytes, what: str) -> Uuid:
@@ -114,7 +135,15 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._image: Callable[[], MetadataImage] = image or (
             lambda: self._controller().committed_image
         )
-        self._serve_reads_without_offset = serve_reads_without_offset
+        switches = unsafe_switches()
+        self._serve_reads_without_offset = (
+            serve_reads_without_offset or UNSAFE_STALE_READS_ENV in switches
+        )
+        self._ack_before_commit = UNSAFE_ACK_BEFORE_COMMIT_ENV in switches
+        if switches:
+            structlog.get_logger("quorum.admin").warning(
+                "unsafe_switch_on", switches=list(switches), meaning="test only: not linearizable"
+            )
         self._callers = callers or CallerResolver()
         self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
 
@@ -224,6 +253,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             proposal, answer = await asyncio.wait_for(driver.submit(run, from_client=True), budget)
             if proposal is None:
                 return answer, self._image().offset
+            if self._ack_before_commit:  # a negative control (UNSAFE_ACK_BEFORE_COMMIT_ENV)
+                return answer, proposal.last_offset
             await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
         except NotLeaderError:
             raise self._not_controller() from None
@@ -238,20 +269,35 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def _read_at(self, request: Any, context: grpc.aio.ServicerContext) -> None:
         """Wait until the committed image has applied ``min_metadata_offset``. A read that
         names no offset wants the newest state: only the active controller has it for sure,
-        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale.
+        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale, and
+        the active controller first confirms it still leads (``RaftDriver.read_index``), then
+        waits until its image has applied its high watermark at that moment.
 
         The wait is bounded: at most ``METADATA_OFFSET_WAIT_MS_MAX`` (or the deadline), at most
         ``METADATA_OFFSET_WAITERS_MAX`` reads at once (then RESOURCE_EXHAUSTED). An offset this
         node has not reached yet is not refused (a follower or broker may lag the leader); if it
         is not reached in time the answer is REQUEST_TIMED_OUT."""
-        if not request.HasField("min_metadata_offset"):
-            if not self._serve_reads_without_offset and not self._driver.node.is_leader():
-                raise self._not_controller()
+        budget = min(self._budget_s(context), METADATA_OFFSET_WAIT_S_MAX)
+        if request.HasField("min_metadata_offset"):
+            wanted = request.min_metadata_offset
+        elif self._serve_reads_without_offset:
             return
-        wanted = request.min_metadata_offset
+        elif not self._driver.node.is_leader():
+            raise self._not_controller()
+        else:
+            try:
+                wanted = await self._driver.read_index(budget) - 1
+            except NotLeaderError:
+                raise self._not_controller() from None
+            except TimeoutError:
+                raise RequestRejected(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    "this controller could not confirm with a majority of the voters that it "
+                    "still leads before the deadline (cut off from the quorum?); retry, or ask "
+                    "another controller",
+                ) from None
         if self._image().offset >= wanted:
             return
-        budget = min(self._budget_s(context), METADATA_OFFSET_WAIT_S_MAX)
         reached = await self._driver.wait_for_offset(wanted, lambda: self._image().offset, budget)
         if not reached:
             raise RequestRejected(

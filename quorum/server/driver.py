@@ -317,6 +317,32 @@ class RaftDriver:
         self._wakeup.set()
         return await future
 
+    async def read_index(self, timeout_s: float) -> int:
+        """A linearizable read on the leader (Raft's ReadIndex, confirmed by read fences:
+        ``RaftNode.read_barrier``): waits until a majority of voters confirmed this node still
+        leads after the call began. Returns the high watermark then; a read served from an
+        image that applied everything below it sees every write acknowledged before the call.
+        Raises ``NotLeaderError`` (this node does not lead, or stopped leading meanwhile) and
+        ``TimeoutError`` (no majority confirmed in ``timeout_s``: cut off from the quorum)."""
+        node = self.node
+        epoch, fence = await self.call_in_loop(node.read_barrier)
+        found: list[int] = []
+
+        def confirmed() -> bool:
+            try:
+                index = node.read_index(epoch, fence)
+            except NotLeaderError:
+                return True
+            if index is not None:
+                found.append(index)
+            return index is not None
+
+        if not await self.wait_for(confirmed, timeout_s):
+            raise TimeoutError(f"leadership of epoch {epoch} not confirmed in {timeout_s} s")
+        if not found:
+            raise NotLeaderError(node.leader_id, node.epoch)
+        return found[0]
+
     async def wait_for_offset(
         self, offset: int, applied_offset: Callable[[], int], timeout_s: float
     ) -> bool:
@@ -391,7 +417,10 @@ class RaftDriver:
                 calls, self._calls = self._calls, []
                 for function, call_future in calls:
                     if not call_future.done():
-                        call_future.set_result(function())
+                        try:
+                            call_future.set_result(function())
+                        except NotLeaderError as exc:  # the caller's to handle, not the loop's
+                            call_future.set_exception(exc)
                 turn.operations, turn.records = await self._run_operations(now, turn)
                 ready = node.poll(now)
                 plan = plan_ready(ready)

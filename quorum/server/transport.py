@@ -216,6 +216,7 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 max_wait_ms=msg.max_wait_ms,
                 max_bytes=msg.max_bytes,
                 high_watermark=msg.high_watermark,
+                read_fence=msg.read_fence,
             )
         case DescribeQuorumRequest():
             return raft_pb2.DescribeQuorumRequest(
@@ -289,6 +290,7 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 max_wait_ms=pb.max_wait_ms,
                 max_bytes=pb.max_bytes,
                 high_watermark=pb.high_watermark,
+                read_fence=pb.read_fence,
             )
         case raft_pb2.DescribeQuorumRequest():
             cluster_id = pb.cluster_id
@@ -440,6 +442,7 @@ def response_to_proto(
                     leader_id=_id_to_wire(msg.leader_id), leader_epoch=msg.leader_epoch
                 ),
                 batches=[_batch_to_wire(batch) for batch in msg.batches],
+                read_fence=msg.read_fence,
             )
             if msg.diverging_epoch is not None:
                 pb.diverging_epoch.epoch = msg.diverging_epoch.epoch
@@ -552,6 +555,7 @@ def response_from_proto(
                 diverging_epoch=diverging_epoch,
                 batches=tuple(_batch_from_wire(i, batch) for i, batch in enumerate(pb.batches)),
                 snapshot_id=snapshot_id,
+                read_fence=pb.read_fence,
             )
         case raft_pb2.DescribeQuorumResponse():
             return DescribeQuorumResponse(

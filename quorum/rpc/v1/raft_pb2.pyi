@@ -101,7 +101,7 @@ class EndQuorumEpochResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark")
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark", "read_fence")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class FetchRequest(_message.Message):
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    READ_FENCE_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     topic_id: bytes
     partition_index: int
@@ -122,7 +123,8 @@ class FetchRequest(_message.Message):
     max_wait_ms: int
     max_bytes: int
     high_watermark: int
-    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    read_fence: int
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ..., read_fence: _Optional[int] = ...) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("base_offset", "epoch", "record_count", "data")
@@ -161,7 +163,7 @@ class SnapshotId(_message.Message):
     def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "current_leader", "diverging_epoch", "snapshot_id", "batches")
+    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "current_leader", "diverging_epoch", "snapshot_id", "batches", "read_fence")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +172,7 @@ class FetchResponse(_message.Message):
     DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
+    READ_FENCE_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     high_watermark: int
@@ -178,7 +181,8 @@ class FetchResponse(_message.Message):
     diverging_epoch: EpochEndOffset
     snapshot_id: SnapshotId
     batches: _containers.RepeatedCompositeFieldContainer[Batch]
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., batches: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ...) -> None: ...
+    read_fence: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., batches: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ..., read_fence: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ("cluster_id", "topic_id", "partition_index")

@@ -1,0 +1,407 @@
+"""Run one fault scenario on a real cluster and check everything its clients saw.
+
+``run_scenario(scenario, seed, root)``:
+
+1. starts 3 controllers (mTLS, the harness's defaults) with every node-to-controller link
+   through a ``FaultProxy``, plus the scenario's real brokers or registered test brokers;
+2. starts the workload (``quorum.faults.workload``) and waits until it completed operations;
+3. runs the scenario's faults (``Scenario.inject``), which undoes them all before it returns;
+4. lets the workload run on, stops it, waits until every controller has caught up;
+5. reads every controller's committed log (the witness) and checks the history:
+   linearizability of controller operations (``check_linearizable``), every ``ListTopics`` and
+   offset-carrying read against the log, monotonic reads per node, and that every
+   acknowledged write is in every controller's committed log exactly once.
+
+Everything random comes from ``seed`` (the fault schedule, the proxy's jitter, the clients'
+choices), so a failure names the seed that replays it (README: "Fault scenarios"); timing on a
+real machine still differs from run to run, so a replay repeats the schedule, not the exact
+interleaving. The report carries the figures the docs ask for (docs/faults.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quorum.faults.checker import (
+    WitnessRecord,
+    check_linearizable,
+    check_lists,
+    check_monotonic_reads,
+    check_witness,
+    describe_violation,
+)
+from quorum.faults.history import Kind, Operation, Status, to_jsonl
+from quorum.faults.proxy import FaultProxy
+from quorum.faults.workload import Endpoint, Workload, WorkloadConfig, first_ack_after
+from quorum.harness import FakeBrokers, ProcessCluster, wait_until
+from quorum.metadata.records import LeaderChangeMessage, RemoveTopicRecord, TopicRecord
+from quorum.tools.log_dump import iter_records
+
+# Faster than Kafka's defaults (2 s fetch timeout) so a scenario spends seconds, not tens of
+# seconds, on each failover; the ratios between the timeouts are Kafka's.
+FAULT_SETTINGS: dict[str, Any] = {
+    "controller.quorum.fetch.timeout.ms": 1000,
+    "controller.quorum.election.timeout.ms": 500,
+    "controller.quorum.election.backoff.max.ms": 500,
+    "controller.quorum.request.timeout.ms": 1000,
+}
+CAUGHT_UP_TIMEOUT_S = 30.0
+
+
+@dataclass
+class FaultContext:
+    """What a scenario's ``inject`` works with: the cluster, its proxy, a seeded random source
+    and the fault timeline (for reports)."""
+
+    cluster: ProcessCluster
+    proxy: FaultProxy
+    rng: random.Random
+    started: float = field(default_factory=time.monotonic)
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+    first_fault_ns: int | None = None
+    paused: set[int] = field(default_factory=set)
+
+    def note(self, what: str, fault: bool = True) -> None:
+        self.timeline.append((round(time.monotonic() - self.started, 3), what))
+        if fault and self.first_fault_ns is None:
+            self.first_fault_ns = time.monotonic_ns()
+
+    def hold(self, seconds: float) -> None:
+        """Let the fault last ``seconds`` (the schedule, not a synchronisation)."""
+        time.sleep(seconds)
+
+    def leader(self) -> int:
+        leader_id, _, _ = self.cluster.wait_for_leader(
+            timeout_s=20, among=[n for n in self.cluster.controller_ids if n not in self.paused]
+        )
+        return leader_id
+
+    def followers(self, leader: int) -> list[int]:
+        return [n for n in self.cluster.controller_ids if n != leader]
+
+    def kill(self, node_id: int) -> None:
+        self.note(f"kill -9 {node_id}")
+        self.cluster.kill(node_id, signal.SIGKILL)
+
+    def restart(self, node_id: int, **kwargs: Any) -> None:
+        self.note(f"restart {node_id}", fault=False)
+        self.cluster.start(node_id, **kwargs)
+
+    def pause(self, node_id: int) -> None:
+        self.note(f"SIGSTOP {node_id}")
+        process = self.cluster.nodes[node_id].process
+        assert process is not None
+        process.send_signal(signal.SIGSTOP)
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.note(f"SIGCONT {node_id}", fault=False)
+        process = self.cluster.nodes[node_id].process
+        assert process is not None
+        process.send_signal(signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def partition(self, *groups: list[int]) -> None:
+        self.note(f"partition {' | '.join(','.join(map(str, g)) for g in groups)}")
+        self.proxy.partition(*[[str(n) for n in g] for g in groups])
+
+    def isolate(self, node_id: int) -> None:
+        self.note(f"isolate {node_id}")
+        self.proxy.isolate(str(node_id))
+
+    def one_way(self, src: int, dst: int) -> None:
+        self.note(f"drop {src} -> {dst}")
+        self.proxy.one_way(str(src), str(dst))
+
+    def heal(self) -> None:
+        self.note("heal", fault=False)
+        self.proxy.heal()
+
+    def heal_all(self) -> None:
+        """Undo every fault: network healed, paused nodes resumed, dead nodes restarted."""
+        self.heal()
+        for node_id in sorted(self.paused):
+            self.resume(node_id)
+        for node_id, node in self.cluster.nodes.items():
+            if not node.alive:
+                self.restart(node_id)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named fault schedule. ``inject`` runs the faults and returns once it undid them."""
+
+    name: str
+    inject: Callable[[FaultContext], None]
+    checks: str  # the invariant it puts under pressure (docs/faults.md lists them)
+    settings: dict[str, Any] = field(default_factory=dict)
+    brokers: int = 0  # real broker processes (0: registered test brokers)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    # Environment for the controllers (negative controls, fault switches).
+    env: dict[str, str] = field(default_factory=dict)
+    # Extra checks after the run (e.g. a broker's directories); return problems.
+    after: Callable[[FaultContext], list[str]] | None = None
+
+
+@dataclass
+class Report:
+    scenario: str
+    seed: int
+    operations: int = 0  # completed: ok or a definite error
+    unknown: int = 0
+    acknowledged_writes: int = 0
+    lost_writes: int = 0
+    violations: int = 0
+    fault_to_leader_s: float | None = None
+    heal_to_caught_up_s: float | None = None
+    elections: int = 0
+    problems: list[str] = field(default_factory=list)
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+    history_file: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        def seconds(value: float | None) -> str:
+            return "-" if value is None else f"{value:.2f} s"
+
+        return (
+            f"{self.scenario} seed={self.seed}: {'PASS' if self.ok else 'FAIL'}; "
+            f"{self.operations} ops completed ({self.unknown} unknown), "
+            f"{self.acknowledged_writes} acknowledged writes, {self.lost_writes} lost, "
+            f"{self.violations} linearizability violations, fault->serving leader "
+            f"{seconds(self.fault_to_leader_s)}, heal->caught up "
+            f"{seconds(self.heal_to_caught_up_s)}, {self.elections} elections"
+        )
+
+    def failure_text(self) -> str:
+        lines = [self.summary(), f"replay: FAULT_SCENARIO={self.scenario} FAULT_SEED={self.seed}"]
+        lines.append("fault timeline (s since start):")
+        lines.extend(f"  {t:8.3f}  {what}" for t, what in self.timeline)
+        lines.append("problems:")
+        lines.extend(f"  {p}" for p in self.problems)
+        if self.history_file:
+            lines.append(f"history: {self.history_file}")
+        return "\n".join(lines)
+
+
+# ----- the witness ----------------------------------------------------------------------------
+
+
+def committed_log(cluster: ProcessCluster, node_id: int, high_watermark: int) -> list[Any]:
+    """The records of controller ``node_id``'s log below ``high_watermark``, in order."""
+    directory = cluster.nodes[node_id].metadata_dir
+    return [
+        r
+        for r in iter_records([directory], warn=lambda _message: None)
+        if r.offset < high_watermark
+    ]
+
+
+def witness_of(records: list[Any]) -> list[WitnessRecord]:
+    names: dict[str, str] = {}
+    witness: list[WitnessRecord] = []
+    for dumped in records:
+        record = dumped.record
+        if isinstance(record, TopicRecord):
+            names[str(record.topic_id)] = record.name
+            witness.append(WitnessRecord(dumped.offset, "create", record.name, str(record.topic_id)))
+        elif isinstance(record, RemoveTopicRecord):
+            topic_id = str(record.topic_id)
+            witness.append(WitnessRecord(dumped.offset, "delete", names.get(topic_id, ""), topic_id))
+    return witness
+
+
+def elections_in(records: list[Any]) -> int:
+    """Leaders elected after the first: one committed LeaderChangeMessage each."""
+    return max(0, sum(isinstance(r.record, LeaderChangeMessage) for r in records) - 1)
+
+
+def wait_caught_up(cluster: ProcessCluster, timeout_s: float = CAUGHT_UP_TIMEOUT_S) -> int:
+    """Wait until every controller reports the same leader and epoch and a high watermark at
+    least the leader's when the wait began; returns that high watermark."""
+    leader_id, epoch, target = cluster.wait_for_leader(timeout_s=timeout_s)
+
+    def caught_up() -> bool:
+        for node_id in cluster.controller_ids:
+            answer = cluster.describe(node_id)
+            if (answer.leader_id, answer.leader_epoch) != (leader_id, epoch):
+                return False
+            if answer.high_watermark < target:
+                return False
+        return True
+
+    wait_until(caught_up, timeout_s, f"every controller caught up to {target}")
+    return target
+
+
+# ----- one run --------------------------------------------------------------------------------
+
+
+def _endpoints(cluster: ProcessCluster) -> tuple[list[Endpoint], list[Endpoint]]:
+    controllers = [
+        Endpoint(f"controller-{n}", cluster.nodes[n].address, n) for n in cluster.controller_ids
+    ]
+    brokers = [
+        Endpoint(f"broker-{n}", cluster.nodes[n].address, n, is_broker=True)
+        for n in cluster.broker_ids
+    ]
+    return controllers, brokers
+
+
+@contextlib.contextmanager
+def _brokers_for(cluster: ProcessCluster, scenario: Scenario) -> Iterator[None]:
+    if scenario.brokers:
+        from quorum.harness import wait_for_unfenced_broker  # noqa: PLC0415
+
+        with cluster.admin() as admin:
+            wait_for_unfenced_broker(admin, "a real broker unfenced", timeout_s=40)
+        yield
+        return
+    test_brokers = FakeBrokers(cluster, [101, 102, 103])
+    test_brokers.register()
+    try:
+        wait_until(test_brokers.heartbeat_all, 20, "every test broker unfenced")
+        yield
+    finally:
+        test_brokers.stop()
+
+
+def run_scenario(
+    scenario: Scenario, seed: int, root: Path, *, fault_seconds_scale: float = 1.0
+) -> Report:
+    """Run ``scenario`` from ``seed`` under ``root``; the report says whether it passed."""
+    report = Report(scenario.name, seed)
+    rng = random.Random(seed)
+    with FaultProxy(seed) as proxy:
+        cluster = ProcessCluster(
+            root,
+            settings={**FAULT_SETTINGS, **scenario.settings},
+            brokers=scenario.brokers,
+            broker_settings={**FAULT_SETTINGS, **scenario.settings},
+            proxy=proxy,
+        )
+        try:
+            cluster.format()
+            for node_id in cluster.nodes:
+                env = scenario.env if node_id in cluster.controller_ids else {}
+                cluster.start(node_id, env=env)
+            cluster.wait_for_leader(timeout_s=30)
+            with _brokers_for(cluster, scenario):
+                _run_with_brokers(cluster, proxy, scenario, seed, rng, report, root)
+        except BaseException:
+            report.problems.append("the run failed before its checks (see the node logs)")
+            for node_id, node in cluster.nodes.items():
+                tail = cluster.logs(node_id)[-3000:]
+                report.problems.append(f"---- {node.role} {node_id} log tail ----\n{tail}")
+            raise
+        finally:
+            cluster.stop_all()
+    return report
+
+
+def _run_with_brokers(
+    cluster: ProcessCluster,
+    proxy: FaultProxy,
+    scenario: Scenario,
+    seed: int,
+    rng: random.Random,
+    report: Report,
+    root: Path,
+) -> None:
+    controllers, brokers = _endpoints(cluster)
+    workload = Workload(
+        controllers,
+        cluster.client_security(),
+        seed,
+        scenario.workload,
+        brokers=brokers,
+    )
+    context = FaultContext(cluster, proxy, rng)
+    workload.start()
+    try:
+        wait_until(
+            lambda: sum(o.status is Status.OK for o in workload.history()) >= 20,
+            30,
+            "the workload under way (20 operations acknowledged)",
+        )
+        context.note("workload running", fault=False)
+        try:
+            scenario.inject(context)
+        finally:
+            context.heal_all()
+        heal_ns = time.monotonic_ns()
+        wait_caught_up(cluster)
+        report.heal_to_caught_up_s = round((time.monotonic_ns() - heal_ns) / 1e9, 3)
+        wait_until(
+            lambda: first_ack_after(workload.history(), heal_ns),
+            30,
+            "a write acknowledged after the faults were undone",
+        )
+    finally:
+        workload.stop()
+    high_watermark = wait_caught_up(cluster)
+    if context.first_fault_ns is not None:
+        acked = first_ack_after(workload.history(), context.first_fault_ns)
+        if acked is not None:
+            report.fault_to_leader_s = round((acked - context.first_fault_ns) / 1e9, 3)
+    report.timeline = context.timeline
+    _check(cluster, scenario, workload.history(), high_watermark, context, report, root)
+
+
+def _check(
+    cluster: ProcessCluster,
+    scenario: Scenario,
+    history: list[Operation],
+    high_watermark: int,
+    context: FaultContext,
+    report: Report,
+    root: Path,
+) -> None:
+    logs = {n: committed_log(cluster, n, high_watermark) for n in cluster.controller_ids}
+    witnesses = {f"controller-{n}": witness_of(records) for n, records in logs.items()}
+    first = witnesses[f"controller-{cluster.controller_ids[0]}"]
+    report.elections = elections_in(logs[cluster.controller_ids[0]])
+    on_controllers = [o for o in history if not (o.node or "").startswith("broker-")]
+    on_brokers = [o for o in history if (o.node or "").startswith("broker-")]
+    report.operations = sum(o.status is not Status.UNKNOWN for o in history)
+    report.unknown = sum(o.status is Status.UNKNOWN for o in history)
+    writes = (Kind.CREATE, Kind.DELETE_NAME, Kind.DELETE_ID)
+    report.acknowledged_writes = sum(
+        o.status is Status.OK and o.kind in writes for o in history
+    )
+    result = check_linearizable(on_controllers)
+    if not result.ok:
+        report.violations = 1
+        report.problems.append(describe_violation(result))
+    lost = check_witness(on_controllers, witnesses)
+    report.lost_writes = len(lost)
+    report.problems.extend(lost)
+    report.problems.extend(check_lists(on_controllers, first))
+    report.problems.extend(check_lists(on_brokers, first))
+    report.problems.extend(check_monotonic_reads(history))
+    if scenario.after is not None:
+        report.problems.extend(scenario.after(context))
+    history_file = root / "history.jsonl"
+    history_file.write_text(to_jsonl(history))
+    report.history_file = str(history_file)
+    (root / "report.json").write_text(
+        json.dumps(
+            {
+                "summary": report.summary(),
+                "timeline": report.timeline,
+                "problems": report.problems,
+            },
+            indent=2,
+        )
+    )
