@@ -72,16 +72,18 @@ def test_schedules_make_progress_and_report_speed() -> None:
     started = time.perf_counter()
     events = 0
     acknowledged = 0
-    sent_early = split = 0
+    sent_early = split = reads = 0
     for seed in range(10):
         cluster = run_family("random_drops", seed)
         events += cluster.scheduler.events_run
         acknowledged += cluster.client.acknowledged
+        reads += cluster.client.reads_served
         sent_early += cluster.sent_before_flush
         split += cluster.proposals_split
     elapsed = time.perf_counter() - started
     print(f"\nsimulator: {events} events in {elapsed:.2f} s = {events / elapsed:,.0f} events/s")
     assert acknowledged > 0
+    assert reads > 0, "no linearizable read was served (I17 checked nothing)"
     # The production driver's plan runs: Fetch responses before the leader's fsync, proposals
     # over one batch split into several.
     assert sent_early > 0
@@ -127,8 +129,19 @@ def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
             {"unsafe": Unsafe(ack_before_fsync=True)},
             ("I8", "I4", "I5"),
         ),
+        (
+            "serve reads without a read fence",
+            "isolate_leader",
+            {"unsafe": Unsafe(reads_without_fence=True)},
+            ("I17",),
+        ),
     ],
-    ids=["commit_previous_epoch", "skip_vote_persist", "ack_before_fsync"],
+    ids=[
+        "commit_previous_epoch",
+        "skip_vote_persist",
+        "ack_before_fsync",
+        "reads_without_fence",
+    ],
 )
 def test_negative_control_is_caught(
     control: str, family: str, kwargs: dict[str, object], expected: tuple[str, ...]

@@ -215,10 +215,14 @@ def witness_of(records: list[Any]) -> list[WitnessRecord]:
         record = dumped.record
         if isinstance(record, TopicRecord):
             names[str(record.topic_id)] = record.name
-            witness.append(WitnessRecord(dumped.offset, "create", record.name, str(record.topic_id)))
+            witness.append(
+                WitnessRecord(dumped.offset, "create", record.name, str(record.topic_id))
+            )
         elif isinstance(record, RemoveTopicRecord):
             topic_id = str(record.topic_id)
-            witness.append(WitnessRecord(dumped.offset, "delete", names.get(topic_id, ""), topic_id))
+            witness.append(
+                WitnessRecord(dumped.offset, "delete", names.get(topic_id, ""), topic_id)
+            )
     return witness
 
 
@@ -298,7 +302,15 @@ def run_scenario(
                 cluster.start(node_id, env=env)
             cluster.wait_for_leader(timeout_s=30)
             with _brokers_for(cluster, scenario):
-                _run_with_brokers(cluster, proxy, scenario, seed, rng, report, root)
+                _run_with_brokers(
+                    cluster=cluster,
+                    proxy=proxy,
+                    scenario=scenario,
+                    seed=seed,
+                    rng=rng,
+                    report=report,
+                    root=root,
+                )
         except BaseException:
             report.problems.append("the run failed before its checks (see the node logs)")
             for node_id, node in cluster.nodes.items():
@@ -311,6 +323,7 @@ def run_scenario(
 
 
 def _run_with_brokers(
+    *,
     cluster: ProcessCluster,
     proxy: FaultProxy,
     scenario: Scenario,
@@ -356,10 +369,19 @@ def _run_with_brokers(
         if acked is not None:
             report.fault_to_leader_s = round((acked - context.first_fault_ns) / 1e9, 3)
     report.timeline = context.timeline
-    _check(cluster, scenario, workload.history(), high_watermark, context, report, root)
+    _check(
+        cluster=cluster,
+        scenario=scenario,
+        history=workload.history(),
+        high_watermark=high_watermark,
+        context=context,
+        report=report,
+        root=root,
+    )
 
 
 def _check(
+    *,
     cluster: ProcessCluster,
     scenario: Scenario,
     history: list[Operation],
@@ -377,9 +399,7 @@ def _check(
     report.operations = sum(o.status is not Status.UNKNOWN for o in history)
     report.unknown = sum(o.status is Status.UNKNOWN for o in history)
     writes = (Kind.CREATE, Kind.DELETE_NAME, Kind.DELETE_ID)
-    report.acknowledged_writes = sum(
-        o.status is Status.OK and o.kind in writes for o in history
-    )
+    report.acknowledged_writes = sum(o.status is Status.OK and o.kind in writes for o in history)
     result = check_linearizable(on_controllers)
     if not result.ok:
         report.violations = 1

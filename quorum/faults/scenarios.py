@@ -244,9 +244,7 @@ def broker_directories_match(ctx: FaultContext) -> list[str]:
             listing = stub.ListTopics(admin_pb2.ListTopicsRequest(), timeout=5)
             names = [t.name for t in listing.topics if not t.is_internal]
             described = stub.DescribeTopics(
-                admin_pb2.DescribeTopicsRequest(
-                    topics=[admin_pb2.TopicRef(name=n) for n in names]
-                ),
+                admin_pb2.DescribeTopicsRequest(topics=[admin_pb2.TopicRef(name=n) for n in names]),
                 timeout=5,
             )
         expected: dict[str, str] = {}
@@ -264,7 +262,9 @@ def broker_directories_match(ctx: FaultContext) -> list[str]:
             if parse_partition_dir(entry.name) is None:
                 continue
             metadata = entry / PARTITION_METADATA_FILE
-            topic_id = parse_partition_metadata(metadata.read_bytes()) if metadata.exists() else None
+            topic_id = (
+                parse_partition_metadata(metadata.read_bytes()) if metadata.exists() else None
+            )
             found[entry.name] = str(topic_id)
         return found
 
@@ -280,22 +280,84 @@ def broker_directories_match(ctx: FaultContext) -> list[str]:
 _BROKER_WORKLOAD = WorkloadConfig(broker_read_ratio=0.25, partitions=2, replication_factor=1)
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("leader-isolated", leader_isolated, "reads and writes linearizable across a failover; a cut-off leader answers nothing stale"),
-    Scenario("follower-isolated", follower_isolated, "the majority keeps serving; the follower catches up after the heal"),
-    Scenario("rolling-split", rolling_split, "minority then majority splits: only the side with a majority commits"),
-    Scenario("bridge-leader-in-middle", bridge_leader_in_the_middle, "a partial partition around the leader disturbs nothing"),
-    Scenario("bridge-leader-at-end", bridge_leader_at_one_end, "a voter that cannot reach the leader cannot depose it (pre-vote, stickiness)"),
-    Scenario("one-way-follower-to-leader", one_way_follower_to_leader, "one-way loss: a follower whose Fetches vanish does not disrupt the leader"),
-    Scenario("one-way-leader-out", one_way_leader_out, "one-way loss: a leader whose own requests vanish keeps leading through Fetches"),
+    Scenario(
+        "leader-isolated",
+        leader_isolated,
+        "reads and writes stay linearizable across a failover; the cut-off leader answers "
+        "nothing stale",
+    ),
+    Scenario(
+        "follower-isolated",
+        follower_isolated,
+        "the majority keeps serving; the follower catches up after the heal",
+    ),
+    Scenario(
+        "rolling-split",
+        rolling_split,
+        "a follower, then the leader, alone in the minority: only a majority commits",
+    ),
+    Scenario(
+        "bridge-leader-in-middle",
+        bridge_leader_in_the_middle,
+        "A-B, B-C but not A-C with the leader B: nothing is disturbed",
+    ),
+    Scenario(
+        "bridge-leader-at-end",
+        bridge_leader_at_one_end,
+        "A-B, B-C but not A-C with the leader A: C cannot depose it (pre-vote, stickiness)",
+    ),
+    Scenario(
+        "one-way-follower-to-leader",
+        one_way_follower_to_leader,
+        "one-way loss: a follower whose Fetches vanish does not disrupt the leader",
+    ),
+    Scenario(
+        "one-way-leader-out",
+        one_way_leader_out,
+        "one-way loss: a leader whose own requests vanish keeps leading through Fetches",
+    ),
     Scenario("slow-network", slow_network, "20-60 ms of delay on every link: correct, slower"),
-    Scenario("flaky-network", flaky_network, "short drops on random links: no acknowledged write lost"),
-    Scenario("kill-leader", kill_leader, "kill -9 of the leader: no acknowledged write lost, a new leader serves"),
-    Scenario("kill-follower", kill_follower, "kill -9 of a follower: the majority keeps serving; the follower recovers its log"),
-    Scenario("kill-random-repeatedly", kill_random_repeatedly, "three kill -9 / restart rounds on random nodes"),
-    Scenario("crash-all", crash_all, "every controller killed at once: everything acknowledged survives the restart"),
-    Scenario("pause-leader", pause_leader, "SIGSTOP of the leader past the fetch timeout: once resumed it acknowledges nothing (reads included) after a new leader exists"),
-    Scenario("pause-follower", pause_follower, "SIGSTOP of a follower: it resumes and catches up"),
-    Scenario("isolate-then-kill", isolate_then_kill, "no majority for a while: writes time out (unknown), none is lost"),
+    Scenario(
+        "flaky-network",
+        flaky_network,
+        "short drops on random links: no acknowledged write lost",
+    ),
+    Scenario(
+        "kill-leader",
+        kill_leader,
+        "kill -9 of the leader: no acknowledged write lost, a new leader serves",
+    ),
+    Scenario(
+        "kill-follower",
+        kill_follower,
+        "kill -9 of a follower: the majority serves; the follower recovers its log",
+    ),
+    Scenario(
+        "kill-random-repeatedly",
+        kill_random_repeatedly,
+        "three kill -9 / restart rounds on random nodes",
+    ),
+    Scenario(
+        "crash-all",
+        crash_all,
+        "every controller killed at once: everything acknowledged survives the restart",
+    ),
+    Scenario(
+        "pause-leader",
+        pause_leader,
+        "SIGSTOP of the leader past the fetch timeout: resumed, it acknowledges nothing (reads "
+        "included) after a new leader exists",
+    ),
+    Scenario(
+        "pause-follower",
+        pause_follower,
+        "SIGSTOP of a follower: it resumes and catches up",
+    ),
+    Scenario(
+        "isolate-then-kill",
+        isolate_then_kill,
+        "no majority for a while: writes time out (unknown outcome), none is lost",
+    ),
     Scenario(
         "kill-during-segment-rolls",
         kill_at_random_points,
@@ -320,7 +382,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "broker-partitioned",
         broker_partitioned,
-        "a broker cut off during delete/recreate: its reads stay monotonic prefixes; its directories reconcile after the heal",
+        "a broker cut off during delete/recreate: its reads stay monotonic prefixes of the "
+        "log; its directories reconcile after the heal",
         brokers=1,
         workload=_BROKER_WORKLOAD,
         after=broker_directories_match,
@@ -334,7 +397,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         settings={"broker.session.timeout.ms": 2500, "broker.heartbeat.interval.ms": 500},
         after=broker_directories_match,
     ),
-)  # fmt: skip
+)
 
 # Negative controls: each must make the checker report a violation.
 NEGATIVE_CONTROLS: tuple[Scenario, ...] = (
@@ -348,10 +411,10 @@ NEGATIVE_CONTROLS: tuple[Scenario, ...] = (
     Scenario(
         "unsafe-ack-before-commit",
         leader_isolated,
-        "the leader answers writes once appended: a cut-off leader acknowledges writes that are lost",
+        "the leader answers writes once appended: a cut-off leader acknowledges writes that "
+        "are then lost",
         env={"METAQUORUM_UNSAFE_ACK_BEFORE_COMMIT": "1"},
     ),
 )
 
 BY_NAME = {s.name: s for s in SCENARIOS + NEGATIVE_CONTROLS}
-

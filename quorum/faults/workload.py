@@ -110,6 +110,7 @@ class Client(threading.Thread):
 
     def __init__(
         self,
+        *,
         client_id: int,
         seed: int,
         controllers: Sequence[Endpoint],
@@ -317,14 +318,14 @@ class Workload:
         rng = random.Random(self.seed)
         for client_id in range(self.config.clients):
             client = Client(
-                client_id,
-                rng.randrange(1 << 30),
-                self.controllers,
-                self.brokers,
-                self.security,
-                self.recorder,
-                self.config,
-                self.stop_event,
+                client_id=client_id,
+                seed=rng.randrange(1 << 30),
+                controllers=self.controllers,
+                brokers=self.brokers,
+                security=self.security,
+                recorder=self.recorder,
+                config=self.config,
+                stop=self.stop_event,
             )
             self.clients.append(client)
             client.start()

@@ -49,6 +49,18 @@ class Unsafe:
     ack_before_fsync: bool = False
     # Persist the epoch but not the vote cast in it (a node forgets whom it voted for).
     skip_vote_persist: bool = False
+    # Serve a read on any node that believes it leads at its high watermark, without
+    # confirming leadership through a read fence (a stale leader answers stale reads).
+    reads_without_fence: bool = False
+
+
+@dataclass
+class Read:
+    """A linearizable read: every write committed before ``committed_end`` was invoked."""
+
+    committed_end: int
+    epoch: int = -1
+    fence: int = -1
 
 
 @dataclass
@@ -66,6 +78,8 @@ class ClientStats:
     failed: int = 0
     rejected: int = 0
     acked: list[Proposal] = field(default_factory=list)
+    reads_served: int = 0
+    reads_aborted: int = 0  # the node stopped leading first: the client retries elsewhere
 
 
 class SimNode:
@@ -86,6 +100,8 @@ class SimNode:
         self.inbox: deque[Envelope] = deque()
         self.proposals: deque[list[ConfigRecord]] = deque()
         self.outstanding: list[Proposal] = []
+        self.read_requests: deque[Read] = deque()
+        self.pending_reads: list[Read] = []
         self.busy = False
         self._page_cache: list[ReadyPlan] = []
         # Whether what sits in the page cache was partly sent already (the early sends).
@@ -185,6 +201,7 @@ class SimNode:
                 self.cluster.proposals_split += 1
             value = records[0].resource_name
             self.outstanding.append(Proposal(self.node_id, placed.epoch, placed.last_offset, value))
+        self._start_reads(raft)
         ready = raft.poll(now)
         for event in ready.events:
             self.cluster.trace(event.name, self.node_id, str(event.fields))
@@ -238,6 +255,41 @@ class SimNode:
         self._page_cache.clear()
         self._sent_early = False
 
+    def _start_reads(self, raft: RaftNode) -> None:
+        client = self.cluster.client
+        while self.read_requests:
+            read = self.read_requests.popleft()
+            if self.cluster.unsafe.reads_without_fence:
+                if raft.is_leader():
+                    self.cluster.invariants.on_read_served(self, raft.high_watermark, read)
+                    client.reads_served += 1
+                else:
+                    client.reads_aborted += 1
+                continue
+            try:
+                read.epoch, read.fence = raft.read_barrier()
+            except NotLeaderError:
+                client.reads_aborted += 1
+                continue
+            self.pending_reads.append(read)
+
+    def _settle_reads(self, raft: RaftNode) -> None:
+        """Serve the reads whose fence a majority confirmed (``RaftNode.read_index``)."""
+        client = self.cluster.client
+        still: list[Read] = []
+        for read in self.pending_reads:
+            try:
+                index = raft.read_index(read.epoch, read.fence)
+            except NotLeaderError:
+                client.reads_aborted += 1
+                continue
+            if index is None:
+                still.append(read)
+                continue
+            self.cluster.invariants.on_read_served(self, index, read)
+            client.reads_served += 1
+        self.pending_reads = still
+
     def _disk_committed_floor(self) -> int:
         raft = self.raft
         return raft.high_watermark if raft is not None else 0
@@ -253,6 +305,7 @@ class SimNode:
             cluster.invariants.on_committed(self, plan.committed_batches)
             self._settle_proposals(plan.high_watermark)
         raft.advance(ready)
+        self._settle_reads(raft)
         if ready.snapshot_to_fetch is not None:
             leader_id, snapshot = ready.snapshot_to_fetch
             incarnation = self.incarnation
@@ -456,6 +509,13 @@ class SimCluster:
             leader.proposals.append(records)
             leader.schedule_wake(self.scheduler.now_ms)
             self.client.proposed += 1
+        # A read on a node that believes it leads - a deposed leader cut off from the others
+        # included, which is where a stale read would come from.
+        leaders = [n for n in self.live() if n.raft is not None and n.raft.is_leader()]
+        if leaders:
+            node = self.rng.choice(leaders)
+            node.read_requests.append(Read(self.invariants.committed_end))
+            node.schedule_wake(self.scheduler.now_ms)
         self.scheduler.after(self._client_interval_ms, "client", self._client_tick)
 
     @staticmethod

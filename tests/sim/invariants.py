@@ -13,7 +13,7 @@ from quorum.raft.state import LeaderState
 from tests.sim.scheduler import SimulationError
 
 if TYPE_CHECKING:
-    from tests.sim.cluster import SimCluster, SimNode
+    from tests.sim.cluster import Read, SimCluster, SimNode
 
 
 class Invariants:
@@ -100,6 +100,16 @@ class Invariants:
                     f"leader {node.node_id} exposes high watermark {high_watermark} but has "
                     f"only {durable} on disk",
                 )
+
+    def on_read_served(self, node: SimNode, index: int, read: Read) -> None:
+        """I17: a read is served at an offset covering every write committed before the read
+        began (so an acknowledged write is never missing from a later read)."""
+        if index < read.committed_end:
+            self.fail(
+                "I17 (linearizable reads)",
+                f"node {node.node_id} served a read at offset {index}; writes up to "
+                f"{read.committed_end} were committed before the read began",
+            )
 
     # ----- after every event ----------------------------------------------------------------
 
