@@ -13,6 +13,7 @@ from pathlib import Path
 from broker.partition_metadata import PARTITION_METADATA_FILE
 from broker.partition_metadata import parse as parse_partition_metadata
 from broker.reconcile import parse_partition_dir
+from quorum.faults.history import Kind
 from quorum.faults.proxy import LinkFaults, LinkMode
 from quorum.faults.runner import FaultContext, Scenario
 from quorum.faults.workload import WorkloadConfig
@@ -414,6 +415,11 @@ NEGATIVE_CONTROLS: tuple[Scenario, ...] = (
         "the leader answers writes once appended: a cut-off leader acknowledges writes that "
         "are then lost",
         env={"METAQUORUM_UNSAFE_ACK_BEFORE_COMMIT": "1"},
+        # Writes only: reads on the cut-off leader wait for a read fence until their deadline
+        # and send clients elsewhere, which would leave few writes for it to acknowledge.
+        workload=WorkloadConfig(
+            mix=((Kind.CREATE, 3), (Kind.DELETE_NAME, 1), (Kind.DESCRIBE_NAME, 1))
+        ),
     ),
 )
 

@@ -9,9 +9,12 @@ cluster answered. What a failure means for the checker:
 
 - a definite answer (TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID) is an
   ERROR the model must explain;
-- anything else on a write (a deadline, a lost connection, NOT_CONTROLLER - which a leader that
-  lost its epoch after appending also answers - or REQUEST_TIMED_OUT) is UNKNOWN: the write may
-  or may not have happened;
+- a write refused before anything was appended (NOT_CONTROLLER from a node that does not lead,
+  a topic refused by validation, e.g. INVALID_REPLICATION_FACTOR while every broker is fenced)
+  had no effect and says nothing about the topic: it is left out of the history;
+- anything else on a write (a deadline, a lost connection, an answer whose message starts with
+  ``OUTCOME_UNKNOWN``: NOT_CONTROLLER from a leader that lost its epoch after appending, or
+  REQUEST_TIMED_OUT) is UNKNOWN: the write may or may not have happened;
 - anything else on a read constrains nothing and is left out of the history.
 
 Writes go to the controller the client last saw lead (NOT_CONTROLLER answers name it); reads go
@@ -37,6 +40,7 @@ from quorum.faults.history import Kind, Operation, Status
 from quorum.ids import Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.tls import ClientSecurity
+from quorum.server.admin_service import OUTCOME_UNKNOWN
 
 # Errors that say for sure what the cluster's state was: the model must explain them.
 DEFINITE_ERRORS = {
@@ -53,6 +57,22 @@ MIX: tuple[tuple[Kind, int], ...] = (
     (Kind.DESCRIBE_ID, 12),
     (Kind.LIST, 13),
 )
+
+
+# After a call failed at the transport, a client waits this long before its next call (as
+# real clients back off), so a dead node is not hammered with calls that fail at once.
+FAILURE_BACKOFF_S = 0.05
+
+
+def _never_sent(error: grpc.RpcError) -> bool:
+    """Whether gRPC says the call never reached a server (no connection could be made): then
+    the write certainly had no effect. Anything else - a deadline, a reset mid-call - may
+    have reached the node."""
+    code = error.code() if isinstance(error, grpc.Call) else None
+    details = (error.details() if isinstance(error, grpc.Call) else "") or ""
+    return code == grpc.StatusCode.UNAVAILABLE and (
+        "failed to connect" in details.lower() or "connection refused" in details.lower()
+    )
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class WorkloadConfig:
     think_s: float = 0.0
     partitions: int = 1
     replication_factor: int = 1
+    mix: tuple[tuple[Kind, int], ...] = MIX
 
 
 @dataclass
@@ -144,8 +165,8 @@ class Client(threading.Thread):
 
     def run(self) -> None:
         try:
-            kinds = [k for k, _ in MIX]
-            weights = [w for _, w in MIX]
+            kinds = [k for k, _ in self.config.mix]
+            weights = [w for _, w in self.config.mix]
             while not self.stop_event.is_set():
                 kind = self.rng.choices(kinds, weights)[0]
                 name = self.rng.choice(self.config.names)
@@ -192,13 +213,15 @@ class Client(threading.Thread):
         invoke_ns = time.monotonic_ns()
         try:
             response = self._call(kind, name, topic_id, target)
-        except grpc.RpcError:
+        except grpc.RpcError as exc:
             response = None
+            failure = exc
         complete_ns = time.monotonic_ns()
         if response is None:
             if not target.is_broker:
                 self.leader = self.rng.choice(self.controllers)  # maybe it is down: try another
-            if is_read:
+            self.stop_event.wait(FAILURE_BACKOFF_S)
+            if is_read or _never_sent(failure):
                 return
             self.recorder.add(
                 Operation(
@@ -208,7 +231,10 @@ class Client(threading.Thread):
             )  # fmt: skip
             return
         self._follow(response)
-        status, error, result_id, listed = self._outcome(kind, response)
+        outcome = self._outcome(kind, response)
+        if outcome is None:
+            return  # refused before anything was appended: no effect, no information
+        status, error, result_id, listed = outcome
         if status is Status.UNKNOWN and is_read:
             return
         if result_id is not None:
@@ -226,7 +252,7 @@ class Client(threading.Thread):
                 name=None if kind is Kind.LIST else name,
                 topic_id=topic_id if topic_id is not None else result_id,
                 error=error,
-                offset=response.metadata_offset if status is not Status.UNKNOWN else None,
+                offset=self._offset(kind, status, response),
                 listed=listed,
                 node=target.name,
                 wall_invoke=wall_invoke,
@@ -234,11 +260,23 @@ class Client(threading.Thread):
             )
         )
 
+    @staticmethod
+    def _offset(kind: Kind, status: Status, response: Any) -> int | None:
+        """The offset the answer carried: a created topic's TopicRecord offset (its
+        ``creation_offset``; the batch's last offset may be a PartitionRecord's), else the
+        answer's ``metadata_offset`` (the committing offset of a delete, the image offset of
+        a read)."""
+        if status is not Status.OK:
+            return None
+        if kind is Kind.CREATE:
+            return int(response.topics[0].creation_offset)
+        return int(response.metadata_offset)
+
     def _call(self, kind: Kind, name: str, topic_id: str | None, target: Endpoint) -> Any:
         stub = self._stub(target)
         timeout = self.config.call_timeout_s
         if kind is Kind.CREATE:
-            request = admin_pb2.CreateTopicsRequest(
+            create = admin_pb2.CreateTopicsRequest(
                 topics=[
                     admin_pb2.CreatableTopic(
                         name=name,
@@ -247,32 +285,35 @@ class Client(threading.Thread):
                     )
                 ]
             )
-            return stub.CreateTopics(request, timeout=timeout)
-        if kind is Kind.DELETE_NAME:
-            request = admin_pb2.DeleteTopicsRequest(topics=[admin_pb2.DeletableTopic(name=name)])
-            return stub.DeleteTopics(request, timeout=timeout)
-        if kind is Kind.DELETE_ID:
-            assert topic_id is not None
-            request = admin_pb2.DeleteTopicsRequest(
-                topics=[admin_pb2.DeletableTopic(topic_id=Uuid.parse(topic_id).bytes)]
+            return stub.CreateTopics(create, timeout=timeout)
+        if kind in (Kind.DELETE_NAME, Kind.DELETE_ID):
+            deletable = (
+                admin_pb2.DeletableTopic(name=name)
+                if kind is Kind.DELETE_NAME
+                else admin_pb2.DeletableTopic(topic_id=Uuid.parse(topic_id or "").bytes)
             )
-            return stub.DeleteTopics(request, timeout=timeout)
-        if kind is Kind.DESCRIBE_NAME:
-            request = admin_pb2.DescribeTopicsRequest(topics=[admin_pb2.TopicRef(name=name)])
-            return stub.DescribeTopics(request, timeout=timeout)
-        if kind is Kind.DESCRIBE_ID:
-            assert topic_id is not None
-            request = admin_pb2.DescribeTopicsRequest(
-                topics=[admin_pb2.TopicRef(topic_id=Uuid.parse(topic_id).bytes)]
+            delete = admin_pb2.DeleteTopicsRequest(topics=[deletable])
+            return stub.DeleteTopics(delete, timeout=timeout)
+        if kind in (Kind.DESCRIBE_NAME, Kind.DESCRIBE_ID):
+            ref = (
+                admin_pb2.TopicRef(name=name)
+                if kind is Kind.DESCRIBE_NAME
+                else admin_pb2.TopicRef(topic_id=Uuid.parse(topic_id or "").bytes)
             )
-            return stub.DescribeTopics(request, timeout=timeout)
+            describe = admin_pb2.DescribeTopicsRequest(topics=[ref])
+            return stub.DescribeTopics(describe, timeout=timeout)
         return stub.ListTopics(admin_pb2.ListTopicsRequest(), timeout=timeout)
 
     def _outcome(
         self, kind: Kind, response: Any
-    ) -> tuple[Status, str | None, str | None, tuple[tuple[str, str], ...] | None]:
-        """(status, definite error name, topic id the answer carried, listed pairs)."""
+    ) -> tuple[Status, str | None, str | None, tuple[tuple[str, str], ...] | None] | None:
+        """(status, definite error name, topic id the answer carried, listed pairs), or None
+        for a write refused before anything was appended."""
         if response.error_code != ErrorCode.NONE:
+            if response.error_message.startswith(OUTCOME_UNKNOWN):
+                return Status.UNKNOWN, None, None, None
+            if response.error_code == ErrorCode.NOT_CONTROLLER:
+                return None
             return Status.UNKNOWN, None, None, None
         if kind is Kind.LIST:
             if response.next_cursor:
@@ -293,11 +334,13 @@ class Client(threading.Thread):
         except ValueError:
             code = None
         if code is ErrorCode.NONE:
-            if kind in (Kind.CREATE, Kind.DESCRIBE_NAME):
+            if kind in (Kind.CREATE, Kind.DESCRIBE_NAME, Kind.DELETE_NAME):
                 return Status.OK, None, _id_text(result.topic_id), None
             return Status.OK, None, None, None
         if code in DEFINITE_ERRORS:
             return Status.ERROR, DEFINITE_ERRORS[code], None, None
+        if kind in (Kind.CREATE, Kind.DELETE_NAME, Kind.DELETE_ID) and code is not None:
+            return None  # refused by validation: nothing was appended for this topic
         return Status.UNKNOWN, None, None, None
 
 

@@ -71,6 +71,9 @@ DEFAULT_TIMEOUT_S = 30.0
 # A read waiting for its min_metadata_offset waits at most this long, whatever its deadline.
 METADATA_OFFSET_WAIT_S_MAX = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
 
+# The start of every error message of a write that may or may not have happened.
+OUTCOME_UNKNOWN = "outcome unknown"
+
 # Negative controls of the fault harness (docs/faults.md#negative-controls): test-only switches,
 # read from the environment at start-up, that break linearizability on purpose so the history
 # checker is seen to catch it. A node with one on logs ``unsafe_switch_on`` at start. Never set
@@ -207,7 +210,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             response.metadata_offset = -1
         return response
 
-    def _not_controller(self) -> RequestRejected:
+    def _not_controller(self, *, appended: bool = False) -> RequestRejected:
+        """NOT_CONTROLLER naming the active controller. ``appended``: the change was appended
+        before this node lost its epoch, so a later leader may still commit it: the message
+        says its outcome is unknown (Kafka answers NOT_CONTROLLER alike)."""
         node = self._driver.node
         leader = node.leader_id
         if leader is None:
@@ -216,6 +222,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             address = self._voters.get(leader)
             text = f"this node is not the active controller; send writes to node {leader}" + (
                 f" at {address.host}:{address.port}" if address else ""
+            )
+        if appended:
+            text = (
+                f"{OUTCOME_UNKNOWN}: this node lost its leadership after appending the change, "
+                f"which a later leader may still commit (describe the topics to find out); {text}"
             )
         return RequestRejected(ErrorCode.NOT_CONTROLLER, text)
 
@@ -230,9 +241,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self,
         context: grpc.aio.ServicerContext,
         operation: Callable[[int], ControllerResult[T]],
+        *,
+        linearizable: bool = True,
     ) -> tuple[T, int]:
         """Run a controller operation as the active controller; wait until its records are
-        committed. Returns the answer and the committing metadata offset."""
+        committed. Returns the answer and the committing metadata offset.
+
+        An operation that appends nothing (every topic refused: TOPIC_ALREADY_EXISTS, ...)
+        was decided on the latest image, which may hold changes not committed yet; its answer
+        waits like a linearizable read (``_linearizable_offset``) until the image it was
+        decided on is committed, so a refusal never rests on a change that is then lost.
+        Heartbeats (``linearizable`` False) are answered at once, as Kafka's are: a broker
+        heartbeats again within its interval, and waiting would only delay its liveness."""
         driver = self._driver
         node = driver.node
         budget = self._budget_s(context)
@@ -245,23 +265,39 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             if not ready or not node.is_leader():
                 raise self._not_controller()
 
+        decided_on: list[int] = []
+
         def run(next_offset: int) -> tuple[tuple[Any, ...], T]:
+            decided_on.append(next_offset)  # the latest image ends just before it
             result = operation(next_offset)
             return result.records, result.response
 
         try:
             proposal, answer = await asyncio.wait_for(driver.submit(run, from_client=True), budget)
+            if proposal is None and not linearizable:
+                return answer, self._image().offset
             if proposal is None:
+                wanted = max(await self._linearizable_offset(budget), decided_on[0] - 1)
+                await self._wait_applied(wanted, budget)
                 return answer, self._image().offset
             if self._ack_before_commit:  # a negative control (UNSAFE_ACK_BEFORE_COMMIT_ENV)
                 return answer, proposal.last_offset
-            await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
         except NotLeaderError:
             raise self._not_controller() from None
         except TimeoutError:
             raise RequestRejected(
                 ErrorCode.REQUEST_TIMED_OUT,
-                "the change was not committed before the deadline; its outcome is unknown "
+                f"{OUTCOME_UNKNOWN}: the change was not run and committed before the deadline "
+                "(describe the topics to find out)",
+            ) from None
+        try:
+            await asyncio.wait_for(driver.wait_committed(proposal), self._budget_s(context))
+        except NotLeaderError:
+            raise self._not_controller(appended=True) from None
+        except TimeoutError:
+            raise RequestRejected(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"{OUTCOME_UNKNOWN}: the change was not committed before the deadline "
                 "(describe the topics to find out)",
             ) from None
         return answer, proposal.last_offset
@@ -285,17 +321,27 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         elif not self._driver.node.is_leader():
             raise self._not_controller()
         else:
-            try:
-                wanted = await self._driver.read_index(budget) - 1
-            except NotLeaderError:
-                raise self._not_controller() from None
-            except TimeoutError:
-                raise RequestRejected(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    "this controller could not confirm with a majority of the voters that it "
-                    "still leads before the deadline (cut off from the quorum?); retry, or ask "
-                    "another controller",
-                ) from None
+            wanted = await self._linearizable_offset(budget)
+        await self._wait_applied(wanted, budget)
+
+    async def _linearizable_offset(self, budget: float) -> int:
+        """The offset a linearizable read on this (leading) controller must have applied: its
+        high watermark once a majority confirmed it still leads (``RaftDriver.read_index``),
+        minus one."""
+        try:
+            return await self._driver.read_index(budget) - 1
+        except NotLeaderError:
+            raise self._not_controller() from None
+        except TimeoutError:
+            raise RequestRejected(
+                ErrorCode.REQUEST_TIMED_OUT,
+                "this controller could not confirm with a majority of the voters that it "
+                "still leads before the deadline (cut off from the quorum?); retry, or ask "
+                "another controller",
+            ) from None
+
+    async def _wait_applied(self, wanted: int, budget: float) -> None:
+        """Wait (bounded) until the committed image has applied offset ``wanted``."""
         if self._image().offset >= wanted:
             return
         reached = await self._driver.wait_for_offset(wanted, lambda: self._image().offset, budget)
@@ -613,6 +659,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             lambda next_offset: self._controller().broker_heartbeat(
                 heartbeat, next_offset=next_offset, now_ms=now
             ),
+            linearizable=False,
         )
         self._header(response, answer.error_code, answer.error_message or "")
         response.is_caught_up = answer.is_caught_up
