@@ -66,13 +66,13 @@ class FaultContext:
     rng: random.Random
     started: float = field(default_factory=time.monotonic)
     timeline: list[tuple[float, str]] = field(default_factory=list)
-    first_fault_ns: int | None = None
+    fault_times_ns: list[int] = field(default_factory=list)  # when each fault began
     paused: set[int] = field(default_factory=set)
 
     def note(self, what: str, fault: bool = True) -> None:
         self.timeline.append((round(time.monotonic() - self.started, 3), what))
-        if fault and self.first_fault_ns is None:
-            self.first_fault_ns = time.monotonic_ns()
+        if fault:
+            self.fault_times_ns.append(time.monotonic_ns())
 
     def hold(self, seconds: float) -> None:
         """Let the fault last ``seconds`` (the schedule, not a synchronisation)."""
@@ -160,6 +160,7 @@ class Report:
     acknowledged_writes: int = 0
     lost_writes: int = 0
     violations: int = 0
+    # From a fault to the next acknowledged write, the longest over the run's faults.
     fault_to_leader_s: float | None = None
     heal_to_caught_up_s: float | None = None
     elections: int = 0
@@ -231,10 +232,23 @@ def elections_in(records: list[Any]) -> int:
     return max(0, sum(isinstance(r.record, LeaderChangeMessage) for r in records) - 1)
 
 
-def wait_caught_up(cluster: ProcessCluster, timeout_s: float = CAUGHT_UP_TIMEOUT_S) -> int:
+def wait_caught_up(
+    cluster: ProcessCluster, timeout_s: float = CAUGHT_UP_TIMEOUT_S, at_least: int = 0
+) -> int:
     """Wait until every controller reports the same leader and epoch and a high watermark at
-    least the leader's when the wait began; returns that high watermark."""
-    leader_id, epoch, target = cluster.wait_for_leader(timeout_s=timeout_s)
+    least the leader's own (itself at least ``at_least``) when the wait began; returns that
+    high watermark."""
+
+    def leader_view() -> tuple[int, int, int] | None:
+        found = cluster.leader()
+        if found is None:
+            return None
+        answer = cluster.describe(found[0])  # the leader's own high watermark, not a follower's
+        if answer.leader_id != found[0] or answer.high_watermark < at_least:
+            return None
+        return answer.leader_id, answer.leader_epoch, answer.high_watermark
+
+    leader_id, epoch, target = wait_until(leader_view, timeout_s, "a leader with a high watermark")
 
     def caught_up() -> bool:
         for node_id in cluster.controller_ids:
@@ -363,11 +377,18 @@ def _run_with_brokers(
         )
     finally:
         workload.stop()
-    high_watermark = wait_caught_up(cluster)
-    if context.first_fault_ns is not None:
-        acked = first_ack_after(workload.history(), context.first_fault_ns)
-        if acked is not None:
-            report.fault_to_leader_s = round((acked - context.first_fault_ns) / 1e9, 3)
+    acknowledged = [
+        o.offset for o in workload.history() if o.status is Status.OK and o.offset is not None
+    ]
+    high_watermark = wait_caught_up(cluster, at_least=max(acknowledged, default=-1) + 1)
+    # The worst fault: the longest wait from a fault to the next acknowledged write.
+    waits = [
+        (acked - began) / 1e9
+        for began in context.fault_times_ns
+        if (acked := first_ack_after(workload.history(), began)) is not None
+    ]
+    if waits:
+        report.fault_to_leader_s = round(max(waits), 3)
     report.timeline = context.timeline
     _check(
         cluster=cluster,
@@ -392,8 +413,14 @@ def _check(
 ) -> None:
     logs = {n: committed_log(cluster, n, high_watermark) for n in cluster.controller_ids}
     witnesses = {f"controller-{n}": witness_of(records) for n, records in logs.items()}
-    first = witnesses[f"controller-{cluster.controller_ids[0]}"]
-    report.elections = elections_in(logs[cluster.controller_ids[0]])
+    # Where each log begins: a node that loaded a snapshot keeps no log before it.
+    starts = {
+        f"controller-{n}": records[0].offset if records else high_watermark
+        for n, records in logs.items()
+    }
+    fullest = min(starts, key=lambda node: starts[node])
+    first = witnesses[fullest]
+    report.elections = elections_in(logs[int(fullest.split("-")[1])])
     on_controllers = [o for o in history if not (o.node or "").startswith("broker-")]
     on_brokers = [o for o in history if (o.node or "").startswith("broker-")]
     report.operations = sum(o.status is not Status.UNKNOWN for o in history)
@@ -404,11 +431,11 @@ def _check(
     if not result.ok:
         report.violations = 1
         report.problems.append(describe_violation(result))
-    lost = check_witness(on_controllers, witnesses)
+    lost = check_witness(on_controllers, witnesses, starts)
     report.lost_writes = len(lost)
     report.problems.extend(lost)
-    report.problems.extend(check_lists(on_controllers, first))
-    report.problems.extend(check_lists(on_brokers, first))
+    report.problems.extend(check_lists(on_controllers, first, starts[fullest]))
+    report.problems.extend(check_lists(on_brokers, first, starts[fullest]))
     report.problems.extend(check_monotonic_reads(history))
     if scenario.after is not None:
         report.problems.extend(scenario.after(context))
