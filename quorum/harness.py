@@ -50,6 +50,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _hold_port(held: list[socket.socket]) -> int:
+    """A free port on 127.0.0.1, kept bound (in ``held``) until the caller closes it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.append(sock)
+    sock.bind(("127.0.0.1", 0))
+    return int(sock.getsockname()[1])
+
+
 def wait_until(
     condition: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.02
 ) -> T:
@@ -281,10 +289,20 @@ class ProcessCluster:
         ]
 
     def __post_init__(self) -> None:
+        # Every node's port stays bound here until all configs are written, so the proxy's
+        # link ports (bound meanwhile) can never take one of them.
+        held: list[socket.socket] = []
+        try:
+            self._write_configs(held)
+        finally:
+            for sock in held:
+                sock.close()
+
+    def _write_configs(self, held: list[socket.socket]) -> None:
         assert self.security in ("ssl", "plaintext"), self.security
         if self.security == "ssl":
             self.certs = ClusterCerts(self.root / "certs", self.cluster_id)
-        ports = {n: free_port() for n in range(1, self.voters + 1)}
+        ports = {n: _hold_port(held) for n in range(1, self.voters + 1)}
         for node_id, port in ports.items():
             data_dir = self.root / f"controller-{node_id}"
             config = self.root / f"controller-{node_id}.toml"
@@ -303,7 +321,7 @@ class ProcessCluster:
                 node_id, port, config, data_dir, self.root / f"controller-{node_id}.log"
             )
         for node_id in range(101, 101 + self.brokers):
-            port = free_port()
+            port = _hold_port(held)
             data_dir = self.root / f"broker-{node_id}"
             config = self.root / f"broker-{node_id}.toml"
             self.write_config(

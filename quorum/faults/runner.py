@@ -38,6 +38,7 @@ from quorum.faults.checker import (
     check_witness,
     describe_violation,
 )
+from quorum.faults.disks import FSYNC_POINTS, fill, fiu_enable, fiu_prefix, release, tmpfs
 from quorum.faults.history import Kind, Operation, Status, to_jsonl
 from quorum.faults.proxy import FaultProxy
 from quorum.faults.workload import Endpoint, Workload, WorkloadConfig, first_ack_after
@@ -54,6 +55,7 @@ FAULT_SETTINGS: dict[str, Any] = {
     "controller.quorum.request.timeout.ms": 1000,
 }
 CAUGHT_UP_TIMEOUT_S = 30.0
+TMPFS_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -68,6 +70,8 @@ class FaultContext:
     timeline: list[tuple[float, str]] = field(default_factory=list)
     fault_times_ns: list[int] = field(default_factory=list)  # when each fault began
     paused: set[int] = field(default_factory=set)
+    disk: tuple[int, Path] | None = None  # the node whose data sits on a small tmpfs
+    exits: dict[int, int] = field(default_factory=dict)  # exit codes of nodes that stopped
 
     def note(self, what: str, fault: bool = True) -> None:
         self.timeline.append((round(time.monotonic() - self.started, 3), what))
@@ -109,6 +113,34 @@ class FaultContext:
         process.send_signal(signal.SIGCONT)
         self.paused.discard(node_id)
 
+    def wait_exit(self, node_id: int, timeout_s: float = 15) -> int:
+        """Wait until node ``node_id`` exits by itself (a failed fsync, a full disk)."""
+        process = self.cluster.nodes[node_id].process
+        assert process is not None
+        wait_until(lambda: process.poll() is not None, timeout_s, f"node {node_id} to exit")
+        code = process.returncode
+        self.exits[node_id] = code
+        self.note(f"node {node_id} exited with {code}", fault=False)
+        return code
+
+    def fail_fsync(self, node_id: int) -> None:
+        """From now on every fsync of node ``node_id`` fails with EIO (libfiu)."""
+        self.note(f"fsync fails with EIO on {node_id}")
+        process = self.cluster.nodes[node_id].process
+        assert process is not None
+        for point in FSYNC_POINTS:
+            fiu_enable(process.pid, point)
+
+    def fill_disk(self) -> None:
+        assert self.disk is not None
+        self.note(f"disk of {self.disk[0]} full")
+        fill(self.disk[1])
+
+    def release_disk(self) -> None:
+        assert self.disk is not None
+        self.note(f"disk of {self.disk[0]} has room again", fault=False)
+        release(self.disk[1])
+
     def partition(self, *groups: list[int]) -> None:
         self.note(f"partition {' | '.join(','.join(map(str, g)) for g in groups)}")
         self.proxy.partition(*[[str(n) for n in g] for g in groups])
@@ -126,8 +158,11 @@ class FaultContext:
         self.proxy.heal()
 
     def heal_all(self) -> None:
-        """Undo every fault: network healed, paused nodes resumed, dead nodes restarted."""
+        """Undo every fault: network healed, paused nodes resumed, a full disk emptied, dead
+        nodes restarted (without fault injection)."""
         self.heal()
+        if self.disk is not None:
+            release(self.disk[1])
         for node_id in sorted(self.paused):
             self.resume(node_id)
         for node_id, node in self.cluster.nodes.items():
@@ -149,6 +184,13 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     # Extra checks after the run (e.g. a broker's directories); return problems.
     after: Callable[[FaultContext], list[str]] | None = None
+    # Controllers started under libfiu (``quorum.faults.disks``), to fail their fsyncs later.
+    fiu: bool = False
+    # "controller" / "broker": one such node (chosen by the seed) keeps its data on a small
+    # tmpfs, to fill up later.
+    disk: str | None = None
+    # The fault must not cost the leader its epoch (leader stickiness, pre-vote: I14).
+    no_election: bool = False
 
 
 @dataclass
@@ -235,32 +277,27 @@ def elections_in(records: list[Any]) -> int:
 def wait_caught_up(
     cluster: ProcessCluster, timeout_s: float = CAUGHT_UP_TIMEOUT_S, at_least: int = 0
 ) -> int:
-    """Wait until every controller reports the same leader and epoch and a high watermark at
-    least the leader's own (itself at least ``at_least``) when the wait began; returns that
-    high watermark."""
+    """Wait until the leader's high watermark is at least ``at_least`` and every voter's log
+    reaches it, as the leader reports them (a follower forwards DescribeQuorum to the leader,
+    and a voter's log end offset is what its last Fetch asked for: durable on that voter).
+    Returns that high watermark."""
 
-    def leader_view() -> tuple[int, int, int] | None:
+    def caught_up() -> int | None:
         found = cluster.leader()
         if found is None:
             return None
-        answer = cluster.describe(found[0])  # the leader's own high watermark, not a follower's
-        if answer.leader_id != found[0] or answer.high_watermark < at_least:
+        answer = cluster.describe(found[0])
+        if answer.error_code != 0 or answer.high_watermark < at_least:
             return None
-        return answer.leader_id, answer.leader_epoch, answer.high_watermark
+        target = int(answer.high_watermark)
+        voters = {v.replica_id: v.log_end_offset for v in answer.current_voters}
+        if set(voters) != set(cluster.controller_ids):
+            return None
+        if any(end < target for end in voters.values()):
+            return None
+        return target
 
-    leader_id, epoch, target = wait_until(leader_view, timeout_s, "a leader with a high watermark")
-
-    def caught_up() -> bool:
-        for node_id in cluster.controller_ids:
-            answer = cluster.describe(node_id)
-            if (answer.leader_id, answer.leader_epoch) != (leader_id, epoch):
-                return False
-            if answer.high_watermark < target:
-                return False
-        return True
-
-    wait_until(caught_up, timeout_s, f"every controller caught up to {target}")
-    return target
+    return wait_until(caught_up, timeout_s, f"every controller caught up (to {at_least} or more)")
 
 
 # ----- one run --------------------------------------------------------------------------------
@@ -295,13 +332,11 @@ def _brokers_for(cluster: ProcessCluster, scenario: Scenario) -> Iterator[None]:
         test_brokers.stop()
 
 
-def run_scenario(
-    scenario: Scenario, seed: int, root: Path, *, fault_seconds_scale: float = 1.0
-) -> Report:
+def run_scenario(scenario: Scenario, seed: int, root: Path) -> Report:
     """Run ``scenario`` from ``seed`` under ``root``; the report says whether it passed."""
     report = Report(scenario.name, seed)
     rng = random.Random(seed)
-    with FaultProxy(seed) as proxy:
+    with FaultProxy(seed) as proxy, contextlib.ExitStack() as mounts:
         cluster = ProcessCluster(
             root,
             settings={**FAULT_SETTINGS, **scenario.settings},
@@ -309,28 +344,40 @@ def run_scenario(
             broker_settings={**FAULT_SETTINGS, **scenario.settings},
             proxy=proxy,
         )
+        context = FaultContext(cluster, proxy, rng)
         try:
+            if scenario.disk is not None:
+                # A small tmpfs under one node's data (before it is formatted), to fill later.
+                ids = cluster.broker_ids if scenario.disk == "broker" else cluster.controller_ids
+                node_id = rng.choice(ids)
+                node = cluster.nodes[node_id]
+                path = node.log_dir if scenario.disk == "broker" else node.data_dir
+                mounts.enter_context(tmpfs(path, TMPFS_BYTES))
+                context.disk = (node_id, path)
             cluster.format()
             for node_id in cluster.nodes:
-                env = scenario.env if node_id in cluster.controller_ids else {}
-                cluster.start(node_id, env=env)
+                is_controller = node_id in cluster.controller_ids
+                cluster.start(
+                    node_id,
+                    env=scenario.env if is_controller else {},
+                    prefix=fiu_prefix() if scenario.fiu and is_controller else (),
+                )
             cluster.wait_for_leader(timeout_s=30)
             with _brokers_for(cluster, scenario):
                 _run_with_brokers(
                     cluster=cluster,
-                    proxy=proxy,
+                    context=context,
                     scenario=scenario,
                     seed=seed,
-                    rng=rng,
                     report=report,
                     root=root,
                 )
-        except BaseException:
-            report.problems.append("the run failed before its checks (see the node logs)")
+        except Exception as exc:  # the report says it failed, with the logs to see why
+            report.timeline = context.timeline
+            report.problems.append(f"the run failed before its checks: {exc}")
             for node_id, node in cluster.nodes.items():
                 tail = cluster.logs(node_id)[-3000:]
                 report.problems.append(f"---- {node.role} {node_id} log tail ----\n{tail}")
-            raise
         finally:
             cluster.stop_all()
     return report
@@ -339,10 +386,9 @@ def run_scenario(
 def _run_with_brokers(
     *,
     cluster: ProcessCluster,
-    proxy: FaultProxy,
+    context: FaultContext,
     scenario: Scenario,
     seed: int,
-    rng: random.Random,
     report: Report,
     root: Path,
 ) -> None:
@@ -354,7 +400,6 @@ def _run_with_brokers(
         scenario.workload,
         brokers=brokers,
     )
-    context = FaultContext(cluster, proxy, rng)
     workload.start()
     try:
         wait_until(
@@ -437,6 +482,10 @@ def _check(
     report.problems.extend(check_lists(on_controllers, first, starts[fullest]))
     report.problems.extend(check_lists(on_brokers, first, starts[fullest]))
     report.problems.extend(check_monotonic_reads(history))
+    if scenario.no_election and report.elections:
+        report.problems.append(
+            f"{report.elections} election(s): this fault must not depose a live leader (I14)"
+        )
     if scenario.after is not None:
         report.problems.extend(scenario.after(context))
     history_file = root / "history.jsonl"

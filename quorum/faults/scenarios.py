@@ -211,6 +211,46 @@ def slow_fsync(ctx: FaultContext) -> None:
     ctx.hold(3.0)
 
 
+def _fsync_fails_on(ctx: FaultContext, node_id: int) -> None:
+    ctx.fail_fsync(node_id)
+    ctx.wait_exit(node_id)  # fsyncgate: no retry of a failed fsync, the process stops
+    ctx.hold(_short(ctx))
+    ctx.restart(node_id)  # without libfiu: recovery rereads what is really on disk
+
+
+def leader_fsync_fails(ctx: FaultContext) -> None:
+    _fsync_fails_on(ctx, ctx.leader())
+
+
+def follower_fsync_fails(ctx: FaultContext) -> None:
+    leader = ctx.leader()
+    _fsync_fails_on(ctx, ctx.rng.choice(ctx.followers(leader)))
+
+
+def controller_disk_full(ctx: FaultContext) -> None:
+    """The disk of one controller fills up: it stops (it cannot append, so it acknowledges
+    nothing it could not write) and comes back once there is room."""
+    assert ctx.disk is not None
+    node_id = ctx.disk[0]
+    ctx.fill_disk()
+    ctx.wait_exit(node_id, timeout_s=20)
+    ctx.hold(_short(ctx))
+    ctx.release_disk()
+    ctx.restart(node_id)
+
+
+def stopped_on_purpose(ctx: FaultContext) -> list[str]:
+    """Each node that stopped by itself exited non-zero and said why in its log."""
+    problems: list[str] = []
+    for node_id, code in ctx.exits.items():
+        log = ctx.cluster.logs(node_id)
+        if code == 0:
+            problems.append(f"node {node_id} exited 0 after a disk fault: it should fail")
+        if not any(word in log for word in ("Input/output error", "EIO", "No space left")):
+            problems.append(f"node {node_id}'s log does not name the disk error")
+    return problems
+
+
 # ----- brokers --------------------------------------------------------------------------------
 
 
@@ -228,6 +268,18 @@ def broker_paused(ctx: FaultContext) -> None:
     ctx.pause(broker)
     ctx.hold(4.0)
     ctx.resume(broker)
+
+
+def broker_disk_full(ctx: FaultContext) -> None:
+    """The broker's log dir fills up while topics are deleted (moved to ``deleting/``) and
+    recreated; room comes back after 3 s (a broker that stopped is restarted by the heal)."""
+    ctx.fill_disk()
+    ctx.hold(3.0)
+    ctx.release_disk()
+
+
+def broker_survived_a_full_disk(ctx: FaultContext) -> list[str]:
+    return stopped_on_purpose(ctx) + broker_directories_match(ctx)
 
 
 def broker_directories_match(ctx: FaultContext) -> list[str]:
@@ -291,6 +343,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "follower-isolated",
         follower_isolated,
         "the majority keeps serving; the follower catches up after the heal",
+        no_election=True,
     ),
     Scenario(
         "rolling-split",
@@ -301,21 +354,25 @@ SCENARIOS: tuple[Scenario, ...] = (
         "bridge-leader-in-middle",
         bridge_leader_in_the_middle,
         "A-B, B-C but not A-C with the leader B: nothing is disturbed",
+        no_election=True,
     ),
     Scenario(
         "bridge-leader-at-end",
         bridge_leader_at_one_end,
         "A-B, B-C but not A-C with the leader A: C cannot depose it (pre-vote, stickiness)",
+        no_election=True,
     ),
     Scenario(
         "one-way-follower-to-leader",
         one_way_follower_to_leader,
         "one-way loss: a follower whose Fetches vanish does not disrupt the leader",
+        no_election=True,
     ),
     Scenario(
         "one-way-leader-out",
         one_way_leader_out,
         "one-way loss: a leader whose own requests vanish keeps leading through Fetches",
+        no_election=True,
     ),
     Scenario("slow-network", slow_network, "20-60 ms of delay on every link: correct, slower"),
     Scenario(
@@ -332,6 +389,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "kill-follower",
         kill_follower,
         "kill -9 of a follower: the majority serves; the follower recovers its log",
+        no_election=True,
     ),
     Scenario(
         "kill-random-repeatedly",
@@ -353,6 +411,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "pause-follower",
         pause_follower,
         "SIGSTOP of a follower: it resumes and catches up",
+        no_election=True,
     ),
     Scenario(
         "isolate-then-kill",
@@ -379,6 +438,31 @@ SCENARIOS: tuple[Scenario, ...] = (
         slow_fsync,
         "fsync 150 ms slower on every controller: commits slow down, no election",
         env={"METAQUORUM_TEST_FSYNC_DELAY_MS": "150"},
+        no_election=True,
+    ),
+    Scenario(
+        "leader-fsync-eio",
+        leader_fsync_fails,
+        "fsync fails (EIO, libfiu) on the leader: it exits without retrying the fsync and "
+        "never acknowledges what was not durable; a new leader serves",
+        fiu=True,
+        after=stopped_on_purpose,
+    ),
+    Scenario(
+        "follower-fsync-eio",
+        follower_fsync_fails,
+        "fsync fails on a follower: it exits, the majority serves, it recovers after restart",
+        fiu=True,
+        after=stopped_on_purpose,
+        no_election=True,
+    ),
+    Scenario(
+        "controller-disk-full",
+        controller_disk_full,
+        "ENOSPC (a 16 MiB tmpfs filled) on one controller: it stops, nothing acknowledged is "
+        "lost, it recovers once there is room",
+        disk="controller",
+        after=stopped_on_purpose,
     ),
     Scenario(
         "broker-partitioned",
@@ -397,6 +481,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         workload=_BROKER_WORKLOAD,
         settings={"broker.session.timeout.ms": 2500, "broker.heartbeat.interval.ms": 500},
         after=broker_directories_match,
+    ),
+    Scenario(
+        "broker-disk-full",
+        broker_disk_full,
+        "a broker's log dir full (ENOSPC) while it moves partitions to deleting/ and creates "
+        "new ones: no live partition lost, the directories reconcile once there is room",
+        brokers=1,
+        workload=_BROKER_WORKLOAD,
+        disk="broker",
+        after=broker_survived_a_full_disk,
     ),
 )
 

@@ -9,6 +9,7 @@ easy to find with grep.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 # Negative control (docs/invariants.md#negative-controls): when True, the fsync helpers return
@@ -16,6 +17,11 @@ from pathlib import Path
 # power-loss emulation (``SegmentedLog.simulate_crash``) shows the data was never durable. A test
 # that turns this on must see I6/I8 fail under F12. Never set outside tests.
 UNSAFE_SKIP_FSYNC = False
+
+# A fault of the fault harness (docs/faults.md): a slow disk. Read once at start-up from the
+# environment; every ``fsync_fd`` then takes this much longer. Zero (unset) costs nothing.
+TEST_FSYNC_DELAY_ENV = "METAQUORUM_TEST_FSYNC_DELAY_MS"
+_TEST_FSYNC_DELAY_S = int(os.environ.get(TEST_FSYNC_DELAY_ENV, "0") or 0) / 1000
 
 
 def fsync_fd(fd: int) -> bool:
@@ -27,6 +33,8 @@ def fsync_fd(fd: int) -> bool:
     """
     if UNSAFE_SKIP_FSYNC:
         return False
+    if _TEST_FSYNC_DELAY_S:
+        time.sleep(_TEST_FSYNC_DELAY_S)  # the log flush runs in a worker thread
     # fdatasync also flushes the metadata needed to read the data back (the file size), which is
     # all a log append needs; mtime is not worth a journal commit.
     os.fdatasync(fd)
