@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,12 +65,20 @@ def fiu_disable(pid: int, name: str) -> None:
     )
 
 
+@functools.cache
 def tmpfs_available() -> str | None:
-    """None if this process may mount a tmpfs, else why not."""
+    """None if this process can mount a tmpfs (tried once, on a scratch directory), else why
+    not: not root, no mount(8), or a container that refuses mounts."""
     if os.geteuid() != 0:
         return "mounting a tmpfs needs root (scripts/test runs as root in CI)"
     if shutil.which("mount") is None or shutil.which("umount") is None:
         return "mount/umount are not installed"
+    with tempfile.TemporaryDirectory(prefix="tmpfs-probe-") as scratch:
+        try:
+            with tmpfs(Path(scratch), 1 << 20):
+                pass
+        except subprocess.CalledProcessError as exc:
+            return f"mount -t tmpfs was refused here: {exc.stderr.decode(errors='replace')}"
     return None
 
 

@@ -113,6 +113,14 @@ class FaultContext:
         process.send_signal(signal.SIGCONT)
         self.paused.discard(node_id)
 
+    def broker_fenced(self, broker_id: int) -> bool | None:
+        """Whether the controllers see broker ``broker_id`` as fenced (None: not registered)."""
+        with self.cluster.admin(timeout_s=5) as admin:
+            for broker in admin.describe_cluster().brokers:
+                if broker.broker_id == broker_id:
+                    return bool(broker.is_fenced)
+        return None
+
     def wait_exit(self, node_id: int, timeout_s: float = 15) -> int:
         """Wait until node ``node_id`` exits by itself (a failed fsync, a full disk)."""
         process = self.cluster.nodes[node_id].process

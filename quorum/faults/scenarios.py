@@ -263,11 +263,26 @@ def broker_partitioned(ctx: FaultContext) -> None:
 
 
 def broker_paused(ctx: FaultContext) -> None:
-    """A broker paused past its session timeout: fenced, then back and caught up."""
+    """A broker paused past its session timeout: fenced, then back, unfenced and caught up."""
     broker = ctx.cluster.broker_ids[0]
     ctx.pause(broker)
-    ctx.hold(4.0)
+    wait_until(lambda: ctx.broker_fenced(broker), 15, f"broker {broker} fenced while paused")
+    ctx.note(f"broker {broker} fenced", fault=False)
+    ctx.hold(1.0)
     ctx.resume(broker)
+    wait_until(lambda: ctx.broker_fenced(broker) is False, 15, f"broker {broker} unfenced")
+    ctx.note(f"broker {broker} unfenced", fault=False)
+
+
+def kill_broker_during_moves(ctx: FaultContext) -> None:
+    """kill -9 of a real broker at random moments while topics are deleted and recreated
+    (partitions being moved to ``deleting/``, created, removed), restarted each time."""
+    broker = ctx.cluster.broker_ids[0]
+    for _ in range(3):
+        ctx.hold(ctx.rng.uniform(0.2, 0.8))
+        ctx.kill(broker)
+        ctx.hold(_short(ctx))
+        ctx.restart(broker)
 
 
 def broker_disk_full(ctx: FaultContext) -> None:
@@ -480,6 +495,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         brokers=1,
         workload=_BROKER_WORKLOAD,
         settings={"broker.session.timeout.ms": 2500, "broker.heartbeat.interval.ms": 500},
+        after=broker_directories_match,
+    ),
+    Scenario(
+        "kill-broker-during-moves",
+        kill_broker_during_moves,
+        "kill -9 of a broker while it moves partitions to deleting/: after restarts its "
+        "directories match the image (recovery of interrupted moves, I11)",
+        brokers=1,
+        workload=_BROKER_WORKLOAD,
+        settings={"delete.topic.delay.ms": 200},
         after=broker_directories_match,
     ),
     Scenario(

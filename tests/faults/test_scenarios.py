@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from quorum.faults.disks import fiu_available, tmpfs_available
 from quorum.faults.runner import Report, Scenario, run_scenario
 from quorum.faults.scenarios import NEGATIVE_CONTROLS, SCENARIOS
 
@@ -37,6 +38,10 @@ def _record(report: Report) -> None:
     ("index", "scenario"), list(enumerate(SCENARIOS)), ids=[s.name for s in SCENARIOS]
 )
 def test_scenario(index: int, scenario: Scenario, tmp_path: Path) -> None:
+    if scenario.fiu and (reason := fiu_available()):
+        pytest.skip(reason)
+    if scenario.disk and (reason := tmpfs_available()):
+        pytest.skip(reason)
     report = run_scenario(scenario, _seed(index), tmp_path)
     _record(report)
     print(report.summary())
