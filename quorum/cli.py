@@ -636,6 +636,12 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
             f"'{role} start' needs the {role} role"
         )
     configure_logging(role)
+    # `kill -USR1 <pid>` prints every thread's stack to stderr (the node's log), like a JVM's
+    # thread dump: how to see where a node that stopped answering is stuck.
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     run = run_controller if role == "controller" else run_broker
     try:
         return asyncio.run(run(config))

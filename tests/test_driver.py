@@ -269,6 +269,36 @@ def test_waiting_reads_wake_by_offset_and_are_bounded(
     asyncio.run(main())
 
 
+def test_hundreds_of_waiters_timing_out_together_leave_the_loop_running(tmp_path: Path) -> None:
+    """Reads queued at a leader that was paused all time out at once when it resumes. The loop
+    must keep turning: linearizable reads (``read_index``) and later waits still complete, and
+    the waiters that gave up are gone."""
+
+    async def main() -> None:
+        driver, task = await leading_driver(tmp_path)
+        never = [
+            asyncio.ensure_future(driver.wait_for(lambda: False, 0.05 + (i % 7) / 1000))
+            for i in range(500)
+        ]
+        reads = [asyncio.ensure_future(driver.read_index(5)) for _ in range(50)]
+        assert not any(await asyncio.gather(*never))
+        indexes = await asyncio.gather(*reads)
+        assert all(index == driver.node.high_watermark for index in indexes)
+        flag = [False]
+        later = asyncio.ensure_future(driver.wait_for(lambda: flag[0], 5))
+        await asyncio.sleep(0.01)
+        flag[0] = True
+        await driver.propose(records(1, "after"))
+        assert await later is True
+        await driver.propose(records(1, "tick"))  # one more turn drops the waiters that left
+        assert driver._condition_waiters == []
+        with pytest.raises(ValueError, match="boom"):
+            await driver.wait_for(lambda: (_ for _ in ()).throw(ValueError("boom")), 1)
+        await stop(driver, task)
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize(
     ("failure", "event", "level", "text"),
     [

@@ -311,6 +311,23 @@ def wait_caught_up(
 # ----- one run --------------------------------------------------------------------------------
 
 
+def _dump_stacks(cluster: ProcessCluster) -> None:
+    """Ask every live node for a thread dump (SIGUSR1, faulthandler) into its log, and wait
+    (bounded) until the dumps are written."""
+    sizes = {}
+    for node_id, node in cluster.nodes.items():
+        if node.alive and node.process is not None:
+            sizes[node_id] = len(cluster.logs(node_id))
+            with contextlib.suppress(OSError):
+                node.process.send_signal(signal.SIGUSR1)
+    with contextlib.suppress(AssertionError):
+        wait_until(
+            lambda: all("Thread 0x" in cluster.logs(n)[size:] for n, size in sizes.items()),
+            5,
+            "thread dumps written",
+        )
+
+
 def _endpoints(cluster: ProcessCluster) -> tuple[list[Endpoint], list[Endpoint]]:
     controllers = [
         Endpoint(f"controller-{n}", cluster.nodes[n].address, n) for n in cluster.controller_ids
@@ -383,8 +400,9 @@ def run_scenario(scenario: Scenario, seed: int, root: Path) -> Report:
         except Exception as exc:  # the report says it failed, with the logs to see why
             report.timeline = context.timeline
             report.problems.append(f"the run failed before its checks: {exc}")
+            _dump_stacks(cluster)
             for node_id, node in cluster.nodes.items():
-                tail = cluster.logs(node_id)[-3000:]
+                tail = cluster.logs(node_id)[-12000:]
                 report.problems.append(f"---- {node.role} {node_id} log tail ----\n{tail}")
         finally:
             cluster.stop_all()

@@ -179,6 +179,14 @@ class _Turn:
         self.longest_cpu_without_gc_s = max(self.longest_cpu_without_gc_s, cpu_s - gc_s)
 
 
+@dataclass
+class _ConditionWaiter:
+    """A caller of ``RaftDriver.wait_for``."""
+
+    condition: Callable[[], bool]
+    future: asyncio.Future[None]
+
+
 @dataclass(order=True)
 class _OffsetWaiter:
     """A read waiting until ``applied_offset() >= offset`` (kept in a heap by offset)."""
@@ -242,7 +250,8 @@ class RaftDriver:
         self._records_since_freeze = 0
         self.gc_freezes = 0
         self.slow_turn_ms = node.config.fetch_timeout_ms / 10
-        self._state_changed = asyncio.Condition()
+        # Callers of ``wait_for``: each condition is checked after every turn.
+        self._condition_waiters: list[_ConditionWaiter] = []
 
     # ----- API for handlers ------------------------------------------------------------------
 
@@ -387,13 +396,52 @@ class RaftDriver:
                 first.future.set_result(None)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait until ``condition()`` holds after some Ready; False on timeout."""
-        async with self._state_changed:
-            try:
-                await asyncio.wait_for(self._state_changed.wait_for(condition), timeout_s)
-            except TimeoutError:
-                return False
+        """Wait until ``condition()`` holds after some Ready; False on timeout. The loop checks
+        every waiting condition after each turn, so a condition must be cheap; one that raises
+        raises here. At most ``METADATA_OFFSET_WAITERS_MAX`` callers wait at once
+        (``TooManyWaitersError``).
+
+        A plain future per caller, not an ``asyncio.Condition``: on Python 3.11, hundreds of
+        waiters timing out at once (reads queued at a leader that was paused) could leave the
+        condition's lock held, and the loop, waiting for it to notify, stopped for good."""
+        if condition():
+            return True
+        if self._stopping:
+            raise ShuttingDownError("the node is shutting down")
+        waiters = self._condition_waiters
+        if len(waiters) >= limits.METADATA_OFFSET_WAITERS_MAX:
+            self._condition_waiters = waiters = [w for w in waiters if not w.future.done()]
+            if len(waiters) >= limits.METADATA_OFFSET_WAITERS_MAX:
+                raise TooManyWaitersError(
+                    f"{len(waiters)} requests already wait on this node (at most "
+                    f"{limits.METADATA_OFFSET_WAITERS_MAX}); retry with backoff or ask another "
+                    "node"
+                )
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters.append(_ConditionWaiter(condition, future))
+        self._wakeup.set()  # a turn soon, even on an idle node, checks the condition
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return False
         return True
+
+    def _wake_condition_waiters(self) -> None:
+        still: list[_ConditionWaiter] = []
+        for waiter in self._condition_waiters:
+            future = waiter.future
+            if future.done():
+                continue  # its caller gave up
+            try:
+                holds = waiter.condition()
+            except Exception as exc:  # the caller's to handle, not the loop's
+                future.set_exception(exc)
+                continue
+            if holds:
+                future.set_result(None)
+            else:
+                still.append(waiter)
+        self._condition_waiters = still
 
     # ----- the loop --------------------------------------------------------------------------
 
@@ -435,8 +483,7 @@ class RaftDriver:
                 if self._on_ready is not None:
                     self._on_ready(ready)
                 self._wake_offset_waiters()
-                async with self._state_changed:
-                    self._state_changed.notify_all()
+                self._wake_condition_waiters()
                 self._records_since_freeze += turn.records + sum(
                     batch.record_count for batch in plan.committed_batches
                 )
@@ -697,6 +744,11 @@ class RaftDriver:
         for waiter in self._offset_waiters:
             if not waiter.future.done():
                 waiter.future.set_exception(ShuttingDownError("the node is shutting down"))
+        for condition_waiter in self._condition_waiters:
+            if not condition_waiter.future.done():
+                condition_waiter.future.set_exception(
+                    ShuttingDownError("the node is shutting down")
+                )
         for commit in self._commits:
             if not commit.future.done():
                 commit.future.set_exception(ShuttingDownError("the node is shutting down"))
