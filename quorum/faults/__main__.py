@@ -22,6 +22,32 @@ from quorum.faults.runner import Report, run_scenario
 from quorum.faults.scenarios import BY_NAME, SCENARIOS
 
 
+def table(reports: list[Report]) -> str:
+    """Per scenario: runs, failures, operations, writes lost, violations, the worst fault to
+    serving leader and heal to caught up, elections (a Markdown table)."""
+    lines = [
+        "| scenario | runs | failed | ops completed | acked writes | lost | violations | "
+        "fault -> leader max | heal -> caught up max | elections |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    names = sorted({r.scenario for r in reports}, key=[r.scenario for r in reports].index)
+    for name in names:
+        runs = [r for r in reports if r.scenario == name]
+
+        def worst(values: list[float | None]) -> str:
+            present = [v for v in values if v is not None]
+            return f"{max(present):.2f} s" if present else "-"
+
+        lines.append(
+            f"| {name} | {len(runs)} | {sum(not r.ok for r in runs)} | "
+            f"{sum(r.operations for r in runs)} | {sum(r.acknowledged_writes for r in runs)} | "
+            f"{sum(r.lost_writes for r in runs)} | {sum(r.violations for r in runs)} | "
+            f"{worst([r.fault_to_leader_s for r in runs])} | "
+            f"{worst([r.heal_to_caught_up_s for r in runs])} | {sum(r.elections for r in runs)} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     seeds = int(os.environ.get("FAULT_SEEDS", "0")) or None
     minutes = float(os.environ.get("FAULT_MINUTES", "30"))
@@ -53,6 +79,7 @@ def main() -> int:
             print(report.failure_text(), flush=True)
             print(f"kept: {root}", flush=True)
         run += 1
+    print(table(reports))
     ops = sum(r.operations for r in reports)
     lost = sum(r.lost_writes for r in reports)
     violations = sum(r.violations for r in reports)
