@@ -147,6 +147,21 @@ class BrokerNode:
         await self.raft.fetch_snapshot(leader_id, snapshot, on_image)
         self._check_caught_up()
 
+    def _not_caught_up(self) -> str | None:
+        """Why this broker may not answer reads from its image yet (None: it may)."""
+        if self.caught_up.is_set():
+            return None
+        target = (
+            "its registration"
+            if self.registration_offset is None
+            else (f"offset {self.registration_offset}")
+        )
+        return (
+            f"broker {self.broker_id} is catching up with the metadata log since it started "
+            f"(applied offset {self.image.offset}, caught up at {target}); retry shortly or "
+            "ask another node"
+        )
+
     def _check_caught_up(self) -> None:
         if (
             not self.caught_up.is_set()
@@ -285,6 +300,7 @@ class BrokerNode:
                 serve_reads_without_offset=True,
                 callers=CallerResolver(self.config.ssl_principal_mapping_rules),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
+                caught_up=self._not_caught_up,
             ),
             server,
         )

@@ -51,7 +51,11 @@ def serve(
     driver: Any = None,
     state_machine: ControllerStateMachine | None = None,
     image: Callable[[], Any] = lambda: SimpleNamespace(offset=5),
+    broker_caught_up: Callable[[], str | None] | None = None,
 ) -> T:
+    """Serve the Raft and admin services; ``broker_caught_up`` given: the admin service of a
+    broker (reads served from ``image`` without an offset, once caught up)."""
+
     async def main() -> T:
         server = make_server()
         nonlocal driver
@@ -74,6 +78,8 @@ def serve(
                 voters={},
                 controller_ready=lambda: state_machine is not None,
                 image=image,
+                serve_reads_without_offset=broker_caught_up is not None,
+                caught_up=broker_caught_up,
             ),
             server,
         )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from quorum import limits
@@ -83,3 +85,29 @@ def test_the_server_pages_and_refuses_bad_cursors(tmp_path: Path) -> None:
     assert long_cursor.error_code == ErrorCode.INVALID_REQUEST
     assert f"at most {limits.TOPIC_NAME_CHARS_MAX}" in long_cursor.error_message
     assert (len(whole.topics), whole.next_cursor) == (25, "")
+
+
+def test_a_broker_refuses_reads_until_it_caught_up_since_it_started(tmp_path: Path) -> None:
+    """A restarted broker starts from an older image than it served before: until it has
+    caught up, a read without min_metadata_offset is UNAVAILABLE (retriable) naming why;
+    a read with an offset waits for it as usual."""
+    behind: list[str | None] = ["broker 101 is catching up with the metadata log"]
+
+    async def body(channel: grpc.aio.Channel) -> tuple[grpc.aio.AioRpcError, Any, Any]:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.ListTopics(admin_pb2.ListTopicsRequest(), timeout=5)
+        with_offset = await stub.ListTopics(
+            admin_pb2.ListTopicsRequest(min_metadata_offset=0), timeout=5
+        )
+        behind[0] = None
+        caught_up = await stub.ListTopics(admin_pb2.ListTopicsRequest(), timeout=5)
+        return refused.value, with_offset, caught_up
+
+    image = image_with(["orders"])
+    refused, with_offset, caught_up = serve(
+        tmp_path, body, image=lambda: image, broker_caught_up=lambda: behind[0]
+    )
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    assert "catching up" in (refused.details() or "")
+    assert with_offset.error_code == 0 and caught_up.error_code == 0

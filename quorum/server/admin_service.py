@@ -104,6 +104,11 @@ def _id_bytes(topic_id: Uuid) -> bytes:
     return b"" if topic_id == ZERO_UUID else topic_id.bytes
 
 
+class NotCaughtUpError(Exception):
+    """A broker that has not yet caught up with the metadata log since it started: its image
+    may be older than what it answered before it restarted. Retriable (UNAVAILABLE)."""
+
+
 class RequestRejected(Exception):
     """A request-level error: nothing happened; answer with this code and message."""
 
@@ -125,10 +130,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         serve_reads_without_offset: bool = False,
         callers: CallerResolver | None = None,
         authorization: RequestAuthorization | None = None,
+        caught_up: Callable[[], str | None] | None = None,
     ) -> None:
         """``state_machine`` None: a broker, which serves reads from its own ``image`` (like a
         Kafka broker's metadata cache, answering even without ``min_metadata_offset``) and
-        answers every write with NOT_CONTROLLER."""
+        answers every write with NOT_CONTROLLER. ``caught_up`` (brokers): None once the image
+        has caught up with the metadata log since the process started, else why not; until
+        then reads without ``min_metadata_offset`` are refused UNAVAILABLE (retriable), so a
+        restarted broker never answers from an image older than what it served before."""
         assert state_machine is not None or image is not None
         self._driver = driver
         self._sm = state_machine
@@ -149,6 +158,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
         self._callers = callers or CallerResolver()
         self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
+        self._caught_up = caught_up or (lambda: None)
 
     # ----- authorization --------------------------------------------------------------------
 
@@ -317,6 +327,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if request.HasField("min_metadata_offset"):
             wanted = request.min_metadata_offset
         elif self._serve_reads_without_offset:
+            if (behind := self._caught_up()) is not None:
+                raise NotCaughtUpError(behind)
             return
         elif not self._driver.node.is_leader():
             raise self._not_controller()
@@ -359,7 +371,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             return self._header(response, exc.code, str(exc))
         except ValueError as exc:
             return self._header(response, ErrorCode.INVALID_REQUEST, str(exc))
-        except ShuttingDownError as exc:
+        except (ShuttingDownError, NotCaughtUpError) as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except (OperationQueueFullError, TooManyWaitersError) as exc:
             # Overload is a transport condition (like a full inbox): retriable, no answer.

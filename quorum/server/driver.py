@@ -401,9 +401,11 @@ class RaftDriver:
         raises here. At most ``METADATA_OFFSET_WAITERS_MAX`` callers wait at once
         (``TooManyWaitersError``).
 
-        A plain future per caller, not an ``asyncio.Condition``: on Python 3.11, hundreds of
-        waiters timing out at once (reads queued at a leader that was paused) could leave the
-        condition's lock held, and the loop, waiting for it to notify, stopped for good."""
+        A plain future per caller, not an ``asyncio.Condition`` (whose lock the loop had to take
+        to notify): with one, a leader resumed after a SIGSTOP, when hundreds of queued reads
+        time out at once, sometimes stopped turning for good, idle in ``select`` (the
+        ``pause-leader`` fault scenario, docs/faults.md: 5 of about 24 runs; none in 33 runs
+        since)."""
         if condition():
             return True
         if self._stopping:
