@@ -458,20 +458,29 @@ def check_lists(
 
 
 def check_monotonic_reads(operations: Sequence[Operation]) -> list[str]:
-    """A client's successive reads answered by one node never see an older offset."""
+    """Reads answered by one node never go back: a read invoked after another read on the same
+    node completed (any client) sees at least its offset."""
     problems: list[str] = []
-    last: dict[tuple[int, str], Operation] = {}
-    for o in sorted(operations, key=lambda o: o.invoke_ns):
-        if o.kind not in READS or o.status is Status.UNKNOWN or o.offset is None:
-            continue
-        key = (o.client, o.node or "")
-        before = last.get(key)
-        if before is not None and before.offset is not None and o.offset < before.offset:
-            problems.append(
-                f"client {o.client} read offset {o.offset} on {o.node} (#{o.op_id}) after "
-                f"offset {before.offset} there (#{before.op_id})"
-            )
-        last[key] = o
+    by_node: dict[str, list[Operation]] = defaultdict(list)
+    for o in operations:
+        if o.kind in READS and o.status is not Status.UNKNOWN and o.offset is not None:
+            by_node[o.node or ""].append(o)
+    for node, reads in sorted(by_node.items()):
+        completed = sorted(reads, key=lambda o: o.complete_ns or 0)
+        newest: Operation | None = None  # the highest offset among reads completed so far
+        index = 0
+        for o in sorted(reads, key=lambda o: o.invoke_ns):
+            while index < len(completed) and (completed[index].complete_ns or 0) < o.invoke_ns:
+                done = completed[index]
+                if newest is None or (done.offset or 0) > (newest.offset or 0):
+                    newest = done
+                index += 1
+            if newest is not None and o.offset is not None and o.offset < (newest.offset or 0):
+                problems.append(
+                    f"{node}: read #{o.op_id} (client {o.client}) saw offset {o.offset} after "
+                    f"read #{newest.op_id} (client {newest.client}) there had seen "
+                    f"{newest.offset}"
+                )
     return problems
 
 

@@ -273,10 +273,11 @@ def test_a_list_may_not_miss_a_write_acknowledged_before_it_began() -> None:
 
 def test_reads_on_one_node_never_go_back() -> None:
     first = describe(0, 1, "A", offset=9, node="broker-101")
-    second = describe(2, 3, "A", offset=7, node="broker-101")
+    second = describe(2, 3, "A", offset=7, node="broker-101", client=1)  # another client
     elsewhere = describe(4, 5, "A", offset=3, node="broker-102")
-    (problem,) = check_monotonic_reads([first, second, elsewhere])
-    assert "offset 7" in problem
+    overlapping = describe(0, 5, "A", offset=2, node="broker-101", client=2)  # began first
+    (problem,) = check_monotonic_reads([first, second, elsewhere, overlapping])
+    assert "offset 7" in problem and f"#{first.op_id}" in problem
 
 
 def test_every_acknowledged_write_is_in_every_log_exactly_once() -> None:
