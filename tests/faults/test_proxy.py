@@ -134,10 +134,15 @@ def test_a_reset_closes_at_once_and_refuses_new_connections(
     with pytest.raises((ConnectionResetError, OSError)):
         if sock.recv(10) == b"":
             raise ConnectionResetError("closed")
-    with connect(port) as fresh, pytest.raises((ConnectionResetError, OSError)):
-        fresh.sendall(b"y")
-        if fresh.recv(10) == b"":
-            raise ConnectionResetError("closed")
+
+    def use_a_new_connection() -> None:
+        with connect(port) as fresh:
+            fresh.sendall(b"y")
+            if fresh.recv(10) == b"":
+                raise ConnectionResetError("closed")
+
+    with pytest.raises((ConnectionResetError, OSError)):  # at connect, or at the first use
+        use_a_new_connection()
     assert time.monotonic() - started < 1.5
     sock.close()
 
