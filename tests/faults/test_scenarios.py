@@ -19,6 +19,7 @@ from quorum.faults.runner import Report, Scenario, run_scenario
 from quorum.faults.scenarios import NEGATIVE_CONTROLS, SCENARIOS
 
 BASE_SEED = 1400
+NEGATIVE_CONTROL_TRIES = 3
 
 
 def _seed(index: int) -> int:
@@ -50,7 +51,7 @@ def test_scenario(index: int, scenario: Scenario, tmp_path: Path) -> None:
     assert report.acknowledged_writes > 0, "the workload acknowledged no write"
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(360)
 @pytest.mark.parametrize(
     ("index", "control"),
     list(enumerate(NEGATIVE_CONTROLS)),
@@ -58,9 +59,24 @@ def test_scenario(index: int, scenario: Scenario, tmp_path: Path) -> None:
 )
 def test_negative_control_is_caught(index: int, control: Scenario, tmp_path: Path) -> None:
     """A deliberate bug (a test-only switch in the controllers) must make the checks fail,
-    naming the offending operations."""
-    report = run_scenario(control, _seed(100 + index), tmp_path)
-    _record(report)
-    print(report.failure_text())
-    assert not report.ok, f"{control.name}: the checker missed the deliberate bug"
-    assert report.violations or report.lost_writes, report.failure_text()
+    naming the offending operations.
+
+    Whether a run exposes the bug depends on timing: the cut-off node must answer some client
+    while it is cut off, and a machine loaded by other jobs can leave it answering nobody in
+    that window (seen once in CI: 0 writes lost). So each control gets up to
+    ``NEGATIVE_CONTROL_TRIES`` runs with different seeds and must be caught in one of them."""
+    passed: list[str] = []
+    for attempt in range(NEGATIVE_CONTROL_TRIES):
+        report = run_scenario(
+            control, _seed(100 + index) + 1000 * attempt, tmp_path / f"try-{attempt}"
+        )
+        _record(report)
+        print(report.failure_text())
+        if not report.ok:
+            assert report.violations or report.lost_writes, report.failure_text()
+            return
+        passed.append(report.summary())
+    pytest.fail(
+        f"{control.name}: the checker missed the deliberate bug in {len(passed)} runs:\n"
+        + "\n".join(passed)
+    )
