@@ -7,6 +7,7 @@ import asyncio
 import random
 from pathlib import Path
 
+import grpc
 import pytest
 from structlog.testing import capture_logs
 
@@ -27,6 +28,7 @@ from quorum.server.driver import (
     RaftDriver,
     ShuttingDownError,
     TooManyWaitersError,
+    peer_gone,
 )
 from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
@@ -350,3 +352,27 @@ def test_a_failing_send_is_logged_with_its_cause_and_the_node_carries_on(
     assert {e["request"] for e in logged} == {"VoteRequest"}
     assert all(text in str(e.get("error", e.get("problem"))) for e in logged)
     assert all(e["log_level"] == level for e in logged)
+
+
+def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+@pytest.mark.parametrize(
+    ("error", "gone"),
+    [
+        (ConnectionRefusedError(), True),
+        (ConnectionResetError(), True),
+        (TimeoutError(), False),
+        (_rpc_error(grpc.StatusCode.UNAVAILABLE, "failed to connect: Connection refused"), True),
+        (_rpc_error(grpc.StatusCode.UNAVAILABLE, "Socket closed"), True),
+        (_rpc_error(grpc.StatusCode.UNAVAILABLE, "Ssl handshake failed"), False),
+        (_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), False),
+        (_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "inbox full"), False),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_peer_gone_only_for_refused_or_reset_connections(error: BaseException, gone: bool) -> None:
+    """What makes a follower start a pre-vote early (RequestFailed.peer_gone): only the OS
+    saying nobody is there, never a deadline or an answer from a live peer."""
+    assert peer_gone(error) is gone

@@ -32,6 +32,7 @@ from quorum.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    RequestFailed,
     RequestHeader,
     VoteRequest,
     VoteResponse,
@@ -212,6 +213,64 @@ def test_follower_with_a_live_leader_rejects_pre_vote() -> None:
     (response,) = ctx.sent(ctx.poll(), VoteResponse)
     assert not response.message.vote_granted  # type: ignore[union-attr]
     assert response.message.leader_id == 2  # type: ignore[union-attr]
+
+
+def _following_2_with_a_fetch_in_flight(ctx: Context) -> Envelope:
+    """Node 1 follows 2 in epoch 1, has fetched once, and has its next Fetch in flight."""
+    (fetch,) = ctx.sent(ctx.poll(), FetchRequest)
+    ctx.deliver(2, FetchResponse(ErrorCode.NONE, 2, 1, 0, 0), fetch.correlation_id)
+    (fetch,) = ctx.sent(ctx.poll(), FetchRequest)
+    return fetch
+
+
+def test_a_reset_leader_connection_starts_a_pre_vote_without_waiting_for_the_fetch_timeout() -> (
+    None
+):
+    """Failover (RaftConfig.election_on_connection_loss): a Fetch whose connection to the
+    leader is refused or reset means the leader's process is most likely gone; the follower
+    starts a pre-vote within election_backoff_base_ms instead of the 2 s fetch timeout, and
+    grants pre-votes itself meanwhile."""
+    ctx = Context(election=ElectionState(1, 2, None, VOTERS))
+    fetch = _following_2_with_a_fetch_in_flight(ctx)
+    ctx.deliver(2, RequestFailed("UNAVAILABLE", peer_gone=True), fetch.correlation_id)
+    ctx.poll()
+    assert isinstance(ctx.node.state, FollowerState)
+    ctx.deliver(3, vote_request(2, 3, pre_vote=True))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert response.message.vote_granted  # type: ignore[union-attr]
+    ready = ctx.poll(advance_ms=ctx.node.config.election_backoff_base_ms)
+    assert isinstance(ctx.node.state, ProspectiveState)
+    assert ctx.node.epoch == 1
+    assert {r.destination for r in ctx.sent(ready, VoteRequest)} == {2, 3}
+
+
+def test_a_fetch_deadline_is_not_a_lost_leader() -> None:
+    """A Fetch that merely timed out (a slow or cut network) says nothing about the leader:
+    the follower waits out the fetch timeout and keeps denying pre-votes until then."""
+    ctx = Context(election=ElectionState(1, 2, None, VOTERS))
+    fetch = _following_2_with_a_fetch_in_flight(ctx)
+    ctx.deliver(2, RequestFailed("DEADLINE_EXCEEDED"), fetch.correlation_id)
+    ctx.poll(advance_ms=ctx.node.config.election_backoff_base_ms)
+    assert isinstance(ctx.node.state, FollowerState)
+    ctx.deliver(3, vote_request(2, 3, pre_vote=True))
+    (response,) = ctx.sent(ctx.poll(), VoteResponse)
+    assert not response.message.vote_granted  # type: ignore[union-attr]
+
+
+def test_a_pre_vote_rejection_naming_the_leader_sends_the_node_back_to_it() -> None:
+    """KIP-996: a prospective voter that learns of its epoch's leader from a VoteResponse
+    follows it at once, without waiting for the other answers (its own link to the leader
+    may be the broken one: waiting would leave it granting pre-votes meanwhile)."""
+    ctx = Context(election=ElectionState(1, 2, None, VOTERS))
+    fetch = _following_2_with_a_fetch_in_flight(ctx)
+    ctx.deliver(2, RequestFailed("UNAVAILABLE", peer_gone=True), fetch.correlation_id)
+    ready = ctx.poll(advance_ms=ctx.node.config.election_backoff_base_ms)
+    assert isinstance(ctx.node.state, ProspectiveState)
+    (to_3,) = [r for r in ctx.sent(ready, VoteRequest) if r.destination == 3]
+    ctx.deliver(3, VoteResponse(ErrorCode.NONE, 2, 1, False, True), to_3.correlation_id)
+    ctx.poll()
+    assert isinstance(ctx.node.state, FollowerState)
+    assert ctx.node.state.leader_id == 2 and ctx.node.epoch == 1
 
 
 def test_election_timeout_starts_pre_vote_not_candidacy() -> None:

@@ -42,6 +42,14 @@ class RaftConfig:
     # Fetches parked for the long poll (past it, answered at once).
     observers_tracked_max: int = limits.OBSERVERS_TRACKED_MAX
     fetch_purgatory_max: int = limits.FETCH_PURGATORY_MAX
+    # A follower whose Fetch finds the leader gone (``RequestFailed.peer_gone``: connection
+    # refused or reset, the OS says so at once when a process dies) does not wait out the
+    # fetch timeout: it starts a pre-vote after a random pause of at most
+    # ``election_backoff_base_ms`` (so two followers seldom split the vote), once per epoch.
+    # Voters that lost the leader the same way grant it; a voter still hearing the leader
+    # does not (KIP-996), so a merely refused link cannot depose a live leader. No Kafka key:
+    # false only to compare with the plain fetch timeout (tests/test_sim.py).
+    election_on_connection_loss: bool = True
 
     # ----- test-only switches that break the protocol (negative controls) -------------------
     # They exist so the simulator can prove its checkers catch the bug each one introduces.

@@ -159,9 +159,15 @@ class DescribeQuorumResponse:
 @dataclass(frozen=True, slots=True)
 class RequestFailed:
     """The driver could not deliver an outbound request or got no answer (connection refused,
-    deadline exceeded). Lets the core retry sooner than its own request timeout."""
+    deadline exceeded). Lets the core retry sooner than its own request timeout.
+
+    ``peer_gone``: the operating system said at once that nobody is there - the connection was
+    refused, or reset or closed while the request waited for its answer - as when the peer's
+    process died. A deadline (a slow or cut network) is not that: it says nothing about the
+    peer."""
 
     reason: str = ""
+    peer_gone: bool = False
 
 
 Request = (

@@ -172,6 +172,9 @@ class RaftNode:
         self._next_correlation_id = 1
         self._inflight = InflightRequests()
         self._fetcher = Fetcher()
+        # The epoch in which a lost leader connection last shortened the fetch deadline
+        # (``_leader_connection_lost``: once per epoch).
+        self._connection_loss_epoch: int | None = None
         # Outputs collected until the next poll.
         self._out_messages: list[Envelope] = []
         self._out_entries: list[LogBatch] = []
@@ -1104,7 +1107,7 @@ class RaftNode:
     def _handle_response(self, envelope: Envelope, inflight: InflightRequest) -> None:
         message = envelope.message
         if isinstance(message, RequestFailed):
-            self._handle_request_failed(inflight)
+            self._handle_request_failed(inflight, message)
             return
         problem = self._response_problem(message, envelope.source)
         if problem:
@@ -1174,8 +1177,10 @@ class RaftNode:
                 return "negative snapshot id"
         return ""
 
-    def _handle_request_failed(self, inflight: InflightRequest) -> None:
+    def _handle_request_failed(self, inflight: InflightRequest, failure: RequestFailed) -> None:
         if inflight.kind is RequestKind.FETCH:
+            if failure.peer_gone:
+                self._leader_connection_lost(inflight)
             self._fetch_backoff()
             return
         if inflight.epoch != self.epoch:
@@ -1185,6 +1190,32 @@ class RaftNode:
             voter = inflight.destination
             if voter not in election.granted and voter not in election.rejected:
                 election.retry_at_ms[voter] = self._now_ms + self.config.retry_backoff_ms
+
+    def _leader_connection_lost(self, inflight: InflightRequest) -> None:
+        """A Fetch to our leader found it gone (connection refused or reset): its process most
+        likely died. The follower stops counting it as live (so it grants pre-votes) and, once
+        per epoch, moves its fetch deadline to a random moment within
+        ``election_backoff_base_ms``, where ``poll_follower`` starts a pre-vote instead of
+        waiting out the fetch timeout (``RaftConfig.election_on_connection_loss``). A Fetch
+        that succeeds meanwhile puts the deadline back."""
+        follower = self.maybe_follower_state()
+        if (
+            follower is None
+            or inflight.destination != follower.leader_id
+            or inflight.epoch != follower.epoch
+        ):
+            return
+        follower.leader_unreachable = True
+        if (
+            not self.config.election_on_connection_loss
+            or not self.is_voter
+            or self._connection_loss_epoch == follower.epoch
+        ):
+            return
+        self._connection_loss_epoch = follower.epoch
+        pause = self._rng.randrange(self.config.election_backoff_base_ms + 1)
+        follower.fetch_deadline_ms = min(follower.fetch_deadline_ms, self._now_ms + pause)
+        self._emit("leader_connection_lost", leader_id=follower.leader_id, pre_vote_in_ms=pause)
 
     def _election_for(self, kind: RequestKind) -> ProspectiveState | CandidateState | None:
         """The state a (pre-)vote request of ``kind`` was sent for, if the node is still in
@@ -1227,15 +1258,17 @@ class RaftNode:
         result = vote_result(len(self.voters), state.granted, state.rejected)
         if result is VoteResult.WON:
             self._become_candidate("pre-vote won", state.retries)
-        elif result is VoteResult.LOST:
-            if state.leader_hint is not None and not (
-                state.leader_resigned and state.leader_hint == state.leader_id
-            ):
-                # A majority still hears a leader of our epoch: go back and fetch from it
-                # (an isolated follower rejoining, KIP-996).
-                self._become_follower(state.epoch, state.leader_hint, "pre-vote rejected")
-            elif state.backoff_until_ms is None:
-                state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
+        elif state.leader_hint is not None and not (
+            state.leader_resigned and state.leader_hint == state.leader_id
+        ):
+            # A voter still hears a leader of our epoch: go back and fetch from it (KIP-996: a
+            # prospective voter that learns of the epoch's leader follows it). Not only once
+            # the pre-vote is lost: a node whose own link to the leader is down would wait
+            # forever for that leader's answer, and meanwhile, neither following nor a
+            # candidate, grant pre-votes that depose a live leader.
+            self._become_follower(state.epoch, state.leader_hint, "pre-vote rejected")
+        elif result is VoteResult.LOST and state.backoff_until_ms is None:
+            state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
 
     def _maybe_finish_election(self, state: CandidateState) -> None:
         result = vote_result(len(self.voters), state.granted, state.rejected)
@@ -1357,7 +1390,7 @@ class RaftNode:
 
     def _expire_inflight(self) -> None:
         for inflight in self._inflight.pop_expired(self._now_ms):
-            self._handle_request_failed(inflight)
+            self._handle_request_failed(inflight, RequestFailed("request timed out"))
 
     def poll_leader(self, state: LeaderState) -> None:
         now = self._now_ms
@@ -1477,7 +1510,9 @@ class RaftNode:
             return
         if now >= state.fetch_deadline_ms:
             if self.is_voter:
-                self._become_prospective("fetch timeout")
+                self._become_prospective(
+                    "leader connection lost" if state.leader_unreachable else "fetch timeout"
+                )
             else:
                 self._become_unattached(state.epoch, "fetch timeout")
             return

@@ -136,6 +136,9 @@ class FollowerState:
     last_fetch_success_ms: int | None = None
     # Set by EndQuorumEpoch: the leader said it stepped down, so it is not worth rejoining.
     leader_resigned: bool = False
+    # The last Fetch found the leader gone (connection refused or reset: RequestFailed
+    # .peer_gone); cleared by the next successful one. Such a follower grants pre-votes.
+    leader_unreachable: bool = False
     # The newest read fence in a FetchResponse of this leader in this epoch; echoed in every
     # Fetch (quorum.raft.leader.LeaderState.read_fence).
     read_fence: int = 0
@@ -147,10 +150,12 @@ class FollowerState:
         fetch timeout starts again (Kafka's ``resetFetchTimeoutForSuccessfulFetch``)."""
         self.last_fetch_success_ms = now_ms
         self.fetch_deadline_ms = now_ms + fetch_timeout_ms
+        self.leader_unreachable = False
 
     def has_live_leader(self, now_ms: int, fetch_timeout_ms: int) -> bool:
-        """Whether the leader was heard within the fetch timeout (then pre-votes are denied)."""
-        if self.last_fetch_success_ms is None:
+        """Whether the leader was heard within the fetch timeout (then pre-votes are denied)
+        and its connection was not refused or reset since."""
+        if self.last_fetch_success_ms is None or self.leader_unreachable:
             return False
         return now_ms - self.last_fetch_success_ms < fetch_timeout_ms
 

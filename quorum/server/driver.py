@@ -200,6 +200,20 @@ class _OffsetWaiter:
 SendRequest = Callable[[Envelope], Coroutine[Any, Any, Message]]
 
 
+def peer_gone(exc: BaseException) -> bool:
+    """Whether a failed request says the peer is not there at all: its port refused the
+    connection, or the connection was reset or closed while the request waited (the kernel
+    closes a dead process's sockets at once). gRPC reports those as UNAVAILABLE; a TLS
+    handshake that failed is UNAVAILABLE too, but someone answered, so it does not count.
+    Deadlines (a slow or cut network) never count (``RequestFailed.peer_gone``)."""
+    if isinstance(exc, ConnectionRefusedError | ConnectionResetError):
+        return True
+    if isinstance(exc, grpc.aio.AioRpcError) and exc.code() is grpc.StatusCode.UNAVAILABLE:
+        details = (exc.details() or "").lower()
+        return "handshake" not in details and "ssl" not in details
+    return False
+
+
 class RaftDriver:
     """Runs one node: owns its ``RaftNode``, its log and its quorum-state file."""
 
@@ -634,7 +648,7 @@ class RaftDriver:
             answer = await self._send_request(envelope)
         except (grpc.aio.AioRpcError, OSError, TimeoutError) as exc:
             code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
-            answer = RequestFailed(code)
+            answer = RequestFailed(code, peer_gone=peer_gone(exc))
         except asyncio.CancelledError:
             return
         except MalformedMessageError as exc:

@@ -6,8 +6,9 @@ plan (``quorum.raft.ready_plan``: a leader's Fetch responses leave before its fs
 after it; large proposals split the same way) on a simulated disk: what a Ready asks to persist
 sits in a page cache until a simulated fsync completes; a crash loses the page cache and keeps
 the disk, also when the early sends already went out. Messages go through ``Network``; a
-request to a crashed node comes back as ``RequestFailed`` (connection refused), a request on a
-cut link simply vanishes.
+request to a crashed node comes back as ``RequestFailed`` (connection refused), and so does a
+request a node held unanswered when it crashed (a parked long-poll Fetch: connection reset, as
+the kernel closes a dead process's sockets); a request on a cut link simply vanishes.
 """
 
 from __future__ import annotations
@@ -418,6 +419,9 @@ class SimCluster:
         self._snapshot_interval_ms: int | None = None
         self.snapshots_taken = 0
         self.snapshots_installed = 0
+        # Requests delivered to a live node and not answered yet, by destination: a crash
+        # resets their connections (``crash``).
+        self._open_requests: dict[int, dict[tuple[int, int], Envelope]] = {}
         # The production driver's plan at work: messages sent before the flush, crashes between
         # such early sends and the fsync, proposals split into several batches.
         self.sent_before_flush = 0
@@ -440,6 +444,19 @@ class SimCluster:
         return self.rng.randint(0, self.fsync_ms_max)
 
     def send(self, envelope: Envelope) -> None:
+        if not envelope.is_request:
+            self._open_requests.get(envelope.source, {}).pop(
+                (envelope.destination, envelope.correlation_id), None
+            )
+        elif (envelope.source, envelope.destination) in self.network.faults.refused:
+            refused = Envelope(
+                envelope.destination,
+                envelope.source,
+                envelope.correlation_id,
+                RequestFailed("connection refused", peer_gone=True),
+            )
+            self.scheduler.after(1, "refused", lambda: self._deliver(refused))
+            return
         for delay in self.network.deliveries(envelope.source, envelope.destination):
             self.scheduler.after(delay, "deliver", lambda e=envelope: self._deliver(e))
 
@@ -455,10 +472,13 @@ class SimCluster:
                     envelope.destination,
                     envelope.source,
                     envelope.correlation_id,
-                    RequestFailed("connection refused"),
+                    RequestFailed("connection refused", peer_gone=True),
                 )
                 self.scheduler.after(1, "refused", lambda: self._deliver(refused))
             return
+        if envelope.is_request:
+            key = (envelope.source, envelope.correlation_id)
+            self._open_requests.setdefault(envelope.destination, {})[key] = envelope
         node.inbox.append(envelope)
         node.schedule_wake(self.scheduler.now_ms)
 
@@ -598,6 +618,17 @@ class SimCluster:
 
     def crash(self, node_id: int) -> None:
         self.nodes[node_id].crash()
+        # The dead process's connections are closed: what it held unanswered fails at once
+        # (unless the link is cut: then nothing reaches the sender, not even the reset).
+        for envelope in self._open_requests.pop(node_id, {}).values():
+            reset = Envelope(
+                node_id,
+                envelope.source,
+                envelope.correlation_id,
+                RequestFailed("connection reset", peer_gone=True),
+            )
+            if (node_id, envelope.source) not in self.network.faults.blocked:
+                self.scheduler.after(1, "reset", lambda r=reset: self._deliver(r))
 
     def restart(self, node_id: int) -> None:
         node = self.nodes[node_id]

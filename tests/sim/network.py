@@ -20,12 +20,16 @@ class NetworkFaults:
     delay_ms_max: int = 5
     # Directed links that deliver nothing: (source, destination).
     blocked: set[tuple[int, int]] = field(default_factory=set)
+    # Directed links whose requests are refused at once, as by a port nobody listens on or the
+    # fault proxy's reset mode: the sender gets ``RequestFailed(peer_gone=True)``.
+    refused: set[tuple[int, int]] = field(default_factory=set)
 
     def heal(self) -> None:
         self.drop_probability = 0.0
         self.duplicate_probability = 0.0
         self.delay_ms_min, self.delay_ms_max = 1, 5
         self.blocked.clear()
+        self.refused.clear()
 
     def cut(self, a: int, b: int) -> None:
         self.blocked.add((a, b))
@@ -44,7 +48,8 @@ class NetworkFaults:
         cuts = sorted({tuple(sorted(link)) for link in self.blocked})
         return (
             f"drop={self.drop_probability:.2f} dup={self.duplicate_probability:.2f} "
-            f"delay={self.delay_ms_min}-{self.delay_ms_max}ms cuts={cuts}"
+            f"delay={self.delay_ms_min}-{self.delay_ms_max}ms cuts={cuts} "
+            f"refused={sorted(self.refused)}"
         )
 
 

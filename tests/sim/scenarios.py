@@ -167,6 +167,30 @@ def isolate_follower_prevote(c: SimCluster) -> None:
     heal_and_check_liveness(c)
 
 
+def refused_link_to_live_leader(c: SimCluster) -> None:
+    """F27 + I14: a follower's requests to a live leader are refused at once (connection
+    refused, as when a port is closed or a proxy resets), now and then, while the leader and
+    the other voters are fine. The follower takes that for a dead leader and asks for a
+    pre-vote early (``RaftConfig.election_on_connection_loss``), but the voters that still
+    hear the leader deny it: the leader keeps its epoch."""
+    warm_up(c)
+    leader = c.leader()
+    assert leader is not None and leader.raft is not None
+    epoch = leader.raft.epoch
+    for _ in range(3):
+        follower = c.rng.choice([v for v in c.voter_ids if v != leader.node_id])
+        c.network.faults.refused.add((follower, leader.node_id))
+        c.run_for(c.rng.randint(200, 3 * c.config.fetch_timeout_ms))
+        c.network.faults.refused.clear()
+        c.run_for(c.rng.randint(100, 1000))
+    if leader.raft is None or not leader.raft.is_leader() or leader.raft.epoch != epoch:
+        raise SimulationError(
+            f"seed {c.seed}: I14 (no disruption): leader {leader.node_id} of epoch {epoch} "
+            f"was deposed through refused connections: now {leader.raft!r}"
+        )
+    heal_and_check_liveness(c)
+
+
 def split_majority_minority(c: SimCluster) -> None:
     """F6: a 2|1 (or 2|3, 3|2) split; the minority makes no progress, the majority does."""
     warm_up(c)
@@ -516,6 +540,7 @@ FAMILIES: dict[str, Callable[[SimCluster], None]] = {
     "duplicate_reorder": duplicate_reorder,
     "isolate_leader": isolate_leader,
     "isolate_follower_prevote": isolate_follower_prevote,
+    "refused_link_to_live_leader": refused_link_to_live_leader,
     "split_majority_minority": split_majority_minority,
     "bridge": bridge,
     "back_to_back_leader_failures": back_to_back_leader_failures,
