@@ -51,6 +51,10 @@ from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
 
 REGISTER_RETRY_S = 0.5
+# Controlled shutdown (Kafka's): on a stop signal a registered broker asks the active
+# controller to take it out of ISRs and leadership and to end its session, waiting at most
+# this long for the answer; its next incarnation then registers at once.
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
 class LogDirFailedError(StartupError):
@@ -107,6 +111,9 @@ class BrokerNode:
         self.registration_offset: int | None = None
         self.fenced = True
         self.caught_up = asyncio.Event()
+        # Set when a heartbeat should go out before the interval is over: the broker has just
+        # caught up and asks to be unfenced at once.
+        self._heartbeat_now = asyncio.Event()
         self.image_changed = asyncio.Event()
         self._removed: set[tuple[Uuid, int]] = set()
         self.stats = ReconcileStats()
@@ -169,6 +176,7 @@ class BrokerNode:
             and self.image.offset >= self.registration_offset
         ):
             self.caught_up.set()
+            self._heartbeat_now.set()
             self.log.info("caught_up", applied_offset=self.image.offset)
             self.grpc.set_serving(True)
 
@@ -226,6 +234,37 @@ class BrokerNode:
             self.fenced = answer.is_fenced
             self.log.info("fenced" if self.fenced else "unfenced", broker_epoch=self.broker_epoch)
 
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: a heartbeat with ``want_shut_down``; the controller
+        fences this broker (ISRs and leadership move away) and ends its session, so a restart
+        registers at once instead of meeting DUPLICATE_BROKER_REGISTRATION until
+        ``broker.session.timeout.ms`` has passed. Bounded by CONTROLLED_SHUTDOWN_TIMEOUT_S;
+        if no controller answers, the session simply expires as after a crash."""
+        if self.broker_epoch < 0:
+            return
+        request = admin_pb2.BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=max(self.image.offset, 0),
+            want_shut_down=True,
+        )
+        try:
+            answer = await asyncio.wait_for(
+                self.controllers.call("BrokerHeartbeat", request), CONTROLLED_SHUTDOWN_TIMEOUT_S
+            )
+        except (ControllerUnavailableError, TimeoutError) as exc:
+            self.log.warning("controlled_shutdown_failed", reason=str(exc) or type(exc).__name__)
+            return
+        code = ErrorCode(answer.error_code)
+        if code is not ErrorCode.NONE or not answer.should_shut_down:
+            self.log.warning(
+                "controlled_shutdown_failed", error=code.name, message=answer.error_message
+            )
+            return
+        self.log.info(
+            "controlled_shutdown", broker_epoch=self.broker_epoch, fenced_at=answer.metadata_offset
+        )
+
     async def lifecycle(self) -> None:
         interval_s = self.config.broker_heartbeat_interval_ms / 1000
         while True:
@@ -239,7 +278,9 @@ class BrokerNode:
             wait_s = interval_s if self.broker_epoch >= 0 else REGISTER_RETRY_S
             if self.fenced and self.caught_up.is_set():
                 wait_s = min(wait_s, REGISTER_RETRY_S)  # ask to be unfenced soon
-            await asyncio.sleep(wait_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_now.wait(), wait_s)
+            self._heartbeat_now.clear()
 
     # ----- reconciliation -------------------------------------------------------------------
 
@@ -332,6 +373,12 @@ class BrokerNode:
         }
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         self.log.info("shutting_down", applied_offset=self.image.offset)
+        for task in tasks:
+            if task.get_name() == "lifecycle":
+                task.cancel()  # no heartbeat may follow the controlled shutdown's
+                await asyncio.gather(task, return_exceptions=True)
+        if stop.is_set():
+            await self._controlled_shutdown()
         self.driver.stop()
         for task in tasks:
             if task.get_name() != "raft-observer":

@@ -4,7 +4,7 @@ demo that ``scripts/run`` shows.
 It formats every node's directories under ``.data/`` (wiping a previous demo's data unless told
 to keep it), starts each node through the same CLI a user would type, waits with deadlines,
 then walks the KIP-516 story with real admin commands, printing each command and its output:
-create ``orders`` -> describe it by name and by id -> stop broker 2 -> delete ``orders`` and
+create ``orders`` -> describe it by name and by id -> kill -9 broker 2 -> delete ``orders`` and
 create it again (a new id) -> start broker 2 -> show that it moved the old partitions to
 ``deleting/{old_id}_{p}`` and created the new ones -> describe the old id (UNKNOWN_TOPIC_ID) ->
 create a user-defined internal topic (KIP-619) and show that it is internal. Every process it
@@ -159,11 +159,17 @@ class LocalCluster:
         )
         _say(f"   started {managed.name} (pid {managed.process.pid}), log: {managed.log_path}")
 
-    def stop(self, managed: Managed) -> None:
+    def stop(self, managed: Managed, *, crash: bool = False) -> None:
+        """SIGTERM (a broker's controlled shutdown, a controller's resignation), or with
+        ``crash`` SIGKILL: nothing is told, the node's session lives on until it expires."""
         if not managed.alive:
             return
         assert managed.process is not None
-        stop_node(managed.process, STOP_TIMEOUT_S)
+        if crash:
+            managed.process.kill()
+            managed.process.wait(timeout=STOP_TIMEOUT_S)
+        else:
+            stop_node(managed.process, STOP_TIMEOUT_S)
         _say(f"   stopped {managed.name} (exit code {managed.process.returncode})")
 
     def stop_all(self) -> None:
@@ -250,8 +256,8 @@ def kip516_story(cluster: LocalCluster) -> None:
         lambda: len(_partition_ids(broker2_logs, "orders")) == 3, f"{broker2.name}'s partitions"
     )
     _say(f"\n   {broker2.name} holds: {json.dumps(_partition_ids(broker2_logs, 'orders'))}")
-    _say(f"\n== stopping {broker2.name}")
-    cluster.stop(broker2)
+    _say(f"\n== {broker2.name} crashes (kill -9)")
+    cluster.stop(broker2, crash=True)
     cluster.run("topics", "--bootstrap-server", server, "--delete", "--topic", "orders")
     cluster.run(
         "topics", "--bootstrap-server", server, "--create", "--topic", "orders",

@@ -109,7 +109,10 @@ def test_stale_state_scenario_of_the_seed(tmp_path: Path) -> None:
                 20,
                 f"broker {broker_id} creating the orders partitions",
             )
-        cluster.kill(102, signal.SIGTERM)
+        # A crash: its session lives on for broker.session.timeout.ms, so the recreated topic
+        # (RF 2 on 2 brokers) is placed on it too. (A SIGTERM would fence it at once:
+        # controlled shutdown, below.)
+        cluster.kill(102, signal.SIGKILL)
         admin.delete_topics(TopicCollection.of_topic_names(["orders"])).all()
         new_id = admin.create_topics([NewTopic("orders", 3, 2)]).topic_id("orders")
         assert new_id != old_id
@@ -148,6 +151,21 @@ def test_stale_state_scenario_of_the_seed(tmp_path: Path) -> None:
                 TopicCollection.of_topic_ids([new_id]), min_metadata_offset=0
             ).all_topic_ids()[new_id]
         assert described.name == "orders"
+        # Controlled shutdown (SIGTERM): the controller fences the broker before it exits
+        # (not 9 s later, when its session would expire), and its next incarnation registers
+        # at once instead of being refused DUPLICATE_BROKER_REGISTRATION.
+        refusals_before = cluster.logs(102).count("DUPLICATE_BROKER_REGISTRATION")
+        cluster.kill(102, signal.SIGTERM)
+        assert "controlled_shutdown" in cluster.logs(102)
+        fenced = {b.broker_id: b.is_fenced for b in admin.describe_cluster().brokers}  # type: ignore[attr-defined]
+        assert fenced[102] and not fenced[101], fenced
+        cluster.start(102)
+        wait_until(
+            lambda: not {b.broker_id: b.is_fenced for b in admin.describe_cluster().brokers}[102],  # type: ignore[attr-defined]
+            20,
+            "broker 102 unfenced after its restart",
+        )
+        assert cluster.logs(102).count("DUPLICATE_BROKER_REGISTRATION") == refusals_before
         admin.close()
 
 

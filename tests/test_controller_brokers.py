@@ -238,6 +238,36 @@ def test_a_silent_broker_is_fenced_and_leadership_moves() -> None:
     h.check_replay()
 
 
+def test_controlled_shutdown_fences_at_once_and_a_new_incarnation_registers_at_once() -> None:
+    """Kafka's controlled shutdown: a heartbeat with want_shut_down takes the broker out of
+    ISRs and leadership (as fencing does), ends its session and says should_shut_down; the
+    restarted broker (a new incarnation) then registers without waiting out the session."""
+    h = make_cluster()
+    epoch = h.sm.committed_image.brokers[0].broker_epoch
+    result = h.sm.broker_heartbeat(
+        BrokerHeartbeatRequest(0, epoch, h.next_offset, want_shut_down=True),
+        next_offset=h.next_offset,
+        now_ms=h.now_ms,
+    )
+    assert result.response.should_shut_down and result.response.is_fenced
+    assert isinstance(result.records[-1], FenceBrokerRecord)
+    h.propose(result)
+    assert h.sm.committed_image.brokers[0].fenced
+    p0, _, _, _ = parts(h)
+    assert p0.leader == 1 and 0 not in p0.isr
+    h.now_ms += 1  # well within the session timeout
+    new_epoch = h.add_broker(0, unfence=False)
+    assert new_epoch > epoch
+    # Asking again once fenced changes nothing and still says should_shut_down.
+    again = h.sm.broker_heartbeat(
+        BrokerHeartbeatRequest(0, new_epoch, h.next_offset, want_shut_down=True),
+        next_offset=h.next_offset,
+        now_ms=h.now_ms,
+    )
+    assert again.records == () and again.response.should_shut_down
+    h.check_replay()
+
+
 def test_fencing_is_not_proposed_twice_while_pending() -> None:
     h = make_cluster()
     h.now_ms += SESSION_MS + 1

@@ -18,6 +18,10 @@ Rules (docs/architecture.md#the-controller):
   unfenced broker yet (it just became active) gives it a fresh session from the first time it
   looks; a fenced broker it has not heard from has no live session (so a restarted broker does
   not wait out a session nobody is using, as in Kafka, where fenced brokers have no session).
+- Controlled shutdown (Kafka's): a heartbeat with ``want_shut_down`` fences the broker at once
+  (it leaves ISRs and leadership moves, as below) and ends its session, and the answer says
+  ``should_shut_down``. A broker restarted with a new incarnation then registers at once
+  instead of waiting out the old session (DUPLICATE_BROKER_REGISTRATION).
 - ``BrokerHeartbeat``: an unknown broker or a wrong epoch is ``STALE_BROKER_EPOCH``. The broker
   is caught up once its applied metadata offset reaches its own ``RegisterBrokerRecord``
   (Kafka's rule: ``currentMetadataOffset >= registerBrokerRecordOffset``), i.e. it has seen
@@ -97,6 +101,10 @@ class BrokerSessions:
         """Drop sessions of brokers no longer registered (bounds the table)."""
         for broker_id in [b for b in self._last_contact_ms if b not in registered]:
             del self._last_contact_ms[broker_id]
+
+    def end(self, broker_id: int) -> None:
+        """The broker shut down cleanly: it has no session any more."""
+        self._last_contact_ms.pop(broker_id, None)
 
     def clear(self) -> None:
         self._last_contact_ms.clear()
@@ -282,13 +290,26 @@ def broker_heartbeat(
                 "was registered again since; register again to get the current epoch",
             ),
         )
-    sessions.touch(request.broker_id, now_ms)
     caught_up = request.current_metadata_offset >= existing.broker_epoch
+    if request.want_shut_down:
+        sessions.end(request.broker_id)
+        records: list[MetadataRecord] = []
+        if not existing.fenced:
+            records.extend(fencing_changes(image, [existing.broker_id]))
+            records.append(
+                FenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
+            )
+        return ControllerResult(
+            tuple(records),
+            BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=True, should_shut_down=True),
+            is_atomic=False,
+        )
+    sessions.touch(request.broker_id, now_ms)
     if not existing.fenced or not caught_up:
         return ControllerResult(
             (), BrokerHeartbeatResponse(is_caught_up=caught_up, is_fenced=existing.fenced)
         )
-    records: list[MetadataRecord] = [
+    records = [
         UnfenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
     ]
     records.extend(unfencing_changes(image, existing.broker_id))

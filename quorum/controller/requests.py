@@ -213,6 +213,9 @@ class BrokerHeartbeatRequest:
     broker_epoch: int
     current_metadata_offset: int
     """The offset of the last metadata record the broker has applied (-1: none yet)."""
+    want_shut_down: bool = False
+    """The broker is stopping (Kafka's controlled shutdown): take it out of ISRs and
+    leadership now and end its session, so its next incarnation registers at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,3 +226,4 @@ class BrokerHeartbeatResponse:
     error_message: str | None = None
     is_caught_up: bool = False
     is_fenced: bool = True
+    should_shut_down: bool = False

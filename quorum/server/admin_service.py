@@ -666,6 +666,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             broker_id=request.broker_id,
             broker_epoch=request.broker_epoch,
             current_metadata_offset=request.current_metadata_offset,
+            want_shut_down=request.want_shut_down,
         )
         now = self._driver.clock.now_ms()
         answer, offset = await self._write(
@@ -678,7 +679,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._header(response, answer.error_code, answer.error_message or "")
         response.is_caught_up = answer.is_caught_up
         response.is_fenced = answer.is_fenced
-        response.should_shut_down = request.want_shut_down
+        response.should_shut_down = answer.should_shut_down
         response.metadata_offset = offset
         return response
 

@@ -11,6 +11,10 @@ How the numbers are taken:
    ``log.dirs`` and its local metadata log; the clock runs from process start until its 10,000
    directories exist (it has caught up and reconciled). Then it is stopped and started again
    with every directory present: the clock runs until its log says it reconciled (FULL).
+3. SIGTERM restart (before 2, with the 200 topics of 1): ``--restarts`` times, broker 2 is
+   stopped with SIGTERM (Kafka's controlled shutdown: the controller fences it and ends its
+   session) and started again at once; the clock runs from the new process's start until the
+   active controller describes it unfenced and its log says it reconciled (FULL).
 
 Usage: .venv/bin/python scripts/bench/broker.py [--topics 200] [--big-topics 1000]
 """
@@ -64,6 +68,24 @@ def reconciled_full(cluster: ProcessCluster, broker_id: int, starts_before: int)
     return any(json.loads(line).get("mode") == "FULL" for line in lines[starts_before:])
 
 
+def sigterm_restarts(cluster: ProcessCluster, admin: AdminClient, runs: int) -> list[float]:
+    broker_id = cluster.broker_ids[-1]
+    times = []
+    for _ in range(runs):
+        cluster.kill(broker_id, signal.SIGTERM)
+        marks = len([ln for ln in cluster.logs(broker_id).splitlines() if '"reconciled"' in ln])
+        started = time.perf_counter()
+        cluster.start(broker_id)
+
+        def back(marks: int = marks) -> bool:
+            fenced = {b.broker_id: b.is_fenced for b in admin.describe_cluster().brokers}
+            return not fenced.get(broker_id, True) and reconciled_full(cluster, broker_id, marks)
+
+        wait_until(back, 60, "the restarted broker unfenced and reconciled", 0.01)
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def cold_start(cluster: ProcessCluster, admin: AdminClient, topics: int) -> None:
     for broker_id in cluster.broker_ids:
         cluster.kill(broker_id, signal.SIGTERM)
@@ -103,6 +125,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--big-topics", type=int, default=1000)
+    parser.add_argument("--restarts", type=int, default=5)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     with (
@@ -126,6 +149,13 @@ def main() -> int:
                 f"p99 {percentile(lat, 0.99) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms "
                 "(target p99 <= 50 ms)"
             )
+            if args.restarts:
+                times = sorted(sigterm_restarts(cluster, admin, args.restarts))
+                print(
+                    f"broker SIGTERM restart, {len(times)} runs, process start -> unfenced and "
+                    f"reconciled: median {statistics.median(times):.2f} s, min {times[0]:.2f} s, "
+                    f"max {times[-1]:.2f} s (target <= 2 s)"
+                )
             if args.big_topics:
                 cold_start(cluster, admin, args.big_topics)
     return 0
