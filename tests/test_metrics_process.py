@@ -12,6 +12,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -229,6 +230,24 @@ def test_health_listener_answers_plaintext_grpc_probes(running: Cluster) -> None
             with pytest.raises(grpc.RpcError) as info:
                 channel.unary_unary("/quorum.rpc.v1.AdminService/ListTopics")(b"", timeout=5)
             assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_the_compose_healthcheck_probes_a_real_node(running: Cluster) -> None:
+    """deploy/compose/compose.yaml's healthcheck command, run as the engine would run it in
+    a container, against each node's health listener here."""
+    node = yaml.safe_load((REPO / "deploy" / "compose" / "compose.yaml").read_text())
+    command = node["x-node"]["healthcheck"]["test"]
+    assert command[:2] == ["CMD", "python"]
+    for node_id, address in running.health_address.items():
+        argv = [arg.replace("127.0.0.1:9405", address) for arg in command[2:]]
+        result = subprocess.run(
+            [sys.executable, *argv], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert result.returncode == 0, f"node {node_id}: {result.stdout}{result.stderr}"
+    # A port where nothing serves health fails the check.
+    argv = [arg.replace("127.0.0.1:9405", f"127.0.0.1:{free_port()}") for arg in command[2:]]
+    failed = subprocess.run([sys.executable, *argv], capture_output=True, timeout=30, check=False)
+    assert failed.returncode != 0
 
 
 def promtool_problems(text: str) -> list[str]:
