@@ -394,7 +394,8 @@ class BrokerNode:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.metrics is not None:
-            self.metrics.stop()
+            # shutdown() waits for the HTTP thread's poll (up to 0.5 s): not on the loop
+            await asyncio.to_thread(self.metrics.stop)
         await self.grpc.stop()
         await self.controllers.close()
         await self.raft.close()

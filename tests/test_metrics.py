@@ -8,7 +8,9 @@ import asyncio
 import math
 import random
 import threading
+from typing import Any
 
+import grpc
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -309,3 +311,72 @@ def test_admin_responses_are_counted_by_request_and_entry_error_code() -> None:
     assert values[(requests, (("error_code", "NOT_CONTROLLER"), ("rpc", "DescribeCluster")))] == 1
     assert values[(results, (("error_code", "NONE"), ("rpc", "CreateTopics")))] == 1
     assert values[(results, (("error_code", "TOPIC_ALREADY_EXISTS"), ("rpc", "CreateTopics")))] == 2
+
+
+def test_interceptor_times_calls_and_counts_aborted_admin_requests_by_status() -> None:
+    """A real grpc.aio server with the interceptor: an answered CreateTopics counts its Kafka
+    codes, an aborted one its gRPC status; both are timed."""
+    registry = CollectorRegistry()
+    voter = SingleVoter()
+    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, role="broker", registry=registry)
+
+    async def create_topics(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not request.topics:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "shutting down")
+        response = admin_pb2.CreateTopicsResponse()
+        response.topics.add(name=request.topics[0].name, error_code=36)
+        return response
+
+    async def main() -> None:
+        server = grpc.aio.server(interceptors=[m.GrpcMetricsInterceptor(metrics)])
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "quorum.rpc.v1.AdminService",
+                    {
+                        "CreateTopics": grpc.unary_unary_rpc_method_handler(
+                            create_topics,
+                            request_deserializer=admin_pb2.CreateTopicsRequest.FromString,
+                            response_serializer=admin_pb2.CreateTopicsResponse.SerializeToString,
+                        )
+                    },
+                ),
+            )
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.unary_unary(
+                    "/quorum.rpc.v1.AdminService/CreateTopics",
+                    request_serializer=admin_pb2.CreateTopicsRequest.SerializeToString,
+                    response_deserializer=admin_pb2.CreateTopicsResponse.FromString,
+                )
+                request = admin_pb2.CreateTopicsRequest()
+                request.topics.add(name="orders", num_partitions=1, replication_factor=1)
+                answer = await call(request, timeout=5)
+                assert answer.topics[0].error_code == 36
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await call(admin_pb2.CreateTopicsRequest(), timeout=5)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        finally:
+            await server.stop(0)
+
+    asyncio.run(main())
+    values = samples(generate_latest(registry))
+    requests = "metaquorum_admin_requests_total"
+    assert values[(requests, (("error_code", "NONE"), ("rpc", "CreateTopics")))] == 1
+    assert values[(requests, (("error_code", "UNAVAILABLE"), ("rpc", "CreateTopics")))] == 1
+    results = (
+        "metaquorum_admin_results_total",
+        (("error_code", "TOPIC_ALREADY_EXISTS"), ("rpc", "CreateTopics")),
+    )
+    assert values[results] == 1
+    timed = "metaquorum_grpc_server_handling_seconds_count"
+    for code in ("OK", "UNAVAILABLE"):
+        labels = (
+            ("grpc_code", code),
+            ("grpc_method", "CreateTopics"),
+            ("grpc_service", "quorum.rpc.v1.AdminService"),
+        )
+        assert values[(timed, labels)] == 1

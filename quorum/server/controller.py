@@ -293,7 +293,8 @@ class ControllerNode:
 
     async def _close(self) -> None:
         if self.metrics is not None:
-            self.metrics.stop()
+            # shutdown() waits for the HTTP thread's poll (up to 0.5 s): not on the loop
+            await asyncio.to_thread(self.metrics.stop)
         self.raft.cancel_background()
         await self.grpc.stop()
         await self.raft.close()
