@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from quorum.admin import NewTopic
-from quorum.harness import ProcessCluster, free_port, process_cluster, wait_until
+from quorum.harness import ProcessCluster, free_port, process_cluster, stop_node, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -390,3 +390,17 @@ def test_a_real_prometheus_scrapes_the_cluster(running: Cluster, tmp_path: Path)
         log.close()
         if process.returncode not in (0, -15):
             print((tmp_path / "prometheus.log").read_text(errors="replace")[-3000:])
+
+
+def test_a_node_with_metrics_stops_cleanly_on_sigterm(running: Cluster) -> None:
+    """Last in this module: SIGTERM stops a broker and a follower controller (their metrics
+    and health listeners with them) with exit code 0."""
+    cluster = running.cluster
+    leader, _, _ = cluster.wait_for_leader()
+    follower = next(n for n in cluster.controller_ids if n != leader)
+    for node_id in (cluster.broker_ids[-1], follower):
+        process = cluster.nodes[node_id].process
+        assert process is not None
+        assert stop_node(process, timeout_s=20) == 0, cluster.logs(node_id)[-2000:]
+        with pytest.raises(OSError):
+            scrape_text(running.metrics_url[node_id])
