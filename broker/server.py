@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import grpc
 import structlog
+from prometheus_client import Counter, Histogram
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
@@ -48,6 +49,13 @@ from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
 from quorum.server.admin_service import AdminServicer
 from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
+from quorum.server.metrics import (
+    GrpcMetricsInterceptor,
+    broker_families,
+    node_metrics,
+    reconciliation_metrics,
+    serve_metrics,
+)
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
 
 REGISTER_RETRY_S = 0.5
@@ -85,6 +93,8 @@ class ReconcileStats:
     deleted: int = 0
     metadata_written: int = 0
     failures: list[str] = field(default_factory=list)
+    # Actions of every run that failed (Kafka's metadata-apply-error-count).
+    apply_errors: int = 0
 
 
 class BrokerNode:
@@ -117,8 +127,23 @@ class BrokerNode:
         self.image_changed = asyncio.Event()
         self._removed: set[tuple[Uuid, int]] = set()
         self.stats = ReconcileStats()
+        # Prometheus metrics (metrics.listener; docs/operating.md#metrics).
+        self.metrics = node_metrics(config, self.raft, "broker")
+        # log dir -> (directories, bytes) in its deleting/, as of the last scan or run.
+        self.pending_deletions: dict[str, tuple[int, int]] = {}
+        self._reconciliations: tuple[Counter, Histogram] | None = None
+        if self.metrics is not None:
+            self._reconciliations = reconciliation_metrics(self.metrics.registry)
+            self.metrics.add_source(
+                self._read_metrics, lambda data: broker_families(data, wall_ms())
+            )
         self.grpc = GrpcServer(
-            config.listener, (ADMIN_SERVICE,), self.log, security=self.raft.security
+            config.listener,
+            (ADMIN_SERVICE,),
+            self.log,
+            security=self.raft.security,
+            health_listener=config.health_listener,
+            interceptors=() if self.metrics is None else (GrpcMetricsInterceptor(self.metrics),),
         )
 
     # ----- metadata -------------------------------------------------------------------------
@@ -137,7 +162,28 @@ class BrokerNode:
         self.raft.after_replay(batches, self.image)
         self._check_caught_up()
 
+    def _read_metrics(self) -> dict[str, object]:
+        """The broker's metric values (in the loop; the image is immutable)."""
+        return {
+            "broker_id": self.broker_id,
+            "image_offset": self.image.offset,
+            "metadata_load_errors": self.raft.metadata_load_errors,
+            "metadata_apply_errors": self.stats.apply_errors,
+            "pending_deletions": dict(self.pending_deletions),
+            "caught_up": self.caught_up.is_set(),
+        }
+
+    def _count_pending_deletions(self) -> None:
+        """Refresh ``pending_deletions`` (in the loop, while no reconciliation runs)."""
+        counts = dict.fromkeys(self.log_dirs.log_dir_names, (0, 0))
+        for pending in self.log_dirs.pending_deletions():
+            count, size = counts.get(pending.log_dir, (0, 0))
+            counts[pending.log_dir] = (count + 1, size + pending.size_bytes)
+        self.pending_deletions = counts
+
     def _on_ready(self, ready: Ready) -> None:
+        if self.metrics is not None:
+            self.metrics.raft.observe_ready(ready, self.raft.clock.now_ms())
         self.raft.maybe_take_snapshot(self.image)
         if ready.snapshot_to_fetch is not None:
             self.raft.spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
@@ -294,6 +340,7 @@ class BrokerNode:
                 mode = ReconcileMode.FULL
             removed, self._removed = self._removed, set()
             assigned = assigned_partitions(self.image, self.broker_id)
+            started_s = time.perf_counter()
             try:
                 plan, result = await asyncio.to_thread(
                     self.log_dirs.reconcile,
@@ -305,6 +352,12 @@ class BrokerNode:
                 )
             except LogDirUnavailableError as exc:
                 raise self._log_dir_failed(exc) from exc
+            if self._reconciliations is not None:
+                runs, duration = self._reconciliations
+                runs.labels(mode.name).inc()
+                duration.observe(time.perf_counter() - started_s)
+            self.stats.apply_errors += len(result.failures)
+            self._count_pending_deletions()
             self.stats.runs += 1
             self.stats.created += len(plan.creates)
             self.stats.moved_aside += len(plan.move_aside)
@@ -364,7 +417,10 @@ class BrokerNode:
             partitions=len(scan.on_disk),
             pending_deletions=len(scan.pending_deletions),
         )
+        self._count_pending_deletions()
         await self.grpc.start(self._add_servicers, cluster_id=self.cluster_id)
+        if self.metrics is not None:
+            serve_metrics(self.metrics, self.config, self.log)
         tasks = {
             asyncio.create_task(self.driver.run(), name="raft-observer"),
             asyncio.create_task(self.lifecycle(), name="lifecycle"),
@@ -384,6 +440,9 @@ class BrokerNode:
             if task.get_name() != "raft-observer":
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.metrics is not None:
+            # shutdown() waits for the HTTP thread's poll (up to 0.5 s): not on the loop
+            await asyncio.to_thread(self.metrics.stop)
         await self.grpc.stop()
         await self.controllers.close()
         await self.raft.close()

@@ -95,7 +95,7 @@ def add_command_config_argument(
 def config_from_args(args: argparse.Namespace) -> NodeConfig:
     config_path: Path = args.config
     overrides: list[str] = args.override
-    return load_config(config_path, overrides)
+    return load_config(config_path, overrides, environ=os.environ)
 
 
 def parse_cluster_id(text: str) -> Uuid:

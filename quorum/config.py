@@ -34,6 +34,18 @@ Rules:
   an SSL listener has its certificate files is checked at start-up (quorum/security/tls.py), so
   ``storage format`` needs none (docs/security.md#listeners-and-protocols).
 
+- Environment variables (``load_config(..., environ=os.environ)``, as the CLI does) come between
+  the file and ``--override``: ``METAQUORUM_`` followed by the key in upper case with ``_`` for
+  ``.`` (``METAQUORUM_NODE_ID=2`` is ``node.id = 2``), its value read as an override's.
+  ``METAQUORUM_NODE_ID_FROM_ORDINAL=<base>`` sets ``node.id`` to base plus the ordinal that ends
+  the host name (``HOSTNAME``, as a Kubernetes StatefulSet names its pods ``name-0``,
+  ``name-1``), so one image and one config file serve every node (docs/operating.md).
+  ``METAQUORUM_UNSAFE_*`` and ``METAQUORUM_TEST_*`` are test switches, not keys; any other
+  ``METAQUORUM_`` variable must name a key.
+- ``metrics.listener`` (``http://host:port``) serves Prometheus metrics; ``health.listener``
+  (``host:port``) serves only the gRPC health service, in plaintext, for probes that cannot
+  speak mTLS (Kubernetes' ``grpc`` probe). Both are off unless given.
+
 Every error is a ``ConfigError`` whose message names the key, the bad value and what is allowed.
 Defaults are Kafka's (KIP-595 and ``KafkaConfig``), except where the key's comment says otherwise.
 """
@@ -43,6 +55,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import socket
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -200,6 +213,16 @@ class NodeConfig:
     super_users: tuple[str, ...] = ()
     # Whether a resource that no ACL names is open to every principal (Kafka's default: no).
     allow_everyone_if_no_acl_found: bool = False
+    # Where this node serves Prometheus metrics over HTTP (GET /metrics), e.g.
+    # "http://0.0.0.0:9404"; None (the default): no metrics listener. Not a Kafka key: Kafka
+    # serves JMX, which the Prometheus JMX exporter turns into the names served here
+    # (docs/operating.md#metrics). Port 0 picks a free port (logged as metrics_listening).
+    metrics_listener: HostPort | None = None
+    # Where this node serves the gRPC health service alone, in plaintext, e.g. "0.0.0.0:9405":
+    # for probes that cannot present a client certificate (Kubernetes' grpc probe). Its status
+    # is the main listener's: SERVING once a controller knows a leader, once a broker caught
+    # up. None (the default): health only on the main listener. Not a Kafka key.
+    health_listener: HostPort | None = None
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
 
@@ -387,6 +410,7 @@ def _validate(config: NodeConfig) -> None:
         )
 
     _validate_security(config)
+    _validate_side_listeners(config)
 
     if config.broker_session_timeout_ms <= config.broker_heartbeat_interval_ms:
         raise ConfigError(
@@ -445,6 +469,26 @@ def _validate_security(config: NodeConfig) -> None:
             "ssl.principal.mapping.rules is empty; allowed: Kafka's rules, e.g. 'DEFAULT'",
             key="ssl.principal.mapping.rules",
         )
+
+
+def _validate_side_listeners(config: NodeConfig) -> None:
+    """metrics.listener and health.listener: valid ports, distinct from each other and from
+    the main listener when on the same host (one of them could not bind)."""
+    taken = {("listeners", config.listener.host, config.listener.port)}
+    for key in ("metrics.listener", "health.listener"):
+        address: HostPort | None = getattr(config, KEYS[key])
+        if address is None:
+            continue
+        _check_port(key, address.port, minimum=0)
+        for other, host, port in taken:
+            same_host = host == address.host or "0.0.0.0" in (host, address.host)
+            if port != 0 and port == address.port and same_host:
+                raise ConfigError(
+                    f"{key}: port {address.port} is already {other}'s on {host}; give it a "
+                    "port of its own",
+                    key=key,
+                )
+        taken.add((key, address.host, address.port))
 
 
 def _check_int(key: str, value: object, *, minimum: int, maximum: int) -> None:
@@ -590,6 +634,47 @@ def _parse_listeners(key: str, value: object) -> tuple[Listener, ...]:
         address = _parse_host_port(key, entry, match.group("address"), example)
         listeners.append(Listener(match.group("name"), address.host, address.port))
     return tuple(listeners)
+
+
+def _parse_metrics_listener(key: str, value: object) -> HostPort:
+    example = "'http://0.0.0.0:9404'"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"{key}: {value!r} is not an address; allowed: http://host:port, e.g. {example}",
+            key=key,
+        )
+    text = value.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        raise ConfigError(
+            f"{key}: {text!r} has no scheme; allowed: http://host:port, e.g. {example}", key=key
+        )
+    if scheme.lower() != "http":
+        raise ConfigError(
+            f"{key}: scheme {scheme!r} is not supported; allowed: 'http' (metrics carry no "
+            "secrets; scrape them over a network only Prometheus reaches), e.g. "
+            f"{example}",
+            key=key,
+        )
+    if rest.rstrip("/").endswith("/metrics"):
+        rest = rest.rstrip("/")[: -len("/metrics")]
+    return _parse_host_port(key, text, rest.rstrip("/"), example)
+
+
+def _parse_health_listener(key: str, value: object) -> HostPort:
+    example = "'0.0.0.0:9405'"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"{key}: {value!r} is not an address; allowed: host:port, e.g. {example}", key=key
+        )
+    text = value.strip()
+    if "://" in text:
+        raise ConfigError(
+            f"{key}: {text!r} has a scheme; allowed: host:port (the health listener speaks "
+            f"plaintext gRPC only), e.g. {example}",
+            key=key,
+        )
+    return _parse_host_port(key, text, text, example)
 
 
 def _parse_path(key: str, value: object, base_dir: Path) -> Path:
@@ -766,6 +851,8 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "authorizer.class.name": lambda key, s: _parse_authorizer(key, s.value),
     "super.users": lambda key, s: _parse_super_users(key, s.value),
     "allow.everyone.if.no.acl.found": lambda key, s: _parse_bool(key, s.value),
+    "metrics.listener": lambda key, s: _parse_metrics_listener(key, s.value),
+    "health.listener": lambda key, s: _parse_health_listener(key, s.value),
     **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
 }
 assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
@@ -814,6 +901,8 @@ _TEXT_KEYS: Final = frozenset(
         "ssl.principal.mapping.rules",
         "authorizer.class.name",
         "super.users",
+        "metrics.listener",
+        "health.listener",
     }
 )
 
@@ -851,8 +940,86 @@ def config_from_settings(
     return _build(_collect(settings, source=source, base_dir=directory), config_file=None)
 
 
-def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> NodeConfig:
-    """Read the TOML config at ``path`` and apply ``--override key=value`` strings in order."""
+# Environment variables (see the module docstring).
+ENV_PREFIX: Final = "METAQUORUM_"
+NODE_ID_FROM_ORDINAL_ENV: Final = "METAQUORUM_NODE_ID_FROM_ORDINAL"
+# The project's variables that are not config keys: test-only switches (negative controls,
+# slow fsync), read where they act.
+_ENV_NOT_KEYS_PREFIXES: Final = ("METAQUORUM_UNSAFE_", "METAQUORUM_TEST_")
+_ORDINAL_RE: Final = re.compile(r".*-(?P<ordinal>[0-9]+)")
+
+
+def env_variable(key: str) -> str:
+    """The environment variable of a config key: ``node.id`` -> ``METAQUORUM_NODE_ID``."""
+    return ENV_PREFIX + key.replace(".", "_").upper()
+
+
+def _environment_settings(environ: Mapping[str, str], cwd: Path) -> dict[str, _Setting]:
+    """The ``METAQUORUM_*`` variables of ``environ`` as settings (docstring of this module)."""
+    by_variable = {env_variable(key): key for key in KEYS}
+    settings: dict[str, _Setting] = {}
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name.startswith(_ENV_NOT_KEYS_PREFIXES):
+            continue
+        if name == NODE_ID_FROM_ORDINAL_ENV:
+            continue
+        key = by_variable.get(name)
+        if key is None:
+            hint = _suggestion(name, [*by_variable, NODE_ID_FROM_ORDINAL_ENV])
+            raise ConfigError(
+                f"environment variable {name} names no config key{hint}; allowed: "
+                f"{ENV_PREFIX} followed by a key in upper case with '_' for '.', e.g. "
+                f"{env_variable('node.id')} for node.id, or {NODE_ID_FROM_ORDINAL_ENV}",
+                key=name,
+            )
+        _, value = parse_override(f"{key}={environ[name]}")
+        settings[key] = _Setting(value, f"environment variable {name}", cwd, from_override=True)
+    if NODE_ID_FROM_ORDINAL_ENV in environ:
+        settings["node.id"] = _node_id_from_ordinal(environ, settings.get("node.id"), cwd)
+    return settings
+
+
+def _node_id_from_ordinal(
+    environ: Mapping[str, str], explicit: _Setting | None, cwd: Path
+) -> _Setting:
+    """node.id = METAQUORUM_NODE_ID_FROM_ORDINAL + the ordinal ending the host name."""
+    name = NODE_ID_FROM_ORDINAL_ENV
+    if explicit is not None:
+        raise ConfigError(
+            f"{name} and {env_variable('node.id')} are both set; give one: the node id itself, "
+            "or the id of the pod with ordinal 0",
+            key="node.id",
+        )
+    base_text = environ[name].strip()
+    if not _INT_TEXT_RE.fullmatch(base_text) or int(base_text) < 0:
+        raise ConfigError(
+            f"{name}: {environ[name]!r} is not a node id; allowed: an integer from 0 to "
+            f"{INT32_MAX}, the node id of the pod with ordinal 0 (e.g. 1 for controllers, 101 "
+            "for brokers)",
+            key="node.id",
+        )
+    hostname = environ.get("HOSTNAME") or socket.gethostname()
+    match = _ORDINAL_RE.fullmatch(hostname.strip())
+    if match is None:
+        raise ConfigError(
+            f"{name} is set but the host name {hostname!r} does not end in -<ordinal> as a "
+            "StatefulSet's pods do (name-0, name-1, ...); set HOSTNAME, or give "
+            f"{env_variable('node.id')} instead",
+            key="node.id",
+        )
+    node_id = int(base_text) + int(match.group("ordinal"))
+    source = f"{name}={base_text} plus the ordinal of host name {hostname!r}"
+    return _Setting(node_id, source, cwd, from_override=True)
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> NodeConfig:
+    """Read the TOML config at ``path``, then the ``METAQUORUM_*`` variables of ``environ``
+    (None: none), then ``--override key=value`` strings in order, each replacing the last."""
     config_file = Path(path).expanduser().resolve()
     try:
         text = config_file.read_text(encoding="utf-8")
@@ -868,6 +1035,11 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
         ) from None
     settings = _collect(document, source=str(path), base_dir=config_file.parent)
     cwd = Path.cwd().resolve()
+    if environ is not None:
+        try:
+            settings.update(_environment_settings(environ, cwd))
+        except ConfigError as exc:
+            raise ConfigError(f"invalid config {path}: {exc}", key=exc.key) from None
     for text_override in overrides:
         key, value = parse_override(text_override)
         settings[key] = _Setting(value, f"--override {text_override}", cwd, from_override=True)

@@ -29,6 +29,13 @@ from quorum.security.identity import CallerResolver
 from quorum.server.admin_service import AdminServicer
 from quorum.server.driver import ShuttingDownError
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
+from quorum.server.metrics import (
+    GrpcMetricsInterceptor,
+    controller_families,
+    node_metrics,
+    serve_metrics,
+    wall_ms,
+)
 from quorum.server.raft_manager import RaftManager, stop_on_signals
 from quorum.server.service import QuorumServicer
 
@@ -65,11 +72,18 @@ class ControllerNode:
         self.driver = self.raft.driver
         if image.metadata_topic_id is not None:
             self.node.set_metadata_topic_id(image.metadata_topic_id)
+        # Prometheus metrics (metrics.listener; docs/operating.md#metrics).
+        self.metrics = node_metrics(config, self.raft, "controller")
+        # Kafka's TimedOutBrokerHeartbeatCount and NewActiveControllersCount.
+        self.timed_out_heartbeats = 0
+        self.new_active_controllers = 0
         self.grpc = GrpcServer(
             config.listener,
             (QUORUM_SERVICE, ADMIN_SERVICE),
             self.log,
             security=self.raft.security,
+            health_listener=config.health_listener,
+            interceptors=() if self.metrics is None else (GrpcMetricsInterceptor(self.metrics),),
         )
         self._serving: bool | None = None
         self.state_machine = ControllerStateMachine(
@@ -81,6 +95,12 @@ class ControllerNode:
         # The epoch this node leads (None: not the leader), as last seen by the loop.
         self._leading_epoch: int | None = None
         self._metadata_topic_task: asyncio.Task[None] | None = None
+        if self.metrics is not None:
+            metrics = self.metrics
+            self.driver.on_operation_timed = metrics.observe_operation
+            metrics.add_source(
+                self._read_metrics, lambda data: controller_families(metrics, data, wall_ms())
+            )
         self.log.info(
             "controller_loaded",
             cluster_id=self.cluster_id,
@@ -102,6 +122,8 @@ class ControllerNode:
         if leading != self._leading_epoch:
             self._leading_epoch = leading
             self.state_machine.forget_broker_sessions()
+            if leading is not None:
+                self.new_active_controllers += 1
         if self._proposing_epoch is None:
             return
         if leading != self._proposing_epoch:
@@ -132,7 +154,21 @@ class ControllerNode:
             and self.state_machine.committed_image.offset >= state.epoch_start_offset
         )
 
+    def _read_metrics(self) -> dict[str, object]:
+        """The controller's metric values (in the loop; the image is immutable)."""
+        node = self.node
+        return {
+            "active": node.is_leader(),
+            "committed_image": self.state_machine.committed_image,
+            "last_committed_offset": node.high_watermark - 1,
+            "metadata_errors": self.raft.metadata_load_errors + self.raft.snapshotter.failures,
+            "timed_out_heartbeats": self.timed_out_heartbeats,
+            "new_active_controllers": self.new_active_controllers,
+        }
+
     def _on_ready(self, ready: Ready) -> None:
+        if self.metrics is not None:
+            self.metrics.raft.observe_ready(ready, self.raft.clock.now_ms())
         self._drop_stale_pending()
         if not self.state_machine.has_pending:
             self.raft.maybe_take_snapshot(self.state_machine.committed_image)
@@ -183,7 +219,9 @@ class ControllerNode:
                 continue
             now = self.raft.clock.now_ms()
 
-            def operation(next_offset: int, now: int = now) -> tuple[tuple[Record, ...], object]:
+            def operation(
+                next_offset: int, now: int = now
+            ) -> tuple[tuple[Record, ...], tuple[int, ...]]:
                 result = self.state_machine.fence_stale_brokers(
                     now_ms=now, next_offset=next_offset, max_brokers=1
                 )
@@ -195,7 +233,8 @@ class ControllerNode:
                 continue
             if proposal is not None:
                 fenced_one = True
-                self.log.warning("brokers_fenced", broker_ids=list(fenced))  # type: ignore[call-overload]
+                self.timed_out_heartbeats += len(fenced)
+                self.log.warning("brokers_fenced", broker_ids=list(fenced))
 
     def _add_servicers(self, server: grpc.aio.Server) -> None:
         raft = self.raft
@@ -226,6 +265,8 @@ class ControllerNode:
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.grpc.start(self._add_servicers, cluster_id=self.cluster_id)
+        if self.metrics is not None:
+            serve_metrics(self.metrics, self.config, self.log)
         driver_task = asyncio.create_task(self.driver.run(), name="raft-driver")
         fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
         stop_task = asyncio.create_task(stop.wait(), name="stop-signal")
@@ -251,6 +292,9 @@ class ControllerNode:
         await self._close()
 
     async def _close(self) -> None:
+        if self.metrics is not None:
+            # shutdown() waits for the HTTP thread's poll (up to 0.5 s): not on the loop
+            await asyncio.to_thread(self.metrics.stop)
         self.raft.cancel_background()
         await self.grpc.stop()
         await self.raft.close()

@@ -113,6 +113,8 @@ Operation = Callable[[int], tuple[Sequence[Record], T]]
 class _Submitted:
     operation: Operation[Any]
     future: asyncio.Future[tuple[Proposal | None, Any]]
+    # When it was queued (perf_counter seconds): its time in the queue is a metric.
+    queued_s: float = field(default_factory=time.perf_counter)
 
 
 @dataclass
@@ -266,6 +268,11 @@ class RaftDriver:
         self.slow_turn_ms = node.config.fetch_timeout_ms / 10
         # Callers of ``wait_for``: each condition is checked after every turn.
         self._condition_waiters: list[_ConditionWaiter] = []
+        # Seconds the loop spent waiting for work (Kafka's poll-idle-ratio, docs/operating.md).
+        self.idle_s_total = 0.0
+        # Called with (ms queued, ms running) for each operation run (Kafka's
+        # ControllerEventManager EventQueueTimeMs / EventQueueProcessingTimeMs).
+        self.on_operation_timed: Callable[[float, float], None] | None = None
 
     # ----- API for handlers ------------------------------------------------------------------
 
@@ -521,8 +528,10 @@ class RaftDriver:
                 self._wakeup.clear()
                 if not self._inbox.empty() or self._operations or self._calls:
                     continue
+                idle_from_s = time.perf_counter()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), delay_s)
+                self.idle_s_total += time.perf_counter() - idle_from_s
         finally:
             gc.callbacks.remove(self._gc_timer.callback)
 
@@ -595,6 +604,8 @@ class RaftDriver:
                 future.set_exception(NotLeaderError(node.leader_id, node.epoch))
                 continue
             ran += 1
+            started_s = time.perf_counter()
+            queued_ms = (started_s - submitted.queued_s) * 1000
             records, answer = submitted.operation(node.next_offset())
             proposed += len(records)
             proposal = None
@@ -606,9 +617,13 @@ class RaftDriver:
                     continue
                 if self._on_proposed is not None:
                     turn.pause()
+                    yielded_s = time.perf_counter()
                     await asyncio.sleep(0)
                     turn.resume()
+                    started_s += time.perf_counter() - yielded_s  # not the handlers' time
                     self._on_proposed(records, proposal)
+            if self.on_operation_timed is not None:
+                self.on_operation_timed(queued_ms, (time.perf_counter() - started_s) * 1000)
             if not future.done():  # the caller may have given up meanwhile
                 future.set_result((proposal, answer))
         return ran, proposed

@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from quorum.config import Listener
+from quorum.config import HostPort, Listener
 from quorum.rpc.v1 import admin_pb2, raft_pb2
 from quorum.security.tls import NodeSecurity
 from quorum.server.raft_manager import StartupError
@@ -138,9 +138,14 @@ def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMe
     )
 
 
-def make_server() -> grpc.aio.Server:
-    """A gRPC server with the node's options and request decoding (no services yet)."""
-    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=[RequestDecodingInterceptor()])
+def make_server(
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> grpc.aio.Server:
+    """A gRPC server with the node's options, ``interceptors`` (outermost first, e.g. the
+    metrics') and request decoding (no services yet)."""
+    return grpc.aio.server(
+        options=SERVER_OPTIONS, interceptors=[*interceptors, RequestDecodingInterceptor()]
+    )
 
 
 class GrpcServer:
@@ -153,12 +158,21 @@ class GrpcServer:
         services: Sequence[str],
         logger: Any,
         security: NodeSecurity | None = None,
+        *,
+        health_listener: HostPort | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         self.listener = listener
         self.services = tuple(services)
         self.security = security
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
+        # ``health.listener``: the same health statuses, alone and in plaintext, for probes
+        # that cannot present a client certificate (Kubernetes' grpc probe).
+        self.health_listener = health_listener
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port: int | None = None
+        self._interceptors = tuple(interceptors)
         self._log = logger
 
     def set_serving(self, serving: bool) -> None:
@@ -176,7 +190,7 @@ class GrpcServer:
     ) -> None:
         """Add the node's servicers (``add_servicers``), health (NOT_SERVING) and reflection,
         bind the listener and start serving. Raises ``StartupError``."""
-        server = make_server()
+        server = make_server(self._interceptors)
         add_servicers(server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for service in ("", *self.services):
@@ -201,6 +215,24 @@ class GrpcServer:
             cluster_id=cluster_id,
             security_protocol="PLAINTEXT" if credentials is None else "SSL",
         )
+        if self.health_listener is not None:
+            await self._start_health_server(self.health_listener)
+
+    async def _start_health_server(self, address: HostPort) -> None:
+        """Serve ``grpc.health.v1.Health`` alone on ``address``, in plaintext: a status is
+        no secret, and nothing else is reachable there."""
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        try:
+            port = server.add_insecure_port(str(address))
+        except RuntimeError as exc:
+            raise StartupError(f"health.listener: cannot listen on {address}: {exc}") from exc
+        if port == 0:
+            raise StartupError(f"health.listener: cannot listen on {address}: the port is in use")
+        await server.start()
+        self.health_server = server
+        self.health_port = port
+        self._log.info("health_listening", address=f"{address.host}:{port}")
 
     def _reload(self) -> None:
         assert self.security is not None
@@ -208,5 +240,7 @@ class GrpcServer:
         self._log.info("tls_reload_requested", signal="SIGHUP")
 
     async def stop(self) -> None:
+        if self.health_server is not None:
+            await self.health_server.stop(0)
         if self.server is not None:
             await self.server.stop(SERVER_GRACE_S)

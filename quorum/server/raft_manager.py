@@ -118,6 +118,9 @@ class RaftManager:
         self.locks = tuple(locks)
         # Snapshots being taken or fetched; a task removes itself when it ends.
         self._background: set[asyncio.Task[Any]] = set()
+        # Metadata this node could not load: corrupt snapshots skipped at start-up, snapshot
+        # fetches that failed (Kafka's metadata-load-error-count; docs/operating.md#metrics).
+        self.metadata_load_errors = 0
 
     @classmethod
     def open(
@@ -248,6 +251,7 @@ class RaftManager:
             logger=logger,
             locks=locks,
         )
+        manager.metadata_load_errors = loaded.corrupt_skipped
         return manager, loaded.image
 
     # ----- called by the node from its driver callbacks -------------------------------------
@@ -277,7 +281,7 @@ class RaftManager:
         """Behind the leader's log start: download its snapshot and install it; ``on_image``
         replaces the node's image with the snapshot's (inside the driver loop)."""
         address = self.config.controller_quorum_voters[leader_id]
-        await fetch_and_install(
+        installed = await fetch_and_install(
             driver=self.driver,
             log=self.segments,
             directory=self.directory,
@@ -288,6 +292,8 @@ class RaftManager:
             security=self.security.client,
             logger=self.log,
         )
+        if not installed:
+            self.metadata_load_errors += 1
 
     def spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
         """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched)."""

@@ -74,6 +74,8 @@ class Loaded:
     snapshot: SnapshotId | None
     image: MetadataImage
     batches: list[LogBatch]
+    # Corrupt snapshots skipped (a metadata load error, counted in the node's metrics).
+    corrupt_skipped: int = 0
 
 
 def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
@@ -128,7 +130,7 @@ def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
         topics=len(image.topics_by_id),
         log_batches_after=len(batches),
     )
-    return Loaded(snapshot, image, batches)
+    return Loaded(snapshot, image, batches, corrupt_skipped=len(valid.skipped))
 
 
 class Snapshotter:
@@ -156,6 +158,11 @@ class Snapshotter:
         self.bytes_since = 0
         self.last_taken_s = time.monotonic()
         self.taken = 0
+        # Kafka's SnapshotEmitter metrics: the latest snapshot this process wrote (until one
+        # is, its age counts from start-up, as Kafka's does) and snapshots that failed.
+        self.latest_generated_bytes = 0
+        self.latest_generated_wall_ms = time.time_ns() // 1_000_000
+        self.failures = 0
         self._running = False
         self._retry_at_s = 0.0
 
@@ -210,6 +217,8 @@ class Snapshotter:
                 self.logger.info("snapshot_already_local", snapshot=str(snapshot))
             else:
                 snapshot = await self._write(image, snapshot)
+                self.latest_generated_bytes = snapshot_path(self.directory, snapshot).stat().st_size
+                self.latest_generated_wall_ms = time.time_ns() // 1_000_000
             await self.driver.call_in_loop(lambda: self._compact(snapshot))
             self.bytes_since = 0
             self.last_taken_s = time.monotonic()
@@ -224,6 +233,7 @@ class Snapshotter:
         except (OSError, StorageError) as exc:
             # Not fatal: the log still holds everything; try again after a pause.
             self.logger.error("snapshot_failed", end_offset=end, reason=str(exc))
+            self.failures += 1
             self._retry_at_s = time.monotonic() + SNAPSHOT_RETRY_S
             return None
         finally:
@@ -331,10 +341,10 @@ async def fetch_and_install(
     on_image: Callable[[MetadataImage], None],
     logger: Any,
     security: ClientSecurity | None = None,
-) -> None:
+) -> bool:
     """Behind the leader's log start: download its snapshot, then, inside the driver loop, make
     it the node's state (``on_image`` replaces the node's image). On failure the core is told
-    to fetch again (the leader names its current snapshot)."""
+    to fetch again (the leader names its current snapshot). Returns whether it installed."""
     node = driver.node
     try:
         if snapshot_path(directory, snapshot).is_file():
@@ -360,7 +370,7 @@ async def fetch_and_install(
             # A damaged local copy: set it aside so the next attempt downloads the snapshot.
             exc.path.replace(exc.path.with_name(exc.path.name + ".corrupt"))
         await driver.call_in_loop(lambda: node.snapshot_fetch_failed(driver.clock.now_ms()))
-        return
+        return False
 
     def install() -> None:
         log.truncate_fully_and_start_at(snapshot.end_offset)
@@ -371,3 +381,4 @@ async def fetch_and_install(
         delete_snapshots_before(directory, snapshot)  # the core logs snapshot_installed
 
     await driver.call_in_loop(install)
+    return True
