@@ -171,7 +171,7 @@ def test_wiped_broker_is_brought_back_by_fetch_snapshot(tmp_path: Path) -> None:
             30,
             "brokers unfenced",
         )
-        cluster.kill(102, signal.SIGTERM)
+        cluster.kill(102, signal.SIGKILL)  # a crash: its session lives on, it keeps its placements
         for round_ in range(10):
             admin.create_topics([NewTopic(f"w{round_}-{i}", 1, 2) for i in range(40)]).all()
         # An ACL the wiped broker learns only from the snapshot (docs/authorization.md).

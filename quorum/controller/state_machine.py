@@ -94,7 +94,8 @@ class ControllerStateMachine:
         )
         self._committed = image
         self._latest = image
-        self._pending: deque[tuple[int, int]] = deque()  # (base, last offset) of proposals
+        # (base offset, last offset, latest image after it) of each pending proposal
+        self._pending: deque[tuple[int, int, MetadataImage]] = deque()
         self._sessions = broker_ops.BrokerSessions(config.broker_session_timeout_ms)
 
     # ----- images -----------------------------------------------------------------------------
@@ -131,6 +132,35 @@ class ControllerStateMachine:
         if not pending:
             self._latest = self._committed
 
+    def commit_own(self, base_offset: int, last_offset: int) -> bool:
+        """A batch committed whose offsets are exactly one or more whole pending proposals
+        of this controller, from the oldest on (the caller checks that the batch is of the
+        epoch it proposed them in, so it is the batch this controller appended): the image
+        after the last of them, already built by ``replay_pending``, becomes the committed
+        image, without decoding and replaying the batch again. Control records and NoOps
+        between proposals only move the offset, so that image holds exactly what replaying
+        the committed log gives. Returns False (nothing changed) if the batch is not such a
+        run of proposals: the caller then calls ``replay_committed``."""
+        pending = self._pending
+        if not pending or pending[0][0] != base_offset or self._committed.offset >= base_offset:
+            return False
+        count = 0
+        for _, last, _ in pending:
+            count += 1
+            if last == last_offset:
+                break
+            if last > last_offset:
+                return False
+        else:
+            return False
+        image = pending[count - 1][2]
+        for _ in range(count):
+            pending.popleft()
+        self._committed = image
+        if not pending:
+            self._latest = image
+        return True
+
     def replay_pending(self, records: Sequence[MetadataRecord], base_offset: int) -> None:
         """Replay records this controller just proposed at ``base_offset`` onto the latest image."""
         if not records:
@@ -141,7 +171,7 @@ class ControllerStateMachine:
         for index, record in enumerate(records):
             delta.replay(record, base_offset + index)
         self._latest = delta.apply()
-        self._pending.append((base_offset, base_offset + len(records) - 1))
+        self._pending.append((base_offset, base_offset + len(records) - 1, self._latest))
 
     def reset_to_image(self, image: MetadataImage) -> None:
         """Replace all state by ``image`` (a snapshot this node installed from the leader)."""

@@ -211,6 +211,11 @@ class PrincipalMapper:
         return None
 
 
+# Certificates whose identity a CallerResolver keeps (bounds memory against clients that
+# present many distinct certificates; each must still be signed by the trust store's CA).
+IDENTITIES_CACHED_MAX = 1024
+
+
 class CallerResolver:
     """Turns a call's auth context into a ``Caller``. One per server; cheap per call.
 
@@ -220,6 +225,10 @@ class CallerResolver:
     def __init__(self, mapping_rules: str | Sequence[str] = ("DEFAULT",)) -> None:
         self._mapper = PrincipalMapper(mapping_rules)
         self.mapping_rules = self._mapper.rules
+        # Parsing a certificate costs tens of microseconds, and every call of a connection
+        # presents the same one: what a certificate's bytes map to (principal, node, cluster)
+        # is kept, for at most IDENTITIES_CACHED_MAX certificates (oldest dropped first).
+        self._identities: dict[bytes, tuple[str, int | None, str | None]] = {}
 
     def principal_for_subject(self, subject_dn: str) -> str | None:
         """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged); None when
@@ -233,14 +242,25 @@ class CallerResolver:
         pems = auth.get("x509_pem_cert") or ()
         if not pems:
             return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
+        known = self._identities.get(pems[0])
+        if known is None:
+            known = self._identity(pems[0])
+            if len(self._identities) >= IDENTITIES_CACHED_MAX:
+                del self._identities[next(iter(self._identities))]
+            self._identities[pems[0]] = known
+        principal, node_id, cluster_id = known
+        return Caller(principal, node_id, cluster_id, authenticated=True, peer=peer)
+
+    def _identity(self, pem: bytes) -> tuple[str, int | None, str | None]:
+        """(principal, node id, cluster id) of a certificate the TLS stack verified."""
         # From here on the TLS stack verified a client certificate: whatever goes wrong below
         # fails closed (an authenticated caller with no name and no node may claim nothing),
         # never open as a plaintext caller would (docs/security.md#what-a-node-may-claim).
         try:
-            cert = x509.load_pem_x509_certificate(pems[0])
+            cert = x509.load_pem_x509_certificate(pem)
             subject = cert.subject.rfc4514_string()
         except ValueError:
-            return Caller(ANONYMOUS, None, None, authenticated=True, peer=peer)
+            return ANONYMOUS, None, None
         node: tuple[str, int] | None = None
         try:
             san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -251,12 +271,10 @@ class CallerResolver:
         if len(named) == 1:  # two node names in one certificate name no node
             node = named[0]
         principal = self.principal_for_subject(subject)
-        return Caller(
+        return (
             # No mapping rule matched: no name (Kafka refuses the authentication); the node
             # identity comes from the URI SAN alone and stands.
-            principal=ANONYMOUS if principal is None else principal,
-            node_id=None if node is None else node[1],
-            cluster_id=None if node is None else node[0],
-            authenticated=True,
-            peer=peer,
+            ANONYMOUS if principal is None else principal,
+            None if node is None else node[1],
+            None if node is None else node[0],
         )

@@ -134,7 +134,11 @@ class ControllerNode:
         self._drop_stale_pending()
         sm = self.state_machine
         for batch in batches:
-            sm.replay_committed(decode_batch(batch.data))
+            # The leader's own proposals were replayed when proposed: their image is reused.
+            if batch.epoch != self._proposing_epoch or not sm.commit_own(
+                batch.base_offset, batch.last_offset
+            ):
+                sm.replay_committed(decode_batch(batch.data))
         topic_id = self.raft.after_replay(batches, sm.committed_image)
         if topic_id is not None:
             self.log.info("metadata_topic_id_assigned", topic_id=str(topic_id))
