@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import structlog
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from broker.kafka.forwarding import Forwarder, ForwardingError
+from broker.kafka.forwarding import ForwardingError
 from broker.kafka.protocol import (
     API_VERSIONS,
     Request,
@@ -46,7 +46,7 @@ from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller
 from quorum.server.driver import ShuttingDownError, TooManyWaitersError
 
-__all__ = ["KafkaApis", "Session"]
+__all__ = ["AdminForwarder", "KafkaApis", "Session"]
 
 # Kafka's "authorized operations were not asked for" (INT32_MIN in every *_authorized_operations).
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
@@ -92,6 +92,13 @@ assert set(TOPIC_CONFIG_TYPES) == set(TOPIC_CONFIG_DEFAULTS)
 SOFTWARE_NAME_RE: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+class AdminForwarder(Protocol):
+    """Hands a write to the active controller (``broker.kafka.forwarding.Forwarder``)."""
+
+    async def call(self, method: str, request: Any, caller: Caller, timeout_ms: int) -> Any:
+        """The controller's answer to admin RPC ``method``; raises ``ForwardingError``."""
+
+
 @dataclass
 class Session:
     """One client connection: who it is, which listener it came in on, and the offset of its
@@ -115,7 +122,7 @@ class KafkaApis:
         cluster_id: str,
         image: Callable[[], MetadataImage],
         authorization: RequestAuthorization,
-        forwarder: Forwarder,
+        forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
@@ -648,9 +655,9 @@ class KafkaApis:
         body = request.body
         version = request.api_version
         if version >= 6:
-            entries = [(t.name, our_uuid(t.topic_id)) for t in body.topics]
+            entries = [(t.name, our_uuid(t.topic_id)) for t in body.topics or ()]
         else:
-            entries = [(name, ZERO_UUID) for name in body.topic_names]
+            entries = [(name, ZERO_UUID) for name in body.topic_names or ()]
         pb = admin_pb2.DeleteTopicsRequest(
             topics=[
                 admin_pb2.DeletableTopic(
@@ -700,7 +707,8 @@ class KafkaApis:
                 admin_pb2.AclBinding(
                     resource_type=c.resource_type,
                     resource_name=c.resource_name,
-                    pattern_type=c.resource_pattern_type,
+                    # v0 has no pattern types: LITERAL (3), as Kafka reads it
+                    pattern_type=getattr(c, "resource_pattern_type", 3),
                     principal=c.principal,
                     host=c.host,
                     operation=c.operation,
@@ -727,7 +735,7 @@ class KafkaApis:
         DescribeAcls request (the same fields at the top level)."""
         pb = admin_pb2.AclFilter(
             resource_type=getattr(entry, f"resource_type{prefix}"),
-            pattern_type=getattr(entry, f"pattern_type{prefix}"),
+            pattern_type=getattr(entry, f"pattern_type{prefix}", 3),  # v0: LITERAL
             operation=entry.operation,
             permission_type=entry.permission_type,
         )

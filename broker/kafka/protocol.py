@@ -9,10 +9,12 @@ module picks the entity classes for a frame, lets kio read and write them, and b
 entities from plain values (``build``), which is what lets one handler serve every version of
 an API.
 
-A frame is untrusted bytes (docs/kafka-listener.md#robustness): kio's native reader checks every
-length against the bytes it has, so a claimed array or string length beyond the frame fails
-before anything is allocated, and every way a decoding can fail becomes
-``MalformedRequestError``, which closes the connection. Bytes after a request's end are
+A frame is untrusted bytes (docs/kafka-listener.md#robustness). kio 0.5 reads in pure Python,
+item by item, so a claimed array or string length beyond the frame fails when the bytes run
+out, never by allocating what the length claims (kio 0.6's native reader allocates first and
+aborts the whole process on a forged length: found by this project's fuzzer, the reason for the
+pin). Every way a decoding can fail becomes ``MalformedRequestError``, which closes the
+connection. Bytes after a request's end are
 ignored, as Kafka's own parser ignores them.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import struct
 import types
 import uuid
 from collections.abc import Mapping
@@ -52,22 +55,19 @@ __all__ = [
     "our_uuid",
 ]
 
-# Kafka's API keys this listener serves, with the versions it serves (docs/kafka-listener.md).
-# The floors are kio's: it carries the Kafka 4.x baseline, which dropped CreateTopics v0-v1,
-# DeleteTopics v0 and the v0 of DescribeConfigs and the ACL APIs (KIP-896); every client that
-# speaks ApiVersions (kafka-python 3, librdkafka 2) picks a version both sides have. The
-# ceilings are those of Kafka 3.9 (Metadata 12, DescribeCluster 1), so clients see a plausible
-# broker: kafka-python infers the broker's version from the table (DescribeAcls v3: 3.3+).
+# Kafka's API keys this listener serves, with the versions it serves (docs/kafka-listener.md):
+# those of Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
+# (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
 API_VERSIONS_KEY: Final = 18
 API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     3: (0, 12),  # Metadata
     18: (0, 4),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    29: (1, 3),  # DescribeAcls
-    30: (1, 3),  # CreateAcls
-    31: (1, 3),  # DeleteAcls
-    32: (1, 4),  # DescribeConfigs
+    19: (0, 7),  # CreateTopics
+    20: (0, 6),  # DeleteTopics
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
+    32: (0, 4),  # DescribeConfigs
     60: (0, 1),  # DescribeCluster
     75: (0, 0),  # DescribeTopicPartitions
 }
@@ -91,9 +91,10 @@ HEADER_BYTES_MIN: Final = 8
 
 # What kio raises on bytes that are not a valid message (found by tests/test_kafka_protocol.py's
 # fuzzer): its own SerialError family, KeyError for an unknown tagged field, ValueError for an
-# invalid boolean or enum value, and the struct/unicode errors of its Python fallbacks.
+# invalid boolean or enum value, struct.error for a short buffer, UnicodeError for a bad string.
 _DECODE_ERRORS: Final = (
     SerialError,
+    struct.error,
     KeyError,
     ValueError,
     OverflowError,
@@ -126,8 +127,8 @@ class Request:
 class UnsupportedRequest:
     """A well-formed header of an API or version this listener does not serve. For ApiVersions
     (KIP-511) the answer is a v0 response with UNSUPPORTED_VERSION and our ranges; for any
-    other API kio knows at that version, its response with UNSUPPORTED_VERSION in every error
-    field (``response_type``)."""
+    other API kio knows at that version whose response has a top-level error code, that
+    response with UNSUPPORTED_VERSION in it (``response_type``)."""
 
     api_key: int
     api_version: int
@@ -161,6 +162,13 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
             "read (ask ApiVersions which versions it serves)"
         ) from None
     if served is None or not served[0] <= api_version <= served[1]:
+        if not any(f.name == "error_code" for f in dataclasses.fields(response_type)):
+            # Its errors live in per-entry fields an empty answer cannot carry (Produce,
+            # FindCoordinator, ...): close, as Kafka does for an API it does not serve.
+            raise MalformedRequestError(
+                f"API key {api_key} ({API_KEY_NAMES.get(api_key, 'not served')}) version "
+                f"{api_version} is not served here (ask ApiVersions which APIs are)"
+            )
         return UnsupportedRequest(api_key, api_version, correlation_id, response_type)
     try:
         # A kio reader returns the entity and the number of bytes it consumed.
@@ -171,16 +179,43 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
             f"{API_KEY_NAMES.get(api_key, api_key)} v{api_version} request does not decode: "
             f"{type(exc).__name__}: {exc}"
         ) from None
+    null = _null_where_forbidden(body)
+    if null is not None:
+        raise MalformedRequestError(
+            f"{API_KEY_NAMES.get(api_key, api_key)} v{api_version} request has a null "
+            f"{null}, which its schema does not allow"
+        )
     # Bytes after the request's end are ignored, as Kafka's own parser ignores them
     # (librdkafka 2.16 sends three after a Metadata v12 request for every topic).
     return Request(
         api_key=api_key,
         api_version=api_version,
         correlation_id=correlation_id,
-        client_id=header.client_id,
+        client_id=getattr(header, "client_id", None),
         body=body,
         response_type=response_type,
     )
+
+
+def _null_where_forbidden(entity: Any, path: str = "") -> str | None:
+    """The path of the first field of ``entity`` (recursively) that is null though its schema
+    says it is not nullable, or None. kio 0.5 reads an array of length -1 as null whatever the
+    schema says; Kafka's parser refuses it."""
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        kind = _field_kind(field)
+        where = f"{path}{field.name}"
+        if value is None:
+            if not kind.nullable:
+                return where
+            continue
+        if kind.entity is None:
+            continue
+        for item in value if kind.array else (value,):
+            found = _null_where_forbidden(item, f"{where}.")
+            if found is not None:
+                return found
+    return None
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
