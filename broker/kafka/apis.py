@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.protocol import (
     API_VERSIONS,
+    CREATE_PARTITIONS_FORWARDABLE,
     Request,
     UnsupportedRequest,
     build,
@@ -146,6 +147,8 @@ class KafkaApis:
             60: self._describe_cluster,
             75: self._describe_topic_partitions,
         }
+        if CREATE_PARTITIONS_FORWARDABLE:
+            self._handlers[37] = self._create_partitions
         assert set(self._handlers) == set(API_VERSIONS)
 
     async def handle(self, request: Request, session: Session) -> Any:
@@ -697,6 +700,50 @@ class KafkaApis:
                 }
             )
         return {"responses": responses}
+
+    async def _create_partitions(self, request: Request, session: Session) -> dict[str, Any]:
+        """Forwarded as AdminService/CreatePartitions (by name, as Kafka's request is). Per-topic
+        codes are the controller's (INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+        UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, ...), or NOT_CONTROLLER /
+        REQUEST_TIMED_OUT for all."""
+        body = request.body
+        topics = body.topics or ()
+        # Built by name: the admin API of this build may predate CreatePartitions (then this
+        # handler is not registered and the API not advertised).
+        request_type = getattr(admin_pb2, "CreatePartitionsRequest")  # noqa: B009
+        assignment_type = getattr(admin_pb2, "CreatePartitionsAssignment")  # noqa: B009
+        pb = request_type(timeout_ms=_ms(body.timeout), validate_only=bool(body.validate_only))
+        for topic in topics:
+            pb.topics.add(
+                name=topic.name,
+                count=topic.count,
+                assignments=[
+                    assignment_type(broker_ids=list(a.broker_ids)) for a in topic.assignments or ()
+                ],
+            )
+        answer, failure = (None, None)
+        if topics:
+            answer, failure = await self._forward(
+                "CreatePartitions", pb, session, _ms(body.timeout)
+            )
+        if answer is None:
+            return {
+                "results": [
+                    {"name": t.name, "error_code": failure[0], "error_message": failure[1]}
+                    for t in topics
+                    if failure is not None
+                ]
+            }
+        return {
+            "results": [
+                {
+                    "name": topic.name,
+                    "error_code": result.error_code,
+                    "error_message": result.error_message or None,
+                }
+                for topic, result in zip(topics, answer.results, strict=True)
+            ]
+        }
 
     # ----- ACLs (docs/authorization.md) -----------------------------------------------------
 

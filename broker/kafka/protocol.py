@@ -38,11 +38,13 @@ from kio.serial.readers import read_int16, read_int32
 
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
+from quorum.rpc.v1 import admin_pb2
 
 __all__ = [
     "API_KEY_NAMES",
     "API_VERSIONS",
     "API_VERSIONS_KEY",
+    "CREATE_PARTITIONS_FORWARDABLE",
     "HEADER_BYTES_MIN",
     "MalformedRequestError",
     "Request",
@@ -59,6 +61,10 @@ __all__ = [
 # those of Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
 # (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
 API_VERSIONS_KEY: Final = 18
+CREATE_PARTITIONS_KEY: Final = 37
+# CreatePartitions is forwarded to the controllers' AdminService/CreatePartitions: served once
+# the admin API this node was built with has it.
+CREATE_PARTITIONS_FORWARDABLE: Final = hasattr(admin_pb2, "CreatePartitionsRequest")
 API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     3: (0, 12),  # Metadata
     18: (0, 4),  # ApiVersions
@@ -68,6 +74,7 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     30: (0, 3),  # CreateAcls
     31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
+    **({CREATE_PARTITIONS_KEY: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
     60: (0, 1),  # DescribeCluster
     75: (0, 0),  # DescribeTopicPartitions
 }
