@@ -239,9 +239,9 @@ class NodeConfig:
 
     @property
     def kafka_listeners(self) -> tuple[Listener, ...]:
-        """The broker's Kafka wire-protocol listeners: every entry of ``listeners`` after the
-        first (docs/kafka-listener.md)."""
-        return self.listeners[1:]
+        """The broker's Kafka wire-protocol listeners: every entry of ``listeners`` but the
+        gRPC one (docs/kafka-listener.md)."""
+        return tuple(entry for entry in self.listeners if entry != self.listener)
 
     def protocol_of(self, listener: Listener) -> str:
         """The security protocol of any of this node's listeners (SSL when the map is silent)."""

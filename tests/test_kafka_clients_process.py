@@ -42,6 +42,7 @@ from kafka.admin import (
 )
 from kafka.errors import (
     IncompatibleBrokerVersion,
+    InvalidPartitionsError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
@@ -49,7 +50,7 @@ from kafka.errors import (
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from broker.kafka.protocol import build
+from broker.kafka.protocol import CREATE_PARTITIONS_FORWARDABLE, build
 from quorum.errors import ErrorCode
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
@@ -206,10 +207,18 @@ def test_kafka_python_admin_client(cluster: ProcessCluster) -> None:
         admin.delete_topics([uuid.UUID(recreated["topic_id"])])
         assert "kp-orders" not in admin.list_topics()
 
-        # CreatePartitions is not served yet (docs/kafka-listener.md): the client says so.
+        # CreatePartitions: served once the admin API has it (docs/kafka-listener.md); until
+        # then the client says the broker does not support it.
         admin.create_topics([NewTopic("kp-grow", 1, 1)])
-        with pytest.raises(IncompatibleBrokerVersion):
-            admin.create_partitions({"kp-grow": 2})
+        if not CREATE_PARTITIONS_FORWARDABLE:
+            with pytest.raises(IncompatibleBrokerVersion):
+                admin.create_partitions({"kp-grow": 2})
+        else:
+            admin.create_partitions({"kp-grow": 3})
+            (grown,) = admin.describe_topics(["kp-grow"])
+            assert len(grown["partitions"]) == 3
+            with pytest.raises(InvalidPartitionsError):
+                admin.create_partitions({"kp-grow": 2})
     finally:
         admin.close()
 
@@ -256,11 +265,22 @@ def test_confluent_kafka_admin_client(cluster: ProcessCluster) -> None:
     finally:
         other.close()
 
-    # CreatePartitions is not served yet (docs/kafka-listener.md): the client gets an error.
+    # CreatePartitions: served once the admin API has it (docs/kafka-listener.md).
     grow = admin.create_partitions([ConfluentNewPartitions("ck-orders", 2)])
-    with pytest.raises(KafkaException):
+    if not CREATE_PARTITIONS_FORWARDABLE:
+        with pytest.raises(KafkaException):
+            for future in grow.values():
+                future.result(20)
+    else:
         for future in grow.values():
             future.result(20)
+
+        def partitions() -> list[int]:
+            described = admin.describe_topics(TopicCollection(["ck-orders"])).values()
+            return [p.id for f in described for p in f.result(20).partitions]
+
+        # librdkafka may ask another broker than the one that forwarded the write.
+        wait_until(lambda: partitions() == [0, 1], 10, "ck-orders with 2 partitions")
 
     for future in admin.delete_topics(["ck-orders"]).values():
         future.result(20)
