@@ -208,9 +208,8 @@ def _null_where_forbidden(entity: Any, path: str = "") -> str | None:
     """The path of the first field of ``entity`` (recursively) that is null though its schema
     says it is not nullable, or None. kio 0.5 reads an array of length -1 as null whatever the
     schema says; Kafka's parser refuses it."""
-    for field in dataclasses.fields(entity):
+    for field, kind in _fields_of(type(entity)):
         value = getattr(entity, field.name)
-        kind = _field_kind(field)
         where = f"{path}{field.name}"
         if value is None:
             if not kind.nullable:
@@ -306,9 +305,27 @@ _ZEROS: Final[Mapping[str, Any]] = {
 }
 
 
-def _zero(field: dataclasses.Field[Any], error_code: ErrorCode) -> Any:
+# Entity class -> its fields with what they hold. Bounded: one entry per kio class used.
+_FIELDS: Final[dict[type[Any], tuple[tuple[dataclasses.Field[Any], _FieldKind], ...]]] = {}
+
+
+def _fields_of(entity_type: type[Any]) -> tuple[tuple[dataclasses.Field[Any], _FieldKind], ...]:
+    """The fields of a kio entity class with what they hold (read once per class)."""
+    cached = _FIELDS.get(entity_type)
+    if cached is None:
+        cached = tuple((f, _field_kind(f)) for f in dataclasses.fields(entity_type))
+        _FIELDS[entity_type] = cached
+    return cached
+
+
+def _has_default(field: dataclasses.Field[Any]) -> bool:
+    return (
+        field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    )
+
+
+def _zero(kind: _FieldKind, error_code: ErrorCode) -> Any:
     """The value of a field the caller did not give and the schema has no default for."""
-    kind = _field_kind(field)
     if kind.array:
         return ()
     if kind.entity is not None:
@@ -320,8 +337,7 @@ def _zero(field: dataclasses.Field[Any], error_code: ErrorCode) -> Any:
     return _ZEROS.get(kind.kafka_type or "", 0)
 
 
-def _convert(field: dataclasses.Field[Any], value: Any, error_code: ErrorCode) -> Any:
-    kind = _field_kind(field)
+def _convert(kind: _FieldKind, value: Any, error_code: ErrorCode) -> Any:
     if value is None:
         return None
     if kind.entity is not None and kind.array:
@@ -349,14 +365,11 @@ def build(
     left out takes ``error_code``. Error codes may be ``ErrorCode`` or ints; timedeltas ints of
     milliseconds."""
     kwargs: dict[str, Any] = {}
-    for field in dataclasses.fields(entity_type):
+    for field, kind in _fields_of(entity_type):
         if field.name in values:
-            kwargs[field.name] = _convert(field, values[field.name], error_code)
-        elif (
-            field.default is not dataclasses.MISSING
-            or field.default_factory is not dataclasses.MISSING
-        ) and field.metadata.get("kafka_type") != "error_code":
+            kwargs[field.name] = _convert(kind, values[field.name], error_code)
+        elif _has_default(field) and kind.kafka_type != "error_code":
             continue
         else:
-            kwargs[field.name] = _zero(field, error_code)
+            kwargs[field.name] = _zero(kind, error_code)
     return entity_type(**kwargs)
