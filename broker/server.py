@@ -343,7 +343,16 @@ class BrokerNode:
         await self.caught_up.wait()
         try:
             for server in self.kafka_listeners:
-                await server.start()
+                try:
+                    await server.start()
+                except OSError as exc:
+                    self.log.error(
+                        "kafka_listener_failed", listener=str(server.listener), error=str(exc)
+                    )
+                    raise StartupError(
+                        f"cannot open Kafka listener {server.listener}: {exc} (is another "
+                        "process using the port? see listeners in the broker's config)"
+                    ) from None
             await asyncio.Event().wait()
         finally:
             for server in self.kafka_listeners:
