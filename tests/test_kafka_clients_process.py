@@ -57,11 +57,7 @@ from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.identity import FORWARDED_PRINCIPAL_KEY
 from tests.test_kafka_protocol import Harness, image_with_topics, mutate
 
-pytestmark = [
-    pytest.mark.process,
-    # kafka-python 3.0 loads its schemas with importlib.resources' deprecated read_text.
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.process]
 
 BROKERS = (101, 102)
 
