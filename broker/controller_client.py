@@ -1,4 +1,5 @@
-"""The broker's link to the active controller: RegisterBroker and BrokerHeartbeat.
+"""The broker's link to the active controller: RegisterBroker and BrokerHeartbeat, and the
+writes its Kafka listener forwards (KIP-590; broker/kafka/forwarding.py).
 
 Any controller may be asked; one that does not lead answers NOT_CONTROLLER naming the leader's
 address, which is tried next. Unreachable controllers are skipped. Every call has a deadline.
@@ -37,9 +38,17 @@ class ControllerClient:
     def _stub(self, address: str) -> Any:
         return admin_pb2_grpc.AdminServiceStub(self._channels.get(address))
 
-    async def call(self, method: str, request: Any) -> Any:
+    async def call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        metadata: tuple[tuple[str, bytes], ...] = (),
+        timeout_s: float = CALL_TIMEOUT_S,
+    ) -> Any:
         """Send to the active controller; returns its answer (whatever its error code, except
-        NOT_CONTROLLER, which is followed)."""
+        NOT_CONTROLLER, which is followed). ``timeout_s`` bounds each attempt; ``metadata`` is
+        sent with it (a forwarded client's principal)."""
         order = ([self._preferred] if self._preferred else []) + [
             a for a in self._addresses if a != self._preferred
         ]
@@ -51,7 +60,9 @@ class ControllerClient:
                 continue
             tried.add(address)
             try:
-                answer = await getattr(self._stub(address), method)(request, timeout=CALL_TIMEOUT_S)
+                answer = await getattr(self._stub(address), method)(
+                    request, timeout=timeout_s, metadata=metadata or None
+                )
             except grpc.aio.AioRpcError as exc:
                 failures.append(f"{address}: {exc.code().name}")
                 continue

@@ -19,6 +19,10 @@ logs ``log_dir_failed`` at ERROR with the path and errno, shuts down, and the pr
 with the same message. It never reconciles against a view it could not read, so a read error
 never moves a live partition aside. Every data directory is locked for the life of the process
 (``quorum/storage/dirlock.py``, taken by ``RaftManager.open``).
+
+Kafka listeners (``listeners`` after the first entry, docs/kafka-listener.md) open once the
+broker has caught up, as a Kafka broker opens its client listeners only then, and serve Kafka's
+own clients from the same image (``broker/kafka/``).
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ import structlog
 from prometheus_client import Counter, Histogram
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.kafka.apis import KafkaApis
+from broker.kafka.forwarding import Forwarder
+from broker.kafka.server import KafkaListenerServer, KafkaTls
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
 from broker.reconcile import ReconcileMode
-from quorum.config import NodeConfig
+from quorum.config import SSL, NodeConfig
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
@@ -47,6 +54,7 @@ from quorum.raft.node import Ready
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
+from quorum.security.tls import KeyStore, PemFiles
 from quorum.server.admin_service import AdminServicer
 from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
 from quorum.server.metrics import (
@@ -145,6 +153,16 @@ class BrokerNode:
             health_listener=config.health_listener,
             interceptors=() if self.metrics is None else (GrpcMetricsInterceptor(self.metrics),),
         )
+        self.kafka_listeners = [
+            KafkaListenerServer(
+                listener,
+                self._kafka_apis(),
+                CallerResolver(config.ssl_principal_mapping_rules),
+                tls=self._kafka_tls() if config.protocol_of(listener) == SSL else None,
+                logger=self.log,
+            )
+            for listener in config.kafka_listeners
+        ]
 
     # ----- metadata -------------------------------------------------------------------------
 
@@ -229,17 +247,17 @@ class BrokerNode:
     # ----- registration and heartbeats ------------------------------------------------------
 
     async def _register(self) -> None:
-        listener = self.config.listener
         answer = await self.controllers.call(
             "RegisterBroker",
             admin_pb2.RegisterBrokerRequest(
                 cluster_id=self.cluster_id,
                 broker_id=self.broker_id,
                 incarnation_id=self.incarnation_id.bytes,
+                # The gRPC listener first (what DescribeCluster shows), then the Kafka ones,
+                # each at its advertised address.
                 listeners=[
-                    admin_pb2.BrokerListener(
-                        name=listener.name, host=listener.host, port=listener.port
-                    )
+                    admin_pb2.BrokerListener(name=a.name, host=a.host, port=a.port)
+                    for a in map(self.config.advertised, self.config.listeners)
                 ],
             ),
         )
@@ -380,6 +398,60 @@ class BrokerNode:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.image_changed.wait(), timeout_s)
 
+    # ----- Kafka listeners (docs/kafka-listener.md) -----------------------------------------
+
+    def _kafka_apis(self) -> KafkaApis:
+        return KafkaApis(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            image=lambda: self.image,
+            authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
+            forwarder=Forwarder(self.controllers),
+            wait_applied=lambda offset, timeout_s: self.driver.wait_for_offset(
+                offset, lambda: self.image.offset, timeout_s
+            ),
+        )
+
+    def _kafka_tls(self) -> KafkaTls:
+        """The node's keystore and truststore serve its SSL Kafka listeners too."""
+        files = self.raft.security.files
+        if files is None:  # the gRPC listener is PLAINTEXT: load them here
+            config = self.config
+            keystore = KeyStore(
+                config.ssl_keystore_location,
+                config.ssl_keystore_key,
+                config.ssl_keystore_certificate_chain,
+            )
+            if keystore == KeyStore() or config.ssl_truststore_location is None:
+                raise StartupError(
+                    "a Kafka listener is SSL (listener.security.protocol.map) but "
+                    "ssl.keystore.location or ssl.truststore.location is not set: give the "
+                    "node's key and certificate chain and the CA bundle, or map the listener "
+                    "to PLAINTEXT (docs/kafka-listener.md)"
+                )
+            files = PemFiles(keystore, config.ssl_truststore_location)
+        return KafkaTls(files, self.config.ssl_client_auth)
+
+    async def serve_kafka(self) -> None:
+        """Open the Kafka listeners once caught up; keep them until cancelled."""
+        await self.caught_up.wait()
+        try:
+            for server in self.kafka_listeners:
+                try:
+                    await server.start()
+                except OSError as exc:
+                    self.log.error(
+                        "kafka_listener_failed", listener=str(server.listener), error=str(exc)
+                    )
+                    raise StartupError(
+                        f"cannot open Kafka listener {server.listener}: {exc} (is another "
+                        "process using the port? see listeners in the broker's config)"
+                    ) from None
+            await asyncio.Event().wait()
+        finally:
+            for server in self.kafka_listeners:
+                await server.stop()
+
     # ----- process --------------------------------------------------------------------------
 
     def _add_servicers(self, server: grpc.aio.Server) -> None:
@@ -427,6 +499,8 @@ class BrokerNode:
             asyncio.create_task(self.reconcile_forever(), name="reconcile"),
             asyncio.create_task(stop.wait(), name="stop-signal"),
         }
+        if self.kafka_listeners:
+            tasks.add(asyncio.create_task(self.serve_kafka(), name="kafka-listeners"))
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         self.log.info("shutting_down", applied_offset=self.image.offset)
         for task in tasks:

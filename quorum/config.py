@@ -23,10 +23,13 @@ Rules:
 - Relative paths in the file resolve against the file's directory, so a config can sit next to
   its data; relative paths given with ``--override`` resolve against the current directory, as
   any other path typed on a command line does. ``~`` is expanded.
-- One gRPC port per node: ``listeners`` holds exactly one ``NAME://host:port`` entry, and that
-  server carries every service of the node (Raft, admin, broker registration, health, reflection).
-  Kafka's separate controller/broker/admin listeners (``controller.listener.names``,
-  ``advertised.listeners``) are not supported yet; there is no ``admin.listeners`` key.
+- One gRPC port per node: the first entry of ``listeners`` (``NAME://host:port``) is the node's
+  gRPC server, carrying every service of the node (Raft, admin, broker registration, health,
+  reflection). A broker may list more entries: each one is a Kafka wire-protocol listener for
+  Kafka's own clients (``["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9092"]``,
+  docs/kafka-listener.md). ``advertised.listeners`` gives, per listener name, the address the
+  broker registers and Metadata answers name (Kafka's key; default: the listener's own).
+  Kafka's ``controller.listener.names`` is not supported; there is no ``admin.listeners`` key.
 
 - Security keys are Kafka's (``listener.security.protocol.map``, ``ssl.keystore.location``,
   ``ssl.truststore.location``, ``ssl.client.auth``, ``ssl.principal.mapping.rules``, ...), but a
@@ -140,7 +143,8 @@ class NodeConfig:
     # The static voter set, node id -> address of its listener. Every node needs it: voters to
     # elect, brokers and tools to find the leader.
     controller_quorum_voters: Mapping[int, HostPort]
-    # Where this node's one gRPC server listens (exactly one entry; see the module docstring).
+    # Where this node's gRPC server listens (the first entry), then, on a broker, its Kafka
+    # wire-protocol listeners (see the module docstring).
     listeners: tuple[Listener, ...]
     # The directory of the metadata log (__cluster_metadata-0/, quorum-state, snapshots) and its
     # meta.properties. Kafka's default, the first entry of log.dirs, applies when it is omitted.
@@ -223,6 +227,9 @@ class NodeConfig:
     # is the main listener's: SERVING once a controller knows a leader, once a broker caught
     # up. None (the default): health only on the main listener. Not a Kafka key.
     health_listener: HostPort | None = None
+    # Per listener name, the address clients are told to use (Kafka's key): what the broker
+    # registers and Kafka Metadata answers name. A listener not named here advertises its own.
+    advertised_listeners: tuple[Listener, ...] = ()
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
 
@@ -252,6 +259,23 @@ class NodeConfig:
     def listener_protocol(self) -> str:
         """The security protocol of the node's listener: the map's entry, SSL when unnamed."""
         return self.listener_security_protocol_map.get(self.listener.name, SSL)
+
+    @property
+    def kafka_listeners(self) -> tuple[Listener, ...]:
+        """The broker's Kafka wire-protocol listeners: every entry of ``listeners`` but the
+        gRPC one (docs/kafka-listener.md)."""
+        return tuple(entry for entry in self.listeners if entry != self.listener)
+
+    def protocol_of(self, listener: Listener) -> str:
+        """The security protocol of any of this node's listeners (SSL when the map is silent)."""
+        return self.listener_security_protocol_map.get(listener.name, SSL)
+
+    def advertised(self, listener: Listener) -> Listener:
+        """The address ``listener`` is advertised at (``advertised.listeners``, else itself)."""
+        for entry in self.advertised_listeners:
+            if entry.name == listener.name:
+                return entry
+        return listener
 
     @property
     def voter_ids(self) -> frozenset[int]:
@@ -372,21 +396,7 @@ def _validate(config: NodeConfig) -> None:
             key="node.id",
         )
 
-    if len(config.listeners) != 1:
-        shown = ", ".join(str(listener) for listener in config.listeners) or "nothing"
-        raise ConfigError(
-            f"listeners: got {shown}; allowed: exactly one NAME://host:port entry, e.g. "
-            "'CONTROLLER://127.0.0.1:9093' (one gRPC port per node serves every service)",
-            key="listeners",
-        )
-    listener = config.listener
-    if not _LISTENER_NAME_RE.fullmatch(listener.name):
-        raise ConfigError(
-            f"listeners: {listener.name!r} is not a listener name; allowed: letters, digits "
-            "and '_', not starting with a digit, e.g. 'CONTROLLER'",
-            key="listeners",
-        )
-    _check_port("listeners", listener.port, minimum=0)
+    _validate_listeners(config)
 
     if config.is_broker and not config.log_dirs:
         raise ConfigError(
@@ -419,6 +429,55 @@ def _validate(config: NodeConfig) -> None:
             "healthy broker is fenced between two heartbeats",
             key="broker.session.timeout.ms",
         )
+
+
+def _validate_listeners(config: NodeConfig) -> None:
+    """``listeners``: the gRPC listener first, then (brokers only) Kafka listeners;
+    ``advertised.listeners`` names only listeners the node has."""
+    if not config.listeners or (len(config.listeners) > 1 and not config.is_broker):
+        shown = ", ".join(str(listener) for listener in config.listeners) or "nothing"
+        raise ConfigError(
+            f"listeners: got {shown}; allowed: one NAME://host:port entry, e.g. "
+            "'CONTROLLER://127.0.0.1:9093' (one gRPC port serves every service), and on a "
+            "broker Kafka wire-protocol listeners after it, e.g. 'KAFKA://127.0.0.1:9092'",
+            key="listeners",
+        )
+    names: set[str] = set()
+    for key, entries in (
+        ("listeners", config.listeners),
+        ("advertised.listeners", config.advertised_listeners),
+    ):
+        names.clear()
+        for listener in entries:
+            if not _LISTENER_NAME_RE.fullmatch(listener.name):
+                raise ConfigError(
+                    f"{key}: {listener.name!r} is not a listener name; allowed: letters, "
+                    "digits and '_', not starting with a digit, e.g. 'CONTROLLER'",
+                    key=key,
+                )
+            if listener.name in names:
+                raise ConfigError(f"{key}: listener {listener.name!r} appears twice", key=key)
+            names.add(listener.name)
+            _check_port(key, listener.port, minimum=0 if key == "listeners" else 1)
+    ports = [listener.port for listener in config.listeners if listener.port != 0]
+    if len(set(ports)) != len(ports):
+        raise ConfigError(
+            f"listeners: two listeners share a port ({_format_listeners(config.listeners)}); "
+            "each needs its own",
+            key="listeners",
+        )
+    own = {listener.name for listener in config.listeners}
+    for listener in config.advertised_listeners:
+        if listener.name not in own:
+            raise ConfigError(
+                f"advertised.listeners: {listener.name!r} is not one of this node's listeners "
+                f"({_format_listeners(config.listeners)}); advertise only listeners it has",
+                key="advertised.listeners",
+            )
+
+
+def _format_listeners(listeners: Iterable[Listener]) -> str:
+    return ", ".join(str(listener) for listener in listeners)
 
 
 def _validate_security(config: NodeConfig) -> None:
@@ -836,6 +895,7 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "process.roles": lambda key, s: _parse_roles(key, s.value),
     "controller.quorum.voters": lambda key, s: _parse_voters(key, s.value),
     "listeners": lambda key, s: _parse_listeners(key, s.value),
+    "advertised.listeners": lambda key, s: _parse_listeners(key, s.value),
     "metadata.log.dir": lambda key, s: _parse_path(key, s.value, s.base_dir),
     "log.dirs": _parse_paths,
     "cluster.id": lambda key, s: _parse_cluster_id(key, s.value),

@@ -240,6 +240,11 @@ class ControllerProcess:
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     role: str = "controller"
+    # A broker's Kafka listeners (docs/kafka-listener.md): listener name -> port.
+    kafka_ports: dict[str, int] = field(default_factory=dict)
+
+    def kafka_address(self, listener_name: str = "KAFKA") -> str:
+        return f"127.0.0.1:{self.kafka_ports[listener_name]}"
 
     @property
     def metadata_dir(self) -> Path:
@@ -278,6 +283,9 @@ class ProcessCluster:
     # of its own (node -> controller), so the fault harness can cut, delay or reset it.
     # Clients (tests, FakeBrokers) still connect directly.
     proxy: Any = None
+    # Kafka wire-protocol listeners every broker gets, listener name -> security protocol
+    # ("SSL" or "PLAINTEXT"), e.g. {"KAFKA": "SSL"} (docs/kafka-listener.md).
+    kafka_listeners: dict[str, str] = field(default_factory=dict)
 
     def _voters_for(self, node_id: int, ports: dict[int, int]) -> list[str]:
         """``controller.quorum.voters`` as node ``node_id`` sees it: through its proxy links."""
@@ -322,6 +330,7 @@ class ProcessCluster:
             )
         for node_id in range(101, 101 + self.brokers):
             port = _hold_port(held)
+            kafka_ports = {name: _hold_port(held) for name in self.kafka_listeners}
             data_dir = self.root / f"broker-{node_id}"
             config = self.root / f"broker-{node_id}.toml"
             self.write_config(
@@ -330,7 +339,8 @@ class ProcessCluster:
                     "node.id": node_id,
                     "process.roles": ["broker"],
                     "controller.quorum.voters": self._voters_for(node_id, ports),
-                    "listeners": [f"BROKER://127.0.0.1:{port}"],
+                    "listeners": [f"BROKER://127.0.0.1:{port}"]
+                    + [f"{name}://127.0.0.1:{p}" for name, p in kafka_ports.items()],
                     "log.dirs": [str(data_dir / "logs")],
                     "metadata.log.dir": str(data_dir / "metadata"),
                 },
@@ -343,6 +353,7 @@ class ProcessCluster:
                 data_dir,
                 self.root / f"broker-{node_id}.log",
                 role="broker",
+                kafka_ports=kafka_ports,
             )
 
     def write_config(self, path: Path, base: dict[str, Any], role_settings: dict[str, Any]) -> None:
@@ -362,6 +373,11 @@ class ProcessCluster:
                 "listener.security.protocol.map": [f"{listener_name}:PLAINTEXT"],
                 "authorizer.class.name": "",
             }
+        kafka = [str(entry).split(":", 1)[0] for entry in base["listeners"][1:]]
+        security["listener.security.protocol.map"] = [
+            *security["listener.security.protocol.map"],
+            *(f"{name}:{self.kafka_listeners[name]}" for name in kafka),
+        ]
         settings = {**base, **security, **self.node_settings, **role_settings}
         lines = [f'"{k}" = {json.dumps(v)}' for k, v in settings.items()]
         path.write_text("\n".join(lines) + "\n")

@@ -293,7 +293,7 @@ def test_broker_only_node_must_not_be_a_voter() -> None:
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        ([], "got nothing; allowed: exactly one NAME://host:port"),
+        ([], "got nothing; allowed: one NAME://host:port"),
         (
             ["CONTROLLER://127.0.0.1:9093", "ADMIN://127.0.0.1:9094"],
             "got CONTROLLER://127.0.0.1:9093, ADMIN://127.0.0.1:9094",
@@ -308,6 +308,61 @@ def test_broker_only_node_must_not_be_a_voter() -> None:
 def test_bad_listeners(value: object, fragment: str) -> None:
     error = config_error(settings(listeners=value))
     assert error.key == "listeners"
+    assert fragment in str(error)
+
+
+def broker_settings(**overrides: object) -> dict[str, object]:
+    return settings(node_id=4, process_roles="broker", log_dirs="/d", **overrides)
+
+
+def test_broker_may_add_kafka_listeners_after_its_grpc_listener() -> None:
+    config = config_from_settings(
+        broker_settings(
+            listeners=["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9092"],
+            advertised_listeners=["KAFKA://kafka.example:19092"],
+        )
+    )
+    assert config.listener.name == "BROKER"
+    assert [str(listener) for listener in config.kafka_listeners] == ["KAFKA://127.0.0.1:9092"]
+    assert str(config.advertised(config.kafka_listeners[0])) == "KAFKA://kafka.example:19092"
+    assert config.advertised(config.listener) == config.listener
+    assert config.protocol_of(config.kafka_listeners[0]) == "SSL"  # secure by default
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "fragment"),
+    [
+        (
+            {"listeners": ["BROKER://127.0.0.1:9192", "BROKER://127.0.0.1:9092"]},
+            "listeners",
+            "listener 'BROKER' appears twice",
+        ),
+        (
+            {"listeners": ["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9192"]},
+            "listeners",
+            "two listeners share a port",
+        ),
+        (
+            {
+                "listeners": ["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9092"],
+                "advertised_listeners": ["OTHER://h:1"],
+            },
+            "advertised.listeners",
+            "'OTHER' is not one of this node's listeners",
+        ),
+        (
+            {
+                "listeners": ["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9092"],
+                "advertised_listeners": ["KAFKA://h:0"],
+            },
+            "advertised.listeners",
+            "port 0 is out of range; allowed: 1 to 65535",
+        ),
+    ],
+)
+def test_bad_kafka_listeners(overrides: dict[str, object], key: str, fragment: str) -> None:
+    error = config_error(broker_settings(**overrides))
+    assert error.key == key
     assert fragment in str(error)
 
 

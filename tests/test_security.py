@@ -11,6 +11,8 @@ from quorum.config import ConfigError, config_from_settings
 from quorum.logs import LogThrottle
 from quorum.security.certs import Authority, write_private
 from quorum.security.identity import (
+    FORWARDED_CLIENT_KEY,
+    FORWARDED_PRINCIPAL_KEY,
     CallerResolver,
     MappingRuleError,
     PrincipalMapper,
@@ -172,6 +174,48 @@ def test_callers_fail_closed() -> None:
     )
     assert refuse_claim(unmapped, "Y2x1c3Rlcg", "replica_id", 2) is not None
     assert refuse_claim(garbled, "Y2x1c3Rlcg", "replica_id", 2) is not None
+
+
+class ForwardedContext(FakeAuthContext):
+    """A call that names a forwarded principal in its metadata (KIP-590)."""
+
+    def __init__(self, pem: bytes | None, principal: bytes) -> None:
+        super().__init__(pem)
+        self._metadata = ((FORWARDED_PRINCIPAL_KEY, principal), (FORWARDED_CLIENT_KEY, b"c:1"))
+
+    def invocation_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        return self._metadata
+
+
+def test_a_forwarded_principal_is_believed_from_a_node_of_this_cluster_only() -> None:
+    """docs/security.md#forwarded-requests: from a node certificate of this cluster the call acts
+    as the forwarded client, without the node's powers; from anyone else, as User:ANONYMOUS."""
+    authority = Authority.create()
+    broker = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 101))
+    foreign = _certificate_only(authority.issue_node("b3RoZXI", 101))
+    admin = _certificate_only(authority.issue_client("admin"))
+    resolver = CallerResolver(forwarding_cluster_id="Y2x1c3Rlcg")
+    alice = resolver.caller(ForwardedContext(broker, b"User:CN=alice"))
+    assert (alice.principal, alice.node_id, alice.forwarded_by) == ("User:CN=alice", None, 101)
+    assert refuse_claim(alice, "Y2x1c3Rlcg", "broker_id", 101) is not None  # no node powers
+    for pem, claimed in [
+        (foreign, b"User:CN=admin"),  # a node of another cluster
+        (admin, b"User:CN=admin"),  # a client, even the admin
+        (None, b"User:CN=admin"),  # plaintext: the claim cannot be checked
+        (broker, b"CN=admin"),  # not a principal
+        (broker, b"User:CN=a\nb"),  # a control character
+        (broker, b"User:" + b"x" * 2_000),  # too long
+        (broker, b"User:\xff"),  # not UTF-8
+    ]:
+        refused = resolver.caller(ForwardedContext(pem, claimed))
+        assert (refused.principal, refused.node_id, refused.forwarded_by) == (
+            "User:ANONYMOUS",
+            None,
+            None,
+        ), (pem, claimed)
+    # A resolver without forwarding (brokers, QuorumService) believes no one.
+    untrusting = CallerResolver().caller(ForwardedContext(broker, b"User:CN=admin"))
+    assert untrusting.principal == "User:ANONYMOUS"
 
 
 def test_log_throttle_logs_the_first_and_every_thousandth() -> None:

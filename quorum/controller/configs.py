@@ -44,6 +44,7 @@ __all__ = [
     "CONFIG_INTERNAL",
     "CONFIG_MIN_INSYNC_REPLICAS",
     "SUPPORTED_TOPIC_CONFIGS",
+    "TOPIC_CONFIG_DEFAULTS",
     "ValidatedConfigs",
     "validate_topic_configs",
 ]
@@ -110,6 +111,19 @@ SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
 """Config name -> parser returning the normalised value or raising ``_BadValue``."""
 
 assert all(len(name) <= TOPIC_CONFIG_NAME_CHARS_MAX for name in SUPPORTED_TOPIC_CONFIGS)
+
+TOPIC_CONFIG_DEFAULTS: Final[dict[str, str]] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "max.message.bytes": "1048588",
+    CONFIG_MIN_INSYNC_REPLICAS: "1",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+}
+"""The value of each config (the table above) for a topic that does not set it: what Kafka's
+DescribeConfigs reports with source DEFAULT_CONFIG (``internal`` is a topic flag, not listed)."""
+assert set(TOPIC_CONFIG_DEFAULTS) == set(SUPPORTED_TOPIC_CONFIGS) - {CONFIG_INTERNAL}
 
 
 @dataclass(frozen=True, slots=True)

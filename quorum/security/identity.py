@@ -8,6 +8,13 @@ Kafka's default ``ssl.principal.mapping.rules = DEFAULT``), and a URI subject al
 
 The certificate bytes come from the TLS stack after it verified the chain; they are still
 parsed defensively: anything unexpected in them yields no node identity, never an exception.
+
+Forwarding (Kafka's KIP-590): a broker's Kafka listener forwards a client's writes to the active
+controller over the admin gRPC, authenticated by the broker's own node certificate, and names
+the client's principal in the call's metadata (``forwarding_metadata``). A resolver built with
+``forwarding_cluster_id`` believes that name only from a node certificate of that cluster; the
+call then acts as the client, with none of the node's own powers. From anyone else the claim
+fails closed: the caller becomes ``User:ANONYMOUS`` (docs/security.md#forwarded-requests).
 """
 
 from __future__ import annotations
@@ -15,23 +22,38 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
+import structlog
 from cryptography import x509
+
+from quorum.logs import LogThrottle
 
 __all__ = [
     "ANONYMOUS",
+    "FORWARDED_CLIENT_KEY",
+    "FORWARDED_PRINCIPAL_KEY",
     "NODE_URI_PREFIX",
     "Caller",
     "CallerResolver",
     "MappingRuleError",
     "PrincipalMapper",
+    "forwarding_metadata",
     "node_uri",
     "parse_mapping_rules",
 ]
 
 ANONYMOUS: Final = "User:ANONYMOUS"
 NODE_URI_PREFIX: Final = "spiffe://metaquorum/"
+# gRPC metadata a broker sets on a forwarded request: the client's principal and address (UTF-8;
+# "-bin" keys, since a distinguished name may hold any character).
+FORWARDED_PRINCIPAL_KEY: Final = "metaquorum-forwarded-principal-bin"
+FORWARDED_CLIENT_KEY: Final = "metaquorum-forwarded-client-bin"
+# A forwarded principal or client address longer than this is not believed (our choice: a
+# distinguished name of a real certificate is far shorter; Kafka bounds nothing here).
+FORWARDED_VALUE_BYTES_MAX: Final = 1024
+
+_log = structlog.get_logger("quorum.security")
 
 
 def node_uri(cluster_id: str, node_id: int) -> str:
@@ -53,6 +75,8 @@ class Caller:
     """True when the peer presented a certificate the trust store accepted."""
     peer: str
     """The transport address, for logs (``ipv4:127.0.0.1:53422``)."""
+    forwarded_by: int | None = None
+    """The node (a broker) that forwarded this caller's request (KIP-590), or None."""
 
     @property
     def is_node(self) -> bool:
@@ -222,13 +246,22 @@ class CallerResolver:
     ``mapping_rules``: ``ssl.principal.mapping.rules``, as Kafka's comma-separated string or
     one string per rule (``NodeConfig.ssl_principal_mapping_rules``)."""
 
-    def __init__(self, mapping_rules: str | Sequence[str] = ("DEFAULT",)) -> None:
+    def __init__(
+        self,
+        mapping_rules: str | Sequence[str] = ("DEFAULT",),
+        *,
+        forwarding_cluster_id: str | None = None,
+    ) -> None:
+        """``forwarding_cluster_id``: believe the principal a node certificate of this cluster
+        forwards (an active controller's admin service); None: never believe one."""
         self._mapper = PrincipalMapper(mapping_rules)
         self.mapping_rules = self._mapper.rules
         # Parsing a certificate costs tens of microseconds, and every call of a connection
         # presents the same one: what a certificate's bytes map to (principal, node, cluster)
         # is kept, for at most IDENTITIES_CACHED_MAX certificates (oldest dropped first).
         self._identities: dict[bytes, tuple[str, int | None, str | None]] = {}
+        self._forwarding_cluster_id = forwarding_cluster_id
+        self._refusals = LogThrottle()
 
     def principal_for_subject(self, subject_dn: str) -> str | None:
         """``User:`` + the mapped distinguished name (DEFAULT: the name unchanged); None when
@@ -237,6 +270,54 @@ class CallerResolver:
         return None if name is None else f"User:{name}"
 
     def caller(self, context: _AuthContext) -> Caller:
+        direct = self._direct_caller(context)
+        forwarded = _metadata_value(context, FORWARDED_PRINCIPAL_KEY)
+        if forwarded is None:
+            return direct
+        return self._on_behalf(direct, forwarded, _metadata_value(context, FORWARDED_CLIENT_KEY))
+
+    def _on_behalf(self, direct: Caller, principal: bytes, client: bytes | None) -> Caller:
+        """The client a broker forwarded a request for, if the broker may say so; otherwise
+        ``User:ANONYMOUS`` (fail closed: the claim cannot be checked)."""
+        trusted = (
+            self._forwarding_cluster_id is not None
+            and direct.authenticated
+            and direct.node_id is not None
+            and direct.cluster_id == self._forwarding_cluster_id
+        )
+        name = _forwarded_text(principal)
+        address = _forwarded_text(client) if client is not None else "unknown"
+        if not trusted or name is None or not name.startswith("User:") or address is None:
+            reason = (
+                "the forwarded principal is not of the form User:<name>"
+                if trusted
+                else "only a node certificate of this cluster may forward a request"
+            )
+            count = self._refusals.count((direct.principal, reason))
+            if count is not None:
+                _log.warning(
+                    "forwarded_principal_refused",
+                    peer=direct.peer,
+                    principal=direct.principal,
+                    claimed=repr(principal[:FORWARDED_VALUE_BYTES_MAX]),
+                    reason=reason,
+                    acting_as=ANONYMOUS,
+                    count=count,
+                )
+            return Caller(
+                ANONYMOUS, None, None, authenticated=direct.authenticated, peer=direct.peer
+            )
+        return Caller(
+            principal=name,
+            node_id=None,
+            cluster_id=None,
+            # A forwarded caller never has its claims believed as a plaintext caller's are.
+            authenticated=True,
+            peer=f"{address} via node {direct.node_id}",
+            forwarded_by=direct.node_id,
+        )
+
+    def _direct_caller(self, context: _AuthContext) -> Caller:
         peer = context.peer()
         auth = context.auth_context()
         pems = auth.get("x509_pem_cert") or ()
@@ -278,3 +359,36 @@ class CallerResolver:
             None if node is None else node[1],
             None if node is None else node[0],
         )
+
+
+def forwarding_metadata(caller: Caller) -> tuple[tuple[str, bytes], ...]:
+    """The gRPC metadata with which a broker forwards a request made by ``caller``."""
+    return (
+        (FORWARDED_PRINCIPAL_KEY, caller.principal.encode()),
+        (FORWARDED_CLIENT_KEY, caller.peer.encode()),
+    )
+
+
+def _metadata_value(context: Any, key: str) -> bytes | None:
+    """The value of metadata ``key`` of the call (the first if repeated), or None. A context
+    without metadata (a test's) has none."""
+    invocation_metadata = getattr(context, "invocation_metadata", None)
+    if invocation_metadata is None:
+        return None
+    for entry_key, value in invocation_metadata() or ():
+        if entry_key == key:
+            return value if isinstance(value, bytes) else str(value).encode()
+    return None
+
+
+def _forwarded_text(value: bytes) -> str | None:
+    """Forwarded text if it is short, UTF-8 and free of control characters, else None."""
+    if len(value) > FORWARDED_VALUE_BYTES_MAX:
+        return None
+    try:
+        text = value.decode()
+    except UnicodeDecodeError:
+        return None
+    if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return None
+    return text

@@ -261,7 +261,11 @@ class ControllerNode:
                 cluster_id=self.cluster_id,
                 voters=self.config.controller_quorum_voters,
                 controller_ready=self.controller_ready,
-                callers=callers,
+                # Brokers forward their Kafka clients' writes with the client's principal
+                # (KIP-590; docs/security.md#forwarded-requests).
+                callers=CallerResolver(
+                    self.config.ssl_principal_mapping_rules, forwarding_cluster_id=self.cluster_id
+                ),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
             ),
             server,

@@ -1,0 +1,375 @@
+"""Kafka's wire format for the Kafka listener: which APIs and versions are served, and the
+decoding of requests and encoding of responses (docs/kafka-listener.md#the-codec).
+
+Every message is read and written by ``kio`` (PyPI, Apache-2.0): typed entities generated from
+Kafka's own JSON message schemas, one class per API, version and direction, with the
+flexible-version rules (compact strings and arrays, tagged fields, the request header v2 and
+the ApiVersions response's v0 header) built in. Nothing here encodes a field by hand: this
+module picks the entity classes for a frame, lets kio read and write them, and builds response
+entities from plain values (``build``), which is what lets one handler serve every version of
+an API.
+
+A frame is untrusted bytes (docs/kafka-listener.md#robustness). kio 0.5 reads in pure Python,
+item by item, so a claimed array or string length beyond the frame fails when the bytes run
+out, never by allocating what the length claims (kio 0.6's native reader allocates first and
+aborts the whole process on a forged length: found by this project's fuzzer, the reason for the
+pin). Every way a decoding can fail becomes ``MalformedRequestError``, which closes the
+connection. Bytes after a request's end are
+ignored, as Kafka's own parser ignores them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import types
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, get_args, get_origin
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+from kio.serial.readers import read_int16, read_int32
+
+from quorum.errors import ErrorCode
+from quorum.ids import ZERO_UUID, Uuid
+from quorum.rpc.v1 import admin_pb2
+
+__all__ = [
+    "API_KEY_NAMES",
+    "API_VERSIONS",
+    "API_VERSIONS_KEY",
+    "CREATE_PARTITIONS_FORWARDABLE",
+    "HEADER_BYTES_MIN",
+    "MalformedRequestError",
+    "Request",
+    "UnsupportedRequest",
+    "build",
+    "decode_request",
+    "encode_response",
+    "kafka_uuid",
+    "kio_error",
+    "our_uuid",
+]
+
+# Kafka's API keys this listener serves, with the versions it serves (docs/kafka-listener.md):
+# those of Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
+# (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
+API_VERSIONS_KEY: Final = 18
+CREATE_PARTITIONS_KEY: Final = 37
+# CreatePartitions is forwarded to the controllers' AdminService/CreatePartitions: served once
+# the admin API this node was built with has it.
+CREATE_PARTITIONS_FORWARDABLE: Final = hasattr(admin_pb2, "CreatePartitionsRequest")
+API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
+    3: (0, 12),  # Metadata
+    18: (0, 4),  # ApiVersions
+    19: (0, 7),  # CreateTopics
+    20: (0, 6),  # DeleteTopics
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
+    32: (0, 4),  # DescribeConfigs
+    **({CREATE_PARTITIONS_KEY: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
+    60: (0, 1),  # DescribeCluster
+    75: (0, 0),  # DescribeTopicPartitions
+}
+API_KEY_NAMES: Final[Mapping[int, str]] = {
+    3: "Metadata",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    29: "DescribeAcls",
+    30: "CreateAcls",
+    31: "DeleteAcls",
+    32: "DescribeConfigs",
+    37: "CreatePartitions",
+    60: "DescribeCluster",
+    75: "DescribeTopicPartitions",
+}
+assert set(API_VERSIONS) <= set(API_KEY_NAMES)
+
+# api_key (int16), api_version (int16), correlation_id (int32): every request header starts so.
+HEADER_BYTES_MIN: Final = 8
+
+# What kio raises on bytes that are not a valid message (found by tests/test_kafka_protocol.py's
+# fuzzer): its own SerialError family, KeyError for an unknown tagged field, ValueError for an
+# invalid boolean or enum value, struct.error for a short buffer, UnicodeError for a bad string.
+_DECODE_ERRORS: Final = (
+    SerialError,
+    struct.error,
+    KeyError,
+    ValueError,
+    OverflowError,
+    IndexError,
+    TypeError,
+    UnicodeError,
+)
+
+
+class MalformedRequestError(Exception):
+    """The frame is not a request this listener can read: the connection is closed (Kafka does
+    the same with a request it cannot parse). The message says what was wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded request of a served API at a served version."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    """The kio request entity (e.g. ``kio.schema.metadata.v12.request.MetadataRequest``)."""
+    response_type: type[Any]
+    """The kio response entity class of the same API and version."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedRequest:
+    """A well-formed header of an API or version this listener does not serve. For ApiVersions
+    (KIP-511) the answer is a v0 response with UNSUPPORTED_VERSION and our ranges; for any
+    other API kio knows at that version whose response has a top-level error code, that
+    response with UNSUPPORTED_VERSION in it (``response_type``)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    response_type: type[Any] | None
+
+
+def decode_request(frame: bytes) -> Request | UnsupportedRequest:
+    """The request in ``frame`` (one frame without its size prefix). Raises
+    ``MalformedRequestError``."""
+    if len(frame) < HEADER_BYTES_MIN:
+        raise MalformedRequestError(
+            f"a frame of {len(frame)} bytes is shorter than a request header "
+            f"({HEADER_BYTES_MIN} bytes at least)"
+        )
+    api_key, _ = read_int16(frame, 0)
+    api_version, _ = read_int16(frame, 2)
+    correlation_id, _ = read_int32(frame, 4)
+    served = API_VERSIONS.get(api_key)
+    if api_key == API_VERSIONS_KEY and served is not None:
+        low, high = served
+        if not low <= api_version <= high:
+            # KIP-511: whatever the version, answer v0 with our ranges.
+            return UnsupportedRequest(api_key, api_version, correlation_id, None)
+    try:
+        request_type = load_request_schema(api_key, api_version)
+        response_type = load_response_schema(api_key, api_version)
+    except (UnknownAPIKey, UnknownEntity):
+        raise MalformedRequestError(
+            f"API key {api_key} version {api_version} is not a Kafka request this listener can "
+            "read (ask ApiVersions which versions it serves)"
+        ) from None
+    if served is None or not served[0] <= api_version <= served[1]:
+        if not any(f.name == "error_code" for f in dataclasses.fields(response_type)):
+            # Its errors live in per-entry fields an empty answer cannot carry (Produce,
+            # FindCoordinator, ...): close, as Kafka does for an API it does not serve.
+            raise MalformedRequestError(
+                f"API key {api_key} ({API_KEY_NAMES.get(api_key, 'not served')}) version "
+                f"{api_version} is not served here (ask ApiVersions which APIs are)"
+            )
+        return UnsupportedRequest(api_key, api_version, correlation_id, response_type)
+    try:
+        # A kio reader returns the entity and the number of bytes it consumed.
+        header, header_bytes = entity_reader(request_type.__header_schema__)(frame, 0)
+        body, _ = entity_reader(request_type)(frame, header_bytes)
+    except _DECODE_ERRORS as exc:
+        raise MalformedRequestError(
+            f"{API_KEY_NAMES.get(api_key, api_key)} v{api_version} request does not decode: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    null = _null_where_forbidden(body)
+    if null is not None:
+        raise MalformedRequestError(
+            f"{API_KEY_NAMES.get(api_key, api_key)} v{api_version} request has a null "
+            f"{null}, which its schema does not allow"
+        )
+    # Bytes after the request's end are ignored, as Kafka's own parser ignores them
+    # (librdkafka 2.16 sends three after a Metadata v12 request for every topic).
+    return Request(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=getattr(header, "client_id", None),
+        body=body,
+        response_type=response_type,
+    )
+
+
+def _null_where_forbidden(entity: Any, path: str = "") -> str | None:
+    """The path of the first field of ``entity`` (recursively) that is null though its schema
+    says it is not nullable, or None. kio 0.5 reads an array of length -1 as null whatever the
+    schema says; Kafka's parser refuses it."""
+    for field, kind in _fields_of(type(entity)):
+        value = getattr(entity, field.name)
+        where = f"{path}{field.name}"
+        if value is None:
+            if not kind.nullable:
+                return where
+            continue
+        if kind.entity is None:
+            continue
+        for item in value if kind.array else (value,):
+            found = _null_where_forbidden(item, f"{where}.")
+            if found is not None:
+                return found
+    return None
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The size-prefixed frame of ``response`` (a kio response entity) answering the request
+    ``correlation_id``, with the header version its class carries (v0 for ApiVersions)."""
+    header_type = type(response).__header_schema__
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(header_type)(buffer, header_type(correlation_id=correlation_id))
+    entity_writer(type(response))(buffer, response)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(size.to_bytes(4, "big", signed=True))
+    return buffer.getvalue()
+
+
+# ----- building response entities from plain values -----------------------------------------
+
+
+def kio_error(code: ErrorCode | int) -> KioErrorCode:
+    """kio's error-code enum member for one of Kafka's codes."""
+    return KioErrorCode(int(code))
+
+
+def kafka_uuid(topic_id: Uuid | None) -> uuid.UUID | None:
+    """A topic id as kio carries it: None for ZERO_UUID (the wire's all-zero "no id")."""
+    if topic_id is None or topic_id == ZERO_UUID:
+        return None
+    return uuid.UUID(bytes=topic_id.bytes)
+
+
+def our_uuid(value: uuid.UUID | None) -> Uuid:
+    """A topic id from a kio entity: ZERO_UUID for None (all zeros on the wire)."""
+    return ZERO_UUID if value is None else Uuid.from_bytes(value.bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldKind:
+    """What a kio entity field holds, read from its annotation: ``entity`` (a nested entity
+    class, or None for a primitive), ``array``, ``nullable``, and the Kafka type of a primitive
+    (``field.metadata["kafka_type"]``, the schema's type name)."""
+
+    entity: type[Any] | None
+    array: bool
+    nullable: bool
+    kafka_type: str | None
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    if get_origin(annotation) in (types.UnionType,):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return annotation, False
+
+
+def _field_kind(field: dataclasses.Field[Any]) -> _FieldKind:
+    annotation, nullable = _unwrap_optional(field.type)
+    array = get_origin(annotation) is tuple
+    if array:
+        annotation, _ = _unwrap_optional(get_args(annotation)[0])
+    entity = annotation if dataclasses.is_dataclass(annotation) else None
+    kafka_type = field.metadata.get("kafka_type")
+    return _FieldKind(
+        entity=entity if isinstance(entity, type) else None,
+        array=array,
+        nullable=nullable,
+        kafka_type=kafka_type if isinstance(kafka_type, str) else None,
+    )
+
+
+_ZEROS: Final[Mapping[str, Any]] = {
+    "string": "",
+    "bool": False,
+    "bytes": b"",
+    "records": b"",
+    "float64": 0.0,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": datetime.datetime.fromtimestamp(0, datetime.UTC),
+}
+
+
+# Entity class -> its fields with what they hold. Bounded: one entry per kio class used.
+_FIELDS: Final[dict[type[Any], tuple[tuple[dataclasses.Field[Any], _FieldKind], ...]]] = {}
+
+
+def _fields_of(entity_type: type[Any]) -> tuple[tuple[dataclasses.Field[Any], _FieldKind], ...]:
+    """The fields of a kio entity class with what they hold (read once per class)."""
+    cached = _FIELDS.get(entity_type)
+    if cached is None:
+        cached = tuple((f, _field_kind(f)) for f in dataclasses.fields(entity_type))
+        _FIELDS[entity_type] = cached
+    return cached
+
+
+def _has_default(field: dataclasses.Field[Any]) -> bool:
+    return (
+        field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    )
+
+
+def _zero(kind: _FieldKind, error_code: ErrorCode) -> Any:
+    """The value of a field the caller did not give and the schema has no default for."""
+    if kind.array:
+        return ()
+    if kind.entity is not None:
+        return None if kind.nullable else build(kind.entity, {}, error_code=error_code)
+    if kind.kafka_type == "error_code":
+        return kio_error(error_code)
+    if kind.nullable:
+        return None
+    return _ZEROS.get(kind.kafka_type or "", 0)
+
+
+def _convert(kind: _FieldKind, value: Any, error_code: ErrorCode) -> Any:
+    if value is None:
+        return None
+    if kind.entity is not None and kind.array:
+        return tuple(build(kind.entity, item, error_code=error_code) for item in value)
+    if kind.entity is not None:
+        return build(kind.entity, value, error_code=error_code)
+    if kind.array:
+        return tuple(value)
+    if kind.kafka_type == "error_code":
+        return kio_error(value)
+    if (kind.kafka_type or "").startswith("timedelta") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    return value
+
+
+def build(
+    entity_type: type[Any], values: Mapping[str, Any], *, error_code: ErrorCode = ErrorCode.NONE
+) -> Any:
+    """An instance of the kio entity ``entity_type`` from plain values by field name.
+
+    Nested entities are given as mappings (lists of mappings for arrays) and built with the
+    nested classes of the same version; names the version does not have are ignored, so one
+    mapping serves every version of a response. A field given no value takes its schema
+    default, else an empty value (0, "", (), None where nullable), and every error-code field
+    left out takes ``error_code``. Error codes may be ``ErrorCode`` or ints; timedeltas ints of
+    milliseconds."""
+    kwargs: dict[str, Any] = {}
+    for field, kind in _fields_of(entity_type):
+        if field.name in values:
+            kwargs[field.name] = _convert(kind, values[field.name], error_code)
+        elif _has_default(field) and kind.kafka_type != "error_code":
+            continue
+        else:
+            kwargs[field.name] = _zero(kind, error_code)
+    return entity_type(**kwargs)
