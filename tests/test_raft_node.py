@@ -621,3 +621,24 @@ def test_leader_state_or_raise_refuses_other_roles() -> None:
     assert ctx.node.maybe_follower_state() is ctx.node.state
     with pytest.raises(IllegalStateError):
         ctx.node.leader_state_or_raise()
+
+
+def test_batches_are_stamped_with_the_wall_clock_the_driver_gives() -> None:
+    """Kafka stamps a batch with its append time. The core's clock is the driver's monotonic
+    one, so the driver hands it the offset to the wall clock (``wall_clock_offset_ms``); the
+    LeaderChangeMessage, NoOps and proposals all carry now + that offset."""
+    ctx = Context(voters=frozenset({1}))
+    wall_offset = 1_764_000_000_000
+    ctx.node.wall_clock_offset_ms = wall_offset
+    ctx.poll(advance_ms=2000)
+    ctx.poll()
+    assert ctx.node.is_leader()
+    ctx.node.propose([NoOpRecord()], ctx.now_ms)
+    ctx.poll(advance_ms=30)
+    ctx.poll()
+    ctx.poll(advance_ms=ctx.node.config.idle_interval_ms)
+    ctx.poll()
+    batches = [decode_batch(b.data) for r in ctx.readies for b in r.committed_batches]
+    assert len(batches) >= 3  # the leader change, the proposal, an idle NoOp
+    for batch in batches:
+        assert wall_offset <= batch.timestamp_ms <= wall_offset + ctx.now_ms, batch

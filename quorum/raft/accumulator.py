@@ -61,14 +61,17 @@ class BatchAccumulator:
             return None
         return self._since_ms + self._config.append_linger_ms
 
-    def drain(self, base_offset: int, now_ms: int) -> LogBatch | None:
-        """The open batch, encoded at ``base_offset``, and a fresh empty one; None if empty."""
+    def drain(
+        self, base_offset: int, now_ms: int, timestamp_ms: int | None = None
+    ) -> LogBatch | None:
+        """The open batch, encoded at ``base_offset`` and stamped ``timestamp_ms`` (default:
+        ``now_ms``), and a fresh empty one; None if empty."""
         if not self._records:
             return None
         batch = encode_batch(
             base_offset=base_offset,
             epoch=self._epoch,
-            timestamp_ms=now_ms,
+            timestamp_ms=now_ms if timestamp_ms is None else timestamp_ms,
             records=self._records,
         )
         self._records = []

@@ -169,6 +169,10 @@ class RaftNode:
         )
         self.metadata_topic_id: Uuid | None = None
         self._now_ms = now_ms
+        # Added to the node's clock to stamp batches (Kafka stamps a batch with its append
+        # time): the driver's timers run on a monotonic clock, so it sets the difference to
+        # the wall clock here before each turn; the simulator leaves 0.
+        self.wall_clock_offset_ms = 0
         self._next_correlation_id = 1
         self._inflight = InflightRequests()
         self._fetcher = Fetcher()
@@ -609,7 +613,7 @@ class RaftNode:
             encode_batch(
                 base_offset=epoch_start,
                 epoch=state.epoch,
-                timestamp_ms=now,
+                timestamp_ms=now + self.wall_clock_offset_ms,
                 records=[
                     LeaderChangeMessage(self.node_id, state.epoch, tuple(sorted(self.voters)))
                 ],
@@ -1415,7 +1419,7 @@ class RaftNode:
                 encode_batch(
                     base_offset=self.log.log_end_offset,
                     epoch=state.epoch,
-                    timestamp_ms=now,
+                    timestamp_ms=now + self.wall_clock_offset_ms,
                     records=[NoOpRecord()],
                 )
             )
@@ -1426,7 +1430,9 @@ class RaftNode:
 
     def _drain_accumulator(self, leader: LeaderState) -> None:
         """Append the open batch, if any, to the log."""
-        batch = leader.accumulator.drain(self.log.log_end_offset, self._now_ms)
+        batch = leader.accumulator.drain(
+            self.log.log_end_offset, self._now_ms, self._now_ms + self.wall_clock_offset_ms
+        )
         if batch is None:
             return
         self._append_local(batch)

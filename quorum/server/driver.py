@@ -80,6 +80,10 @@ class Clock:
     def to_wall_ms(self, monotonic_ms: int) -> int:
         return int(time.time() * 1000) - (self.now_ms() - monotonic_ms)
 
+    def wall_offset_ms(self) -> int:
+        """Wall-clock minus monotonic milliseconds (batch timestamps are wall-clock)."""
+        return time.time_ns() // 1_000_000 - self.now_ms()
+
 
 class ShuttingDownError(Exception):
     retriable: ClassVar[bool] = True
@@ -480,6 +484,7 @@ class RaftDriver:
             while True:
                 turn = _Turn(self._gc_timer)
                 now = self.clock.now_ms()
+                node.wall_clock_offset_ms = self.clock.wall_offset_ms()
                 while not self._inbox.empty():
                     node.step(self._inbox.get_nowait(), now)
                 if self._resign_requested:

@@ -212,9 +212,10 @@ class RaftMetrics:
       appended to the local log per second;
     - poll-idle-ratio-avg: the share of each loop turn spent waiting for work;
     - the last applied record's timestamp: when its batch reached this node's log. Kafka uses
-      the batch's own timestamp; batches here carry the leader's monotonic clock, which means
-      nothing on another machine, so the local arrival time stands in (the lag still grows
-      when the node stops receiving the leader's NoOps, as Kafka's does).
+      the batch's own timestamp (the leader's wall-clock append time, as batches here carry
+      too); the local arrival time is read without decoding the batch and differs from it
+      by the replication delay (the lag still grows when the node stops receiving the
+      leader's NoOps, as Kafka's does).
     """
 
     def __init__(self, node: RaftNode, idle_s: Callable[[], float]) -> None:
