@@ -50,6 +50,13 @@ class RaftConfig:
     # does not (KIP-996), so a merely refused link cannot depose a live leader. No Kafka key:
     # false only to compare with the plain fetch timeout (tests/test_sim.py).
     election_on_connection_loss: bool = True
+    # A parked Fetch whose only news would be a higher high watermark is answered after at
+    # most this long instead of at once: under load new data arrives sooner and the high
+    # watermark rides along with it, so a follower costs one Fetch round per commit, not two
+    # (data, then the high watermark that data made). Fetchers learn the high watermark at
+    # most this much later; a read fence (``RaftNode.read_barrier``) still answers at once.
+    # No Kafka key; 0 answers at once, as Kafka does.
+    high_watermark_notify_delay_ms: int = 5
 
     # ----- test-only switches that break the protocol (negative controls) -------------------
     # They exist so the simulator can prove its checkers catch the bug each one introduces.

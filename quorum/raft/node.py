@@ -1015,7 +1015,6 @@ class RaftNode:
         if not self.log.is_batch_boundary(request.fetch_offset):
             self._reply(envelope, self._fetch_response(ErrorCode.INVALID_REQUEST))
             return
-        hw_before = self.log.high_watermark
         leader.update_replica_state(
             request.replica_id,
             request.fetch_offset,
@@ -1029,11 +1028,14 @@ class RaftNode:
         old = leader.fetch_purgatory.pop(request.replica_id)
         if old is not None:
             self._complete_fetch(old)
+        hw_news_now = (
+            request.high_watermark < self.log.high_watermark
+            and self.config.high_watermark_notify_delay_ms == 0
+        )
         if (
             request.fetch_offset < self.log.log_end_offset
             or request.max_wait_ms == 0
-            or self.log.high_watermark != hw_before
-            or request.high_watermark < self.log.high_watermark
+            or hw_news_now
         ):
             self._complete_fetch(envelope)
         elif (
@@ -1045,6 +1047,10 @@ class RaftNode:
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
             leader.fetch_purgatory.park(request.replica_id, envelope, self._now_ms + wait)
+            if request.high_watermark < self.log.high_watermark:
+                # Only the high watermark is news: it goes with the next data, or at the
+                # notify deadline.
+                self._schedule_high_watermark_notice(leader)
 
     def _fetch_request_problem(self, request: FetchRequest) -> str:
         """What makes a Fetch request invalid ("" if nothing)."""
@@ -1424,8 +1430,16 @@ class RaftNode:
                 )
             )
             state.idle_deadline_ms = now + self.config.idle_interval_ms
-        # Long-poll fetches: answer those with news or past their wait.
-        for envelope in state.fetch_purgatory.pop_completable(now, self.log.log_end_offset):
+        # Long-poll fetches: answer those with news or past their wait, and, once the notify
+        # delay is over, those behind the high watermark.
+        notify = state.high_watermark_notify_at_ms
+        high_watermark = None
+        if notify is not None and now >= notify:
+            state.high_watermark_notify_at_ms = None
+            high_watermark = self.log.high_watermark
+        for envelope in state.fetch_purgatory.pop_completable(
+            now, self.log.log_end_offset, high_watermark
+        ):
             self._complete_fetch(envelope)
 
     def _drain_accumulator(self, leader: LeaderState) -> None:
@@ -1443,9 +1457,19 @@ class RaftNode:
         if leader is None:
             return
         if leader.maybe_update_high_watermark(self.log, self.durable_end_offset, self.config):
-            # Followers learn the new high watermark from their parked fetches.
-            for envelope in leader.fetch_purgatory.pop_all():
+            # Fetchers learn the new high watermark from their parked fetches: with the next
+            # data, or once the notify delay is over.
+            self._schedule_high_watermark_notice(leader)
+
+    def _schedule_high_watermark_notice(self, leader: LeaderState) -> None:
+        delay = self.config.high_watermark_notify_delay_ms
+        if delay == 0:
+            for envelope in leader.fetch_purgatory.pop_completable(
+                self._now_ms, self.log.log_end_offset, self.log.high_watermark
+            ):
                 self._complete_fetch(envelope)
+        elif leader.high_watermark_notify_at_ms is None:
+            leader.high_watermark_notify_at_ms = self._now_ms + delay
 
     def poll_candidate(self, state: CandidateState) -> None:
         now = self._now_ms

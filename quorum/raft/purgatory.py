@@ -48,12 +48,17 @@ class FetchPurgatory:
         self._parked.clear()
         return envelopes
 
-    def pop_completable(self, now_ms: int, log_end_offset: int) -> list[Envelope]:
-        """The parked Fetches whose wait is over or that the log now has data for."""
+    def pop_completable(
+        self, now_ms: int, log_end_offset: int, high_watermark: int | None = None
+    ) -> list[Envelope]:
+        """The parked Fetches whose wait is over or that the log now has data for, and, given
+        ``high_watermark``, those of fetchers that know an older one."""
         done = [
             replica_id
             for replica_id, parked in self._parked.items()
-            if parked.deadline_ms <= now_ms or parked.request.fetch_offset < log_end_offset
+            if parked.deadline_ms <= now_ms
+            or parked.request.fetch_offset < log_end_offset
+            or (high_watermark is not None and parked.request.high_watermark < high_watermark)
         ]
         return [self._parked.pop(replica_id).envelope for replica_id in done]
 
