@@ -450,24 +450,24 @@ def quorum_describe(args: argparse.Namespace) -> int:
 
 # ----- topics ------------------------------------------------------------------------------------
 
-TOPIC_ACTIONS: Final = ("create", "describe", "delete", "list")
+TOPIC_ACTIONS: Final = ("create", "alter", "describe", "delete", "list")
 
 
 def add_topics_commands(subparsers: Subparsers) -> None:
     topics = subparsers.add_parser(
         "topics",
-        help="create, describe, delete and list topics (kafka-topics)",
-        description="Create, describe, delete and list topics, like kafka-topics.sh, through "
-        "the admin API of the controllers. The action is a flag (--create, ...) as in Kafka, "
-        "or the same word as a subcommand (topics create ...). Errors print 'Error while "
-        "executing topic command : <ERROR_NAME>: <message>' and exit 1.",
+        help="create, alter, describe, delete and list topics (kafka-topics)",
+        description="Create, alter (add partitions), describe, delete and list topics, like "
+        "kafka-topics.sh, through the admin API of the controllers. The action is a flag "
+        "(--create, ...) as in Kafka, or the same word as a subcommand (topics create ...). "
+        "Errors print 'Error while executing topic command : <ERROR_NAME>: <message>' and exit 1.",
     )
     topics.add_argument(
         "action",
         nargs="?",
         choices=TOPIC_ACTIONS,
         metavar="ACTION",
-        help="create, describe, delete or list (instead of the flag of the same name)",
+        help="create, alter, describe, delete or list (instead of the flag of the same name)",
     )
     bootstrap = topics.add_mutually_exclusive_group()
     bootstrap_help = (
@@ -482,6 +482,13 @@ def add_topics_commands(subparsers: Subparsers) -> None:
     )
     actions = topics.add_mutually_exclusive_group()
     actions.add_argument("--create", dest="do_create", action="store_true", help="create a topic")
+    actions.add_argument(
+        "--alter",
+        dest="do_alter",
+        action="store_true",
+        help="add partitions to topics: --partitions N is the new total (partitions are never "
+        "removed)",
+    )
     actions.add_argument(
         "--describe",
         dest="do_describe",
@@ -503,7 +510,11 @@ def add_topics_commands(subparsers: Subparsers) -> None:
         help="the topic id to describe or delete (22-character base64); wins over --topic",
     )
     topics.add_argument(
-        "--partitions", type=int, metavar="N", help="the number of partitions (default: cluster's)"
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="the number of partitions (--create: default the cluster's num.partitions; "
+        "--alter: the new total)",
     )
     topics.add_argument(
         "--replication-factor",
@@ -521,13 +532,14 @@ def add_topics_commands(subparsers: Subparsers) -> None:
     topics.add_argument(
         "--replica-assignment",
         metavar="B:B,B:B...",
-        help="explicit replicas for --create: per partition (comma-separated) its broker ids "
-        "(colon-separated), the preferred leader first",
+        help="explicit replicas for --create or --alter: per partition (comma-separated) its "
+        "broker ids (colon-separated), the preferred leader first; with --alter the list "
+        "covers every partition and the existing ones' entries are skipped, as in Kafka",
     )
     topics.add_argument(
         "--if-exists",
         action="store_true",
-        help="with --describe or --delete: an unknown topic is not an error",
+        help="with --describe, --alter or --delete: an unknown topic is not an error",
     )
     topics.add_argument(
         "--if-not-exists",
@@ -538,6 +550,18 @@ def add_topics_commands(subparsers: Subparsers) -> None:
         "--exclude-internal",
         action="store_true",
         help="with --list or --describe: leave internal topics out",
+    )
+    topics.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="with --describe: only the partitions whose ISR is smaller than their replica list "
+        "(no topic lines, as in Kafka)",
+    )
+    topics.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="with --describe: only the partitions without a leader or whose leader's broker "
+        "is fenced or unregistered",
     )
     add_command_config_argument(topics)
     topics.add_argument(

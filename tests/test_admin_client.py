@@ -65,6 +65,7 @@ ADMIN_METHODS = (
     "DescribeCluster",
     "RegisterBroker",
     "BrokerHeartbeat",
+    "CreatePartitions",
 )
 RESPONSE_TYPES: dict[str, Any] = {
     "CreateTopics": admin_pb2.CreateTopicsResponse,
@@ -74,6 +75,7 @@ RESPONSE_TYPES: dict[str, Any] = {
     "DescribeCluster": admin_pb2.DescribeClusterResponse,
     "RegisterBroker": admin_pb2.RegisterBrokerResponse,
     "BrokerHeartbeat": admin_pb2.BrokerHeartbeatResponse,
+    "CreatePartitions": admin_pb2.CreatePartitionsResponse,
 }
 ORDERS_ID = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
 PAYMENTS_ID = Uuid.parse("b-DwmhtOheTqZzPoh52kfA")
