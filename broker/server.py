@@ -175,7 +175,7 @@ class BrokerNode:
     # ----- registration and heartbeats ------------------------------------------------------
 
     async def _register(self) -> None:
-        listener = self.config.listener
+        listener = self.config.advertised_listener
         answer = await self.controllers.call(
             "RegisterBroker",
             admin_pb2.RegisterBrokerRequest(
@@ -187,6 +187,7 @@ class BrokerNode:
                         name=listener.name, host=listener.host, port=listener.port
                     )
                 ],
+                rack=self.config.broker_rack or "",
             ),
         )
         code = ErrorCode(answer.error_code)

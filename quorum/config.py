@@ -23,10 +23,19 @@ Rules:
 - Relative paths in the file resolve against the file's directory, so a config can sit next to
   its data; relative paths given with ``--override`` resolve against the current directory, as
   any other path typed on a command line does. ``~`` is expanded.
-- One gRPC port per node: ``listeners`` holds exactly one ``NAME://host:port`` entry, and that
-  server carries every service of the node (Raft, admin, broker registration, health, reflection).
-  Kafka's separate controller/broker/admin listeners (``controller.listener.names``,
-  ``advertised.listeners``) are not supported yet; there is no ``admin.listeners`` key.
+- One gRPC port per node: one ``listeners`` entry carries every service of the node (Raft,
+  admin, broker registration, health, reflection). A Kafka config may list several listeners
+  (``PLAINTEXT://:9092,CONTROLLER://:9093``): then Kafka's own keys say which one is served,
+  the first of ``controller.listener.names`` on a controller, ``inter.broker.listener.name`` on
+  a broker-only node; the others are accepted, not served, and named in the start-up warning.
+  An empty host (``CONTROLLER://:9093``) binds every interface, as in Kafka; a broker then
+  needs its address in ``advertised.listeners``, which is what it registers.
+- A Kafka ``.properties`` file (``server.properties``, ``controller.properties``) is read as it
+  is when the file name ends in ``.properties``: every value is text, lists are
+  comma-separated, as Kafka writes them.
+- Kafka keys that mean nothing here (threads, the partition data path, coordinators, quotas,
+  SASL, ...; ``quorum/config_kafka.py``) are accepted and ignored; ``ignored_keys`` lists the
+  ones a config holds, and a node warns once at start-up naming them all.
 
 - Security keys are Kafka's (``listener.security.protocol.map``, ``ssl.keystore.location``,
   ``ssl.truststore.location``, ``ssl.client.auth``, ``ssl.principal.mapping.rules``, ...), but a
@@ -49,8 +58,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
+from quorum.config_kafka import NOT_APPLICABLE_KEYS
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
-from quorum.limits import INT32_MAX
+from quorum.limits import INT32_MAX, REPLICATION_FACTOR_MAX, TOPIC_PARTITIONS_MAX
+from quorum.properties import property_entries
 from quorum.raft.config import RaftConfig
 
 ROLE_CONTROLLER: Final = "controller"
@@ -63,6 +74,9 @@ PORT_MAX: Final = 65_535
 PLAINTEXT: Final = "PLAINTEXT"
 SSL: Final = "SSL"
 SECURITY_PROTOCOLS: Final = (PLAINTEXT, SSL)
+# Kafka's example configs map every protocol name to itself, SASL ones included: accepted in the
+# map for listeners this node does not serve.
+_SASL_PROTOCOLS: Final = ("SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH_VALUES: Final = ("required", "requested", "none")
 # authorizer.class.name: Kafka's KRaft authorizer, deciding from ACLs in the metadata log.
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -127,7 +141,8 @@ class NodeConfig:
     # The static voter set, node id -> address of its listener. Every node needs it: voters to
     # elect, brokers and tools to find the leader.
     controller_quorum_voters: Mapping[int, HostPort]
-    # Where this node's one gRPC server listens (exactly one entry; see the module docstring).
+    # Where this node's gRPC server listens: one entry, or several of which Kafka's listener
+    # keys pick the served one (see the module docstring).
     listeners: tuple[Listener, ...]
     # The directory of the metadata log (__cluster_metadata-0/, quorum-state, snapshots) and its
     # meta.properties. Kafka's default, the first entry of log.dirs, applies when it is omitted.
@@ -200,8 +215,35 @@ class NodeConfig:
     super_users: tuple[str, ...] = ()
     # Whether a resource that no ACL names is open to every principal (Kafka's default: no).
     allow_everyone_if_no_acl_found: bool = False
+    # The names of the listeners controllers serve (Kafka requires it in KRaft). On a
+    # controller the first one that is among `listeners` is the served listener; on a
+    # broker-only node none may be among its own listeners (Kafka's rule).
+    controller_listener_names: tuple[str, ...] = ()
+    # Kafka's dynamic-quorum bootstrap list (KIP-853). Accepted next to the static
+    # controller.quorum.voters, which is what every node uses; alone it is refused.
+    controller_quorum_bootstrap_servers: tuple[HostPort, ...] = ()
+    # The listener a broker-only node serves when `listeners` has several (Kafka's listener
+    # between brokers).
+    inter_broker_listener_name: str | None = None
+    # The addresses a broker registers (Kafka's advertised.listeners): the entry named like the
+    # served listener, else the listener itself. Required for a listener on every interface.
+    advertised_listeners: tuple[Listener, ...] = ()
+    # The rack a broker registers; CreateTopics places replicas rack-aware.
+    broker_rack: str | None = None
+    # CreateTopics' defaults when a request leaves them at -1 (Kafka's num.partitions and
+    # default.replication.factor, both 1).
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    # Only false: there is no produce or fetch path here that could create a topic (Kafka's
+    # default is true).
+    auto_create_topics_enable: bool = False
+    # Only true: deleting topics is always enabled (KIP-516's stale-partition flow needs it).
+    delete_topic_enable: bool = True
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
+    # Kafka keys the config held that mean nothing here (quorum/config_kafka.py), sorted; a
+    # node warns once at start-up naming them.
+    ignored_keys: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "controller_quorum_voters", dict(self.controller_quorum_voters))
@@ -222,8 +264,28 @@ class NodeConfig:
 
     @property
     def listener(self) -> Listener:
-        """The one listener this node serves every gRPC service on."""
-        return self.listeners[0]
+        """The listener this node serves every gRPC service on (see the module docstring)."""
+        return _served_listener(self)
+
+    @property
+    def advertised_listener(self) -> Listener:
+        """The address a broker registers: its advertised.listeners entry named like the
+        served listener; else, for a listener on every interface of a node that is also a
+        voter, its address in controller.quorum.voters; else the served listener."""
+        served = self.listener
+        for advertised in self.advertised_listeners:
+            if advertised.name == served.name:
+                return advertised
+        voter = self.controller_quorum_voters.get(self.node_id)
+        if _is_wildcard(served.host) and self.is_controller and voter is not None:
+            return Listener(served.name, voter.host, voter.port)
+        return served
+
+    @property
+    def unserved_listeners(self) -> tuple[Listener, ...]:
+        """Listeners of the config that this node does not serve (a Kafka config's others)."""
+        served = self.listener
+        return tuple(listener for listener in self.listeners if listener != served)
 
     @property
     def listener_protocol(self) -> str:
@@ -253,8 +315,11 @@ def _key_name(attribute: str) -> str:
 
 # Kafka name -> NodeConfig attribute, for every key a file may contain.
 KEYS: Final[Mapping[str, str]] = {
-    _key_name(f.name): f.name for f in fields(NodeConfig) if f.name != "config_file"
+    _key_name(f.name): f.name
+    for f in fields(NodeConfig)
+    if f.name not in ("config_file", "ignored_keys")
 }
+assert not set(KEYS) & set(NOT_APPLICABLE_KEYS), set(KEYS) & set(NOT_APPLICABLE_KEYS)
 REQUIRED_KEYS: Final = ("node.id", "process.roles", "controller.quorum.voters", "listeners")
 
 # Lower bounds of the integer keys (all are at most INT32_MAX except the byte sizes).
@@ -273,6 +338,13 @@ _INT_MINIMUMS: Final[Mapping[str, int]] = {
     "broker.heartbeat.interval.ms": 1,
     "broker.session.timeout.ms": 1,
     "delete.topic.delay.ms": 0,
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+}
+# Upper bounds below INT32_MAX: what CreateTopics accepts itself (quorum/limits.py).
+_INT_MAXIMUMS: Final[Mapping[str, int]] = {
+    "num.partitions": TOPIC_PARTITIONS_MAX,
+    "default.replication.factor": REPLICATION_FACTOR_MAX,
 }
 _INT64_KEYS: Final = frozenset(
     {
@@ -294,6 +366,8 @@ assert set(REQUIRED_KEYS) <= set(KEYS)
 def _int_range(key: str) -> tuple[int, int]:
     if key == "node.id":
         return 0, INT32_MAX
+    if key in _INT_MAXIMUMS:
+        return _INT_MINIMUMS[key], _INT_MAXIMUMS[key]
     return _INT_MINIMUMS[key], (2**63 - 1 if key in _INT64_KEYS else INT32_MAX)
 
 
@@ -349,21 +423,7 @@ def _validate(config: NodeConfig) -> None:
             key="node.id",
         )
 
-    if len(config.listeners) != 1:
-        shown = ", ".join(str(listener) for listener in config.listeners) or "nothing"
-        raise ConfigError(
-            f"listeners: got {shown}; allowed: exactly one NAME://host:port entry, e.g. "
-            "'CONTROLLER://127.0.0.1:9093' (one gRPC port per node serves every service)",
-            key="listeners",
-        )
-    listener = config.listener
-    if not _LISTENER_NAME_RE.fullmatch(listener.name):
-        raise ConfigError(
-            f"listeners: {listener.name!r} is not a listener name; allowed: letters, digits "
-            "and '_', not starting with a digit, e.g. 'CONTROLLER'",
-            key="listeners",
-        )
-    _check_port("listeners", listener.port, minimum=0)
+    _validate_listeners(config)
 
     if config.is_broker and not config.log_dirs:
         raise ConfigError(
@@ -397,6 +457,111 @@ def _validate(config: NodeConfig) -> None:
         )
 
 
+def _validate_listeners(config: NodeConfig) -> None:
+    """``listeners`` and Kafka's keys that name listeners (see the module docstring)."""
+    if not config.listeners:
+        raise ConfigError(
+            "listeners is empty; give this node's gRPC address, e.g. 'CONTROLLER://127.0.0.1:9093'",
+            key="listeners",
+        )
+    names = [listener.name for listener in config.listeners]
+    for listener in (*config.listeners, *config.advertised_listeners):
+        key = "listeners" if listener in config.listeners else "advertised.listeners"
+        if not _LISTENER_NAME_RE.fullmatch(listener.name):
+            raise ConfigError(
+                f"{key}: {listener.name!r} is not a listener name; allowed: letters, digits "
+                "and '_', not starting with a digit, e.g. 'CONTROLLER'",
+                key=key,
+            )
+        _check_port(key, listener.port, minimum=0 if key == "listeners" else 1)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(
+            f"listeners: the listener name {repeated[0]} is used twice; each listener needs its "
+            "own name",
+            key="listeners",
+        )
+    listed = ", ".join(str(listener) for listener in config.listeners)
+    controller_names = config.controller_listener_names
+    if (
+        config.is_controller
+        and controller_names
+        and not any(name in names for name in controller_names)
+    ):
+        raise ConfigError(
+            f"controller.listener.names ({', '.join(controller_names)}) names none of the "
+            f"listeners ({listed}); a controller serves the first of them that is in "
+            "listeners: add it there, or fix the name",
+            key="controller.listener.names",
+        )
+    if not config.is_controller:
+        own = sorted(set(controller_names) & set(names))
+        if own:
+            raise ConfigError(
+                f"controller.listener.names names {', '.join(own)}, a listener of this "
+                "broker-only node; in KRaft a broker must not listen on a controller listener "
+                "(Kafka's rule): remove it from listeners",
+                key="controller.listener.names",
+            )
+    if (
+        config.inter_broker_listener_name is not None
+        and config.is_broker
+        and config.inter_broker_listener_name not in names
+    ):
+        raise ConfigError(
+            f"inter.broker.listener.name {config.inter_broker_listener_name!r} is not a "
+            f"listener of this node ({listed}); allowed: one of {', '.join(names)}",
+            key="inter.broker.listener.name",
+        )
+    if len(config.listeners) > 1 and _served_or_none(config) is None:
+        key = "controller.listener.names" if config.is_controller else "inter.broker.listener.name"
+        raise ConfigError(
+            f"listeners has {len(config.listeners)} entries ({listed}) and nothing says which "
+            f"one this node serves: set {key} to one of {', '.join(names)} (one gRPC port "
+            "serves every service of a node)",
+            key=key,
+        )
+    for advertised in config.advertised_listeners:
+        if _is_wildcard(advertised.host):
+            raise ConfigError(
+                f"advertised.listeners: {advertised} is not an address others can reach; give "
+                "the host name or IP address clients should use",
+                key="advertised.listeners",
+            )
+    if config.is_broker and _is_wildcard(config.advertised_listener.host):
+        raise ConfigError(
+            f"listeners: {config.listener} listens on every interface, so the broker needs the "
+            f"address to register: add {config.listener.name}://<host>:{config.listener.port} "
+            "to advertised.listeners",
+            key="advertised.listeners",
+        )
+
+
+def _served_or_none(config: NodeConfig) -> Listener | None:
+    listeners = config.listeners
+    if len(listeners) == 1:
+        return listeners[0]
+    by_name = {listener.name: listener for listener in listeners}
+    if config.is_controller:
+        for name in config.controller_listener_names:
+            if name in by_name:
+                return by_name[name]
+        return None
+    if config.inter_broker_listener_name is not None:
+        return by_name.get(config.inter_broker_listener_name)
+    return None
+
+
+def _served_listener(config: NodeConfig) -> Listener:
+    served = _served_or_none(config)
+    assert served is not None, "checked by _validate_listeners"
+    return served
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
+
+
 def _validate_security(config: NodeConfig) -> None:
     """The values of the ssl.* keys; whether an SSL listener has its files is checked at
     start-up (quorum/security/tls.py), so `storage format` needs no certificates."""
@@ -407,9 +572,11 @@ def _validate_security(config: NodeConfig) -> None:
                 "letters, digits and '_', e.g. 'CONTROLLER:SSL'",
                 key="listener.security.protocol.map",
             )
-        if protocol not in SECURITY_PROTOCOLS:
+        served = name == config.listener.name
+        if protocol not in SECURITY_PROTOCOLS and (served or protocol not in _SASL_PROTOCOLS):
             raise ConfigError(
-                f"listener.security.protocol.map: {name}:{protocol} is not supported; allowed "
+                f"listener.security.protocol.map: {name}:{protocol} is not supported"
+                f"{' for the listener this node serves' if served else ''}; allowed "
                 f"protocols: {', '.join(SECURITY_PROTOCOLS)} (SASL is not supported)",
                 key="listener.security.protocol.map",
             )
@@ -587,7 +754,10 @@ def _parse_listeners(key: str, value: object) -> tuple[Listener, ...]:
             raise ConfigError(
                 f"{key}: {entry!r} is not of the form NAME://host:port, e.g. {example}", key=key
             )
-        address = _parse_host_port(key, entry, match.group("address"), example)
+        text = match.group("address")
+        if text.startswith(":") and key == "listeners":
+            text = "0.0.0.0" + text  # Kafka's NAME://:port: every interface
+        address = _parse_host_port(key, entry, text, example)
         listeners.append(Listener(match.group("name"), address.host, address.port))
     return tuple(listeners)
 
@@ -669,6 +839,38 @@ def _parse_super_users(key: str, value: object) -> tuple[str, ...]:
     return users
 
 
+def _parse_names(key: str, value: object) -> tuple[str, ...]:
+    names = _parse_str_list(key, value, "['CONTROLLER'] or 'CONTROLLER'")
+    for name in names:
+        if not _LISTENER_NAME_RE.fullmatch(name):
+            raise ConfigError(
+                f"{key}: {name!r} is not a listener name; allowed: letters, digits and '_', "
+                "not starting with a digit, e.g. 'CONTROLLER'",
+                key=key,
+            )
+    return names
+
+
+def _parse_bootstrap_servers(key: str, value: object) -> tuple[HostPort, ...]:
+    example = "'127.0.0.1:9093'"
+    return tuple(
+        _parse_host_port(key, entry, entry, example)
+        for entry in _parse_str_list(key, value, f"[{example}] or 'host1:9093,host2:9093'")
+    )
+
+
+def _parse_only(key: str, value: object, allowed: bool, why: str) -> bool:
+    """A boolean key of Kafka's of which only one value is supported here."""
+    parsed = _parse_bool(key, value)
+    if parsed != allowed:
+        raise ConfigError(
+            f"{key}={str(parsed).lower()} is not supported: {why}; set it to "
+            f"{str(allowed).lower()} or leave it out",
+            key=key,
+        )
+    return parsed
+
+
 def _parse_bool(key: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -705,19 +907,35 @@ def _suggestion(word: str, choices: Iterable[str]) -> str:
 
 
 def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeConfig:
+    ignored: list[str] = []
     for key, setting in settings.items():
-        if key not in KEYS:
+        if key in NOT_APPLICABLE_KEYS:
+            ignored.append(key)
+        elif key not in KEYS:
+            known = [*KEYS, *NOT_APPLICABLE_KEYS]
             raise ConfigError(
-                f"unknown config key {key!r} in {setting.source}{_suggestion(key, KEYS)}; "
-                f"known keys: {', '.join(sorted(KEYS))}",
+                f"unknown config key {key!r} in {setting.source}{_suggestion(key, known)}; "
+                f"known keys: {', '.join(sorted(KEYS))} (and Kafka keys that are accepted but "
+                "mean nothing here: quorum/config_kafka.py)",
                 key=key,
             )
+    if "controller.quorum.voters" not in settings and "controller.quorum.bootstrap.servers" in (
+        settings
+    ):
+        raise ConfigError(
+            "controller.quorum.voters is required: controller.quorum.bootstrap.servers alone "
+            "means a dynamic quorum (KIP-853), which is not supported; give the static voter "
+            "set, e.g. controller.quorum.voters=1@host1:9093,2@host2:9093,3@host3:9093",
+            key="controller.quorum.voters",
+        )
     for key in REQUIRED_KEYS:
         if key not in settings:
             raise ConfigError(f"{key} is required but missing; {_REQUIRED_HELP[key]}", key=key)
 
     parsed: dict[str, object] = {}
     for key, setting in settings.items():
+        if key in NOT_APPLICABLE_KEYS:
+            continue
         try:
             parsed[KEYS[key]] = _parse_one(key, setting)
         except ConfigError as exc:
@@ -735,7 +953,11 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
                 key="metadata.log.dir",
             )
         parsed["metadata_log_dir"] = log_dirs[0]
-    return NodeConfig(**parsed, config_file=config_file)  # type: ignore[arg-type]
+    return NodeConfig(
+        **parsed,  # type: ignore[arg-type]
+        config_file=config_file,
+        ignored_keys=tuple(sorted(ignored)),
+    )
 
 
 _REQUIRED_HELP: Final[Mapping[str, str]] = {
@@ -766,6 +988,27 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "authorizer.class.name": lambda key, s: _parse_authorizer(key, s.value),
     "super.users": lambda key, s: _parse_super_users(key, s.value),
     "allow.everyone.if.no.acl.found": lambda key, s: _parse_bool(key, s.value),
+    "controller.listener.names": lambda key, s: _parse_names(key, s.value),
+    "controller.quorum.bootstrap.servers": lambda key, s: _parse_bootstrap_servers(key, s.value),
+    "inter.broker.listener.name": lambda key, s: (
+        _parse_names(key, [s.value])[0] if isinstance(s.value, str) else _parse_text(key, s.value)
+    ),
+    "advertised.listeners": lambda key, s: _parse_listeners(key, s.value),
+    "broker.rack": lambda key, s: _parse_text(key, s.value),
+    "auto.create.topics.enable": lambda key, s: _parse_only(
+        key,
+        s.value,
+        False,
+        "topics are created only by CreateTopics (there is no produce or metadata request here "
+        "that could create one)",
+    ),
+    "delete.topic.enable": lambda key, s: _parse_only(
+        key,
+        s.value,
+        True,
+        "deleting topics is always enabled here (a deleted topic's id is what brokers reconcile "
+        "against)",
+    ),
     **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
 }
 assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
@@ -797,6 +1040,18 @@ def _collect(table: Mapping[str, object], *, source: str, base_dir: Path) -> dic
     return settings
 
 
+def _collect_properties(text: str, *, source: str, base_dir: Path) -> dict[str, _Setting]:
+    """A Kafka ``.properties`` file: every value is text (lists comma-separated)."""
+    settings: dict[str, _Setting] = {}
+    for line, key, value in property_entries(text):
+        if key in settings:
+            raise ConfigError(
+                f"{key} is given twice in {source} (again on line {line}); keep one", key=key
+            )
+        settings[key] = _Setting(value, f"{source} line {line}", base_dir)
+    return settings
+
+
 # ----- public entry points ---------------------------------------------------------------------
 
 
@@ -814,6 +1069,8 @@ _TEXT_KEYS: Final = frozenset(
         "ssl.principal.mapping.rules",
         "authorizer.class.name",
         "super.users",
+        "inter.broker.listener.name",
+        "broker.rack",
     }
 )
 
@@ -852,7 +1109,8 @@ def config_from_settings(
 
 
 def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> NodeConfig:
-    """Read the TOML config at ``path`` and apply ``--override key=value`` strings in order."""
+    """Read the config at ``path`` (TOML, or a Kafka ``.properties`` file) and apply
+    ``--override key=value`` strings in order."""
     config_file = Path(path).expanduser().resolve()
     try:
         text = config_file.read_text(encoding="utf-8")
@@ -860,13 +1118,17 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
         raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(
-            f'config file {path} is not valid TOML: {exc}. Write keys as "node.id" = 1'
-        ) from None
-    settings = _collect(document, source=str(path), base_dir=config_file.parent)
+    if config_file.suffix == ".properties":
+        settings = _collect_properties(text, source=str(path), base_dir=config_file.parent)
+    else:
+        try:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f'config file {path} is not valid TOML: {exc}. Write keys as "node.id" = 1 '
+                "(or name the file *.properties to write Kafka's key=value lines)"
+            ) from None
+        settings = _collect(document, source=str(path), base_dir=config_file.parent)
     cwd = Path.cwd().resolve()
     for text_override in overrides:
         key, value = parse_override(text_override)
