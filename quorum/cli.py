@@ -313,7 +313,9 @@ def add_log_commands(subparsers: Subparsers) -> None:
         help="print every record as one JSON line",
         description="Print every record of the given segments as one JSON line: "
         '{"offset", "epoch", "type", "version", "data"} ("control": true for control '
-        "records). Read-only: safe on the log of a running controller, where it stops at the "
+        "records), type and data as Kafka's --cluster-metadata-decoder prints them "
+        '({"type": "TOPIC_RECORD", "version": 0, "data": {"name": ..., "topicId": ...}}). '
+        "Read-only: safe on the log of a running controller, where it stops at the "
         "last whole batch. Exits 1 at a corrupt batch, after printing the records before it.",
     )
     dump.add_argument(
@@ -847,8 +849,10 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     metadata = subparsers.add_parser(
         "metadata",
         help="browse the metadata image of a snapshot and log, offline (kafka-metadata-shell)",
-        description="Browse the metadata image as a file tree (/topics, /topicIds, /brokers, "
-        "/configs, /deletedTopics, /metadataQuorum), like kafka-metadata-shell.sh. The image is "
+        description="Browse the metadata image as a file tree, like kafka-metadata-shell.sh: "
+        "Kafka's paths (/image/topics/byName, /image/topics/byId, /image/cluster/brokers, "
+        "/image/configs, /image/acls/byId, /local) and the older ones (/topics, /topicIds, "
+        "/brokers, /configs, /deletedTopics, /metadataQuorum). The image is "
         "loaded offline and read-only from a snapshot and/or the log records after it.",
     )
     commands = metadata.add_subparsers(dest="metadata_command", metavar="COMMAND", required=True)
@@ -871,8 +875,9 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     shell = commands.add_parser(
         "shell",
         parents=[source],
-        help="an interactive shell: ls, cd, cat, pwd, help, exit",
-        description="An interactive shell over the image: ls, cd, cat, pwd, help, exit.",
+        help="an interactive shell: ls, cd, cat, find, tree, pwd, help, exit",
+        description="An interactive shell over the image: ls, cd, cat, find, tree, pwd, help, "
+        "exit.",
     )
     shell.set_defaults(handler=metadata_command)
     ls = commands.add_parser(
@@ -893,6 +898,23 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     )
     cat.add_argument("paths", nargs="+", metavar="PATH")
     cat.set_defaults(handler=metadata_command)
+    find = commands.add_parser(
+        "find",
+        parents=[source],
+        help="print every path under a path (Kafka's find)",
+        description="Print every path under each PATH (default /), itself first, one per line.",
+    )
+    find.add_argument("paths", nargs="*", metavar="PATH")
+    find.set_defaults(handler=metadata_command)
+    tree = commands.add_parser(
+        "tree",
+        parents=[source],
+        help="print the tree under a path with the files' contents (Kafka's tree)",
+        description="Print the tree under each PATH (default /): a directory as 'name:', a "
+        "file as 'name: content', each level indented by two spaces.",
+    )
+    tree.add_argument("paths", nargs="*", metavar="PATH")
+    tree.set_defaults(handler=metadata_command)
 
 
 def metadata_command(args: argparse.Namespace) -> int:
@@ -901,9 +923,11 @@ def metadata_command(args: argparse.Namespace) -> int:
     from quorum.tools.metadata_shell import (
         MetadataShellError,
         cat_paths,
+        find_paths,
         load_image,
         ls_paths,
         run_shell,
+        tree_paths,
     )
 
     snapshot: Path | None = args.snapshot
@@ -921,6 +945,10 @@ def metadata_command(args: argparse.Namespace) -> int:
             return ls_paths(loaded, args.paths, sys.stdout, sys.stderr)
         if command == "cat":
             return cat_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        if command == "find":
+            return find_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        if command == "tree":
+            return tree_paths(loaded, args.paths, sys.stdout, sys.stderr)
         return run_shell(loaded)
     except BrokenPipeError:
         _silence_stdout()
