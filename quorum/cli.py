@@ -385,16 +385,23 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
     # Accepted before the subcommand (Kafka's order) and after it; the subcommand's copy sets
     # the value only when given, so it never hides one given before.
     bootstrap_help = "a controller to ask (its listener); a comma-separated list is tried in order"
+    server_help = (
+        "a broker (or controller) to ask; a broker forwards the request to the controllers, "
+        "as Kafka's brokers do; a comma-separated list is tried in order"
+    )
     quorum.add_argument(
         "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
     )
+    quorum.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", help=server_help)
     add_command_config_argument(quorum)
     commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
     describe = commands.add_parser(
         "describe",
         help="show the quorum's leader, epoch, high watermark and replicas",
-        description="Show the state of the metadata quorum as its leader sees it. Says 'no "
-        "leader' (exit 0) when there is none; exits 1 when no controller answers.",
+        description="Show the state of the metadata quorum as its leader sees it, asking a "
+        "controller (--bootstrap-controller) or a broker (--bootstrap-server), which forwards "
+        "the request. Says 'no leader' (exit 0) when there is none; exits 1 when no node "
+        "answers.",
     )
     mode = describe.add_mutually_exclusive_group(required=True)
     mode.add_argument(
@@ -414,6 +421,12 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=bootstrap_help,
     )
+    describe.add_argument(
+        "--bootstrap-server",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=server_help,
+    )
     add_command_config_argument(describe, only_when_given=True)
     describe.add_argument(
         "--human-readable",
@@ -431,9 +444,18 @@ def quorum_describe(args: argparse.Namespace) -> int:
     security = command_security(args.command_config)
     replication: bool = args.replication
     human_readable: bool = args.human_readable
-    bootstrap: str | None = args.bootstrap_controller
+    controller: str | None = args.bootstrap_controller
+    server: str | None = args.bootstrap_server
+    if controller is not None and server is not None:
+        raise CommandError(
+            "Only one of --bootstrap-server or --bootstrap-controller must be specified"
+        )
+    bootstrap = controller or server
     if bootstrap is None:
-        raise CommandError("--bootstrap-controller HOST:PORT is required")
+        raise CommandError(
+            "One of --bootstrap-server or --bootstrap-controller must be specified (a broker or "
+            "a controller, HOST:PORT)"
+        )
     if human_readable and not replication:
         raise CommandError("The option --human-readable is only supported along with --replication")
     try:
@@ -756,6 +778,12 @@ def add_replay_commands(subparsers: Subparsers) -> None:
 
 
 def replay(args: argparse.Namespace) -> int:
+    from quorum.extras import MissingExtraError, require_extra
+
+    try:
+        require_extra("analytics", f"{PROG} replay")
+    except MissingExtraError as exc:
+        raise CommandError(str(exc)) from None
     from quorum.analytics.replay import run_replay
 
     return run_replay(
@@ -969,6 +997,28 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
 ]
 
 
+def version_text() -> str:
+    """``metaquorum <version>``, as Kafka's tools print theirs for ``--version``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{PROG} {version(PROG)}"
+    except PackageNotFoundError:
+        return f"{PROG} (not installed: run from a source tree)"
+
+
+def _add_version_everywhere(parser: argparse.ArgumentParser, text: str) -> None:
+    """``--version`` on the command and on every subcommand (``metaquorum topics --version``),
+    as every Kafka tool takes it."""
+    parser.add_argument(
+        "--version", action="version", version=text, help="print the version and exit"
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in dict.fromkeys(action.choices.values()):
+                _add_version_everywhere(subparser, text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -977,6 +1027,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_commands in COMMAND_GROUPS:
         add_commands(commands)
+    _add_version_everywhere(parser, version_text())
     return parser
 
 
