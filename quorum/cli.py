@@ -774,6 +774,12 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         default=None,
         help="read the .checkpoint files too (default: when the log does not start at offset 0)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="let Spark and the JVM print their own start-up lines and warnings to the terminal "
+        "(default: into OUT/spark.log)",
+    )
     parser.set_defaults(handler=replay)
 
 
@@ -792,6 +798,7 @@ def replay(args: argparse.Namespace) -> int:
         master=args.master,
         as_of_offset=args.as_of_offset,
         include_snapshots=args.include_snapshots,
+        verbose=args.verbose,
     )
 
 
@@ -814,6 +821,11 @@ def add_dev_commands(subparsers: Subparsers) -> None:
     up.add_argument("--data-dir", type=Path, default=Path(".data"))
     up.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
     up.add_argument("--keep-data", action="store_true", help="reuse the data of a previous run")
+    up.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the JVM's own output during the replay step",
+    )
     up.add_argument(
         "--no-story",
         action="store_true",
@@ -867,6 +879,7 @@ def dev_up(args: argparse.Namespace) -> int:
         keep_running=args.keep_running,
         wipe=not args.keep_data,
         story=not args.no_story,
+        verbose=args.verbose,
     )
 
 

@@ -336,7 +336,7 @@ def acl_story(cluster: LocalCluster) -> None:
     _say("\n   alice may now describe 'orders' (and nothing else)")
 
 
-def replay_with_spark(cluster: LocalCluster) -> None:
+def replay_with_spark(cluster: LocalCluster, *, verbose: bool = False) -> None:
     """Replay the first controller's metadata log with Spark: the name-reuse table must show
     'orders' with its two ids."""
     log_dir = cluster.controllers[0].config.metadata_log_dir
@@ -353,6 +353,7 @@ def replay_with_spark(cluster: LocalCluster) -> None:
     # but a loaded one (a CI runner, tests beside it) needs more.
     result = cluster.run(
         "replay", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[2]",
+        *(["--verbose"] if verbose else []),
         timeout_s=300,
     )  # fmt: skip
     if result.returncode != 0:
@@ -390,7 +391,15 @@ def ports_in_use(nodes: list[Managed], timeout_s: float = 0.5) -> list[str]:
     return taken
 
 
-def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, story: bool) -> int:
+def dev_up(
+    deploy_dir: Path,
+    data_dir: Path,
+    *,
+    keep_running: bool,
+    wipe: bool,
+    story: bool,
+    verbose: bool = False,
+) -> int:
     cluster = LocalCluster(deploy_dir, data_dir)
     # Before anything is formatted (and wiped): another cluster on these ports would answer
     # the story's commands, and its data directories may be ours.
@@ -432,7 +441,7 @@ def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, 
             kip516_story(cluster)
             if cluster.command_config is not None:
                 acl_story(cluster)
-            replay_with_spark(cluster)
+            replay_with_spark(cluster, verbose=verbose)
         if keep_running:
             _say(
                 f"\n== the cluster keeps running; try:\n"
