@@ -802,6 +802,51 @@ def replay(args: argparse.Namespace) -> int:
     )
 
 
+def add_spark_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "spark", help="run the replay on a Spark cluster: pack the executors' environment"
+    )
+    commands = parser.add_subparsers(dest="spark_command", required=True)
+    pack = commands.add_parser(
+        "pack-env",
+        help="write the Python environment the executors need as one archive",
+        description=(
+            "Write the environment a Spark cluster's executors need to run the metaquorum "
+            "data source (quorum, msgpack, msgspec, crc32c, structlog, pyarrow, numpy and their "
+            "requirements, from this installation) as a venv layout in one archive, to ship "
+            "with spark-submit --archives FILE#env --conf spark.pyspark.python=./env/bin/python. "
+            "Every worker needs this Python version at the same path; in client mode ./env "
+            "must also exist where spark-submit runs (quorum/analytics/pack.py)."
+        ),
+    )
+    pack.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the archive to write: .tar.gz or .tgz (Spark unpacks a plain .tar without "
+        "file permissions)",
+    )
+    pack.set_defaults(handler=spark_pack_env)
+
+
+def spark_pack_env(args: argparse.Namespace) -> int:
+    from quorum.analytics.pack import PackError, pack_env
+
+    try:
+        path = pack_env(args.out)
+    except PackError as exc:
+        raise CommandError(str(exc)) from None
+    size_mib = path.stat().st_size / (1 << 20)
+    print(f"wrote {path} ({size_mib:.0f} MiB); submit with:")
+    print(
+        f"  PYSPARK_DRIVER_PYTHON={sys.executable} spark-submit --master spark://HOST:7077 "
+        f"--archives {path}#env --conf spark.pyspark.python=./env/bin/python "
+        "quorum/analytics/replay.py --log-dir DIR --out DIR"
+    )
+    return 0
+
+
 # ----- dev -------------------------------------------------------------------------------------
 
 
@@ -1001,6 +1046,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_controller_commands,
     add_broker_commands,
     add_replay_commands,
+    add_spark_commands,
     add_dev_commands,
     add_log_commands,
     add_quorum_commands,
