@@ -5,12 +5,19 @@ Local (the default master is ``local[*]``)::
     metaquorum replay --log-dir .data/controller-1 --out replay-out [--as-of-offset N]
 
 On any Spark master with ``spark-submit``: the executors need Python with this project's
-dependencies (msgpack, msgspec, crc32c, structlog, pyarrow, numpy) and the ``quorum``
-package, and the log directory must be visible under the same path to the driver and every
-worker (listing happens on the driver, reading on the workers: a shared file system)::
+``quorum`` package and the libraries its data source imports (msgpack, msgspec, crc32c,
+structlog, pyarrow, numpy). ``metaquorum spark pack-env`` packs exactly those from this
+installation into one archive that travels with the job (quorum/analytics/pack.py: every
+worker needs the same Python at the same path; the driver, in client mode, needs ``./env``
+where spark-submit runs, e.g. a symlink to its own virtualenv). The log directory must be
+visible under the same path to the driver and every worker (listing happens on the driver,
+reading on the workers: a shared file system)::
 
-    (cd /path/to/metaquorum && zip -qr /tmp/metaquorum.zip quorum)
-    spark-submit --master spark://host:7077 --py-files /tmp/metaquorum.zip \\
+    metaquorum spark pack-env --out /tmp/metaquorum-env.tar.gz
+    ln -s "$VIRTUAL_ENV" env
+    PYSPARK_DRIVER_PYTHON=python spark-submit --master spark://host:7077 \\
+        --archives /tmp/metaquorum-env.tar.gz#env \\
+        --conf spark.pyspark.python=./env/bin/python \\
         /path/to/metaquorum/quorum/analytics/replay.py \\
         --log-dir /shared/controller-1 --out /shared/replay-out
 
