@@ -1,5 +1,6 @@
 """The broker's link to the active controller: RegisterBroker and BrokerHeartbeat, and the
-writes its Kafka listener forwards (KIP-590; broker/kafka/forwarding.py).
+writes its Kafka listener forwards (KIP-590; broker/kafka/forwarding.py), and the
+DescribeQuorum requests a broker forwards (Kafka's brokers forward it to the controller).
 
 Any controller may be asked; one that does not lead answers NOT_CONTROLLER naming the leader's
 address, which is tried next. Unreachable controllers are skipped. Every call has a deadline.
@@ -14,7 +15,7 @@ import grpc
 
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
-from quorum.rpc.v1 import admin_pb2_grpc
+from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2_grpc
 from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server.service import GRPC_OPTIONS
 
@@ -29,6 +30,7 @@ class ControllerClient:
     def __init__(
         self, voters: Mapping[int, HostPort], security: ClientSecurity | None = None
     ) -> None:
+        self._voters = dict(voters)
         self._addresses = [f"{a.host}:{a.port}" for _, a in sorted(voters.items())]
         self._preferred: str | None = None
         # The broker's own certificate is its client certificate; channels are recreated when
@@ -75,6 +77,21 @@ class ControllerClient:
             return answer
         self._preferred = None
         raise ControllerUnavailableError("no active controller answered: " + "; ".join(failures))
+
+    async def describe_quorum(self, request: Any, leader_id: int | None) -> Any:
+        """Forward a DescribeQuorum to the leader this broker knows (``leader_id``), else to
+        each controller in turn; a controller that does not lead forwards it to the leader
+        itself. The first answer is returned, whatever its error code."""
+        leader = self._voters.get(leader_id) if leader_id is not None else None
+        first = [f"{leader.host}:{leader.port}"] if leader is not None else []
+        failures: list[str] = []
+        for address in dict.fromkeys([*first, *self._addresses]):
+            stub = raft_pb2_grpc.QuorumServiceStub(self._channels.get(address))
+            try:
+                return await stub.DescribeQuorum(request, timeout=CALL_TIMEOUT_S)
+            except grpc.aio.AioRpcError as exc:
+                failures.append(f"{address}: {exc.code().name}")
+        raise ControllerUnavailableError("no controller answered: " + "; ".join(failures))
 
     async def close(self) -> None:
         await self._channels.close()

@@ -30,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import structlog
@@ -51,12 +52,12 @@ from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Ready
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
 from quorum.security.tls import KeyStore, PemFiles
 from quorum.server.admin_service import AdminServicer
-from quorum.server.grpc_server import ADMIN_SERVICE, GrpcServer
+from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
 from quorum.server.metrics import (
     GrpcMetricsInterceptor,
     broker_families,
@@ -105,6 +106,37 @@ class ReconcileStats:
     apply_errors: int = 0
 
 
+class BrokerQuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
+    """A broker's QuorumService: only DescribeQuorum, forwarded to the controllers as Kafka's
+    brokers forward it (``kafka-metadata-quorum --bootstrap-server`` names a broker). The Raft
+    RPCs stay UNIMPLEMENTED: a broker is an observer, never asked to vote or serve fetches.
+    As on a controller, the answer names the cluster id only to a caller that authenticated
+    with a certificate or sent the id itself (docs/security.md#what-a-node-may-claim)."""
+
+    def __init__(
+        self,
+        controllers: ControllerClient,
+        *,
+        leader_id: Callable[[], int | None],
+        callers: CallerResolver,
+    ) -> None:
+        self._controllers = controllers
+        self._leader_id = leader_id
+        self._callers = callers
+
+    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        asked_for = request.cluster_id
+        try:
+            answer = await self._controllers.describe_quorum(request, self._leader_id())
+        except ControllerUnavailableError as exc:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"this broker could not reach a controller: {exc}"
+            )
+        if answer.cluster_id != asked_for and not self._callers.caller(context).authenticated:
+            answer.cluster_id = ""
+        return answer
+
+
 class BrokerNode:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -147,7 +179,7 @@ class BrokerNode:
             )
         self.grpc = GrpcServer(
             config.listener,
-            (ADMIN_SERVICE,),
+            (ADMIN_SERVICE, QUORUM_SERVICE),
             self.log,
             security=self.raft.security,
             health_listener=config.health_listener,
@@ -259,6 +291,7 @@ class BrokerNode:
                     admin_pb2.BrokerListener(name=a.name, host=a.host, port=a.port)
                     for a in map(self.config.advertised, self.config.listeners)
                 ],
+                rack=self.config.broker_rack or "",
             ),
         )
         code = ErrorCode(answer.error_code)
@@ -467,6 +500,14 @@ class BrokerNode:
                 callers=CallerResolver(self.config.ssl_principal_mapping_rules),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
                 caught_up=self._not_caught_up,
+            ),
+            server,
+        )
+        raft_pb2_grpc.add_QuorumServiceServicer_to_server(
+            BrokerQuorumServicer(
+                self.controllers,
+                leader_id=lambda: self.driver.node.leader_id,
+                callers=CallerResolver(self.config.ssl_principal_mapping_rules),
             ),
             server,
         )

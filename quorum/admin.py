@@ -7,6 +7,7 @@ The client mirrors ``org.apache.kafka.clients.admin.Admin`` with Python names::
         topic_id = created.topic_id("orders")  # raises TopicExistsError, ... for this topic
         described = admin.describe_topics(TopicCollection.of_topic_ids([topic_id]))
         print(described.all_topic_ids()[topic_id].partitions)
+        admin.create_partitions({"orders": NewPartitions.increase_to(6)}).all()
         admin.delete_topics(TopicCollection.of_topic_ids([topic_id])).all()
 
 Kafka's results are maps of futures; this client is synchronous, so its results hold one
@@ -130,6 +131,7 @@ __all__ = [
     "AdminTimeoutError",
     "AdminTransportError",
     "BrokerNotAvailableError",
+    "CreatePartitionsResult",
     "DeleteTopicsResult",
     "DescribeTopicsResult",
     "DuplicateBrokerRegistrationError",
@@ -144,8 +146,10 @@ __all__ = [
     "InvalidRequestError",
     "InvalidTopicError",
     "KafkaError",
+    "NewPartitions",
     "NotControllerError",
     "NotLeaderOrFollowerError",
+    "PartitionsCreated",
     "PolicyViolationError",
     "PositionOutOfRangeError",
     "RecordListTooLargeError",
@@ -265,6 +269,35 @@ class NewTopic:
     replication_factor: int | None = None
     configs: Mapping[str, str] = field(default_factory=dict)
     replica_assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """How to grow one topic (Kafka's ``NewPartitions``): to ``total_count`` partitions, the new
+    ones placed by the controller, or on ``new_assignments`` (one broker list per new
+    partition, the preferred leader first). Build it with ``increase_to``."""
+
+    total_count: int
+    new_assignments: tuple[tuple[int, ...], ...] | None = None
+
+    @staticmethod
+    def increase_to(
+        total_count: int, new_assignments: Sequence[Sequence[int]] | None = None
+    ) -> NewPartitions:
+        if isinstance(total_count, bool) or not isinstance(total_count, int):
+            raise TypeError(f"total_count is an int, got {total_count!r}")
+        assignments = None if new_assignments is None else tuple(tuple(a) for a in new_assignments)
+        return NewPartitions(total_count, assignments)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsCreated:
+    """A topic that grew (or, with ``validate_only``, would grow) to ``total_count``
+    partitions; Kafka's future completes with nothing, this one with the topic's identity."""
+
+    name: str
+    topic_id: Uuid
+    total_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +454,30 @@ class CreateTopicsResult:
 
     def __repr__(self) -> str:
         return f"CreateTopicsResult({self._outcomes!r}, metadata_offset={self.metadata_offset})"
+
+
+class CreatePartitionsResult:
+    """Per-topic outcomes of ``create_partitions`` (Kafka's ``CreatePartitionsResult``), keyed
+    as the request named each topic (a name, or a ``Uuid``)."""
+
+    def __init__(
+        self, outcomes: Mapping[str | Uuid, TopicOutcome[PartitionsCreated]], metadata_offset: int
+    ) -> None:
+        self._outcomes = dict(outcomes)
+        self.metadata_offset = metadata_offset
+
+    def values(self) -> dict[str | Uuid, TopicOutcome[PartitionsCreated]]:
+        return dict(self._outcomes)
+
+    def all(self) -> None:
+        """Raises the first failure in request order; returns if every topic grew."""
+        _first_error(self._outcomes.values())
+
+    def errors(self) -> dict[str | Uuid, AdminError]:
+        return {k: o.error for k, o in self._outcomes.items() if o.error is not None}
+
+    def __repr__(self) -> str:
+        return f"CreatePartitionsResult({self._outcomes!r}, metadata_offset={self.metadata_offset})"
 
 
 class _ByNameOrId(Generic[T]):
@@ -744,6 +801,59 @@ class AdminClient:
             ]
             outcomes.update(_key_outcomes("topic", [t.name for t in chunk], answered))
         return CreateTopicsResult(outcomes, metadata_offset)
+
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str | Uuid, NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> CreatePartitionsResult:
+        """Grow topics to more partitions (Kafka's ``createPartitions``): ``{name:
+        NewPartitions.increase_to(n)}``; a key may also be a topic id (``Uuid``; not in Kafka),
+        which grows exactly the topic that was seen. Topics succeed or fail one by one
+        (``InvalidPartitionsError`` for a count that is not an increase, ...). Raises for the
+        whole call only when no controller accepted it (``AdminError``)."""
+        entries = list(new_partitions.items())
+        for key, growth in entries:
+            if not isinstance(growth, NewPartitions):
+                raise TypeError(f"create_partitions takes NewPartitions values, got {growth!r}")
+            if not isinstance(key, str | Uuid):
+                raise TypeError(f"a topic is named by a str or a Uuid, got {key!r}")
+        deadline = self._deadline(timeout_s)
+        outcomes: dict[str | Uuid, TopicOutcome[PartitionsCreated]] = {}
+        metadata_offset = NO_OFFSET
+        for chunk in _chunks(entries, TOPICS_PER_REQUEST_MAX):
+            asked = [(key, growth) for key, growth in chunk if not self._bad_key(key, outcomes)]
+            if not asked:
+                continue
+            request = admin_pb2.CreatePartitionsRequest(
+                topics=[_partitions_topic(key, growth) for key, growth in asked],
+                validate_only=validate_only,
+                timeout_ms=max(1, int((deadline - self._clock()) * 1000)),
+            )
+            response = self._call("CreatePartitions", request, deadline, mutation=True)
+            metadata_offset = max(metadata_offset, response.metadata_offset)
+            if len(response.results) != len(asked):
+                raise UnknownServerError(
+                    f"malformed answer: {len(response.results)} CreatePartitions results for "
+                    f"{len(asked)} topics"
+                )
+            for (key, growth), result in zip(asked, response.results, strict=True):
+                outcomes[key] = _partitions_outcome(key, growth, result)
+        return CreatePartitionsResult({key: outcomes[key] for key, _ in entries}, metadata_offset)
+
+    @staticmethod
+    def _bad_key(
+        key: str | Uuid, outcomes: dict[str | Uuid, TopicOutcome[PartitionsCreated]]
+    ) -> bool:
+        """Kafka fails an empty name (and here ZERO_UUID) locally, without asking."""
+        if key in ("", ZERO_UUID):
+            outcomes[key] = TopicOutcome(
+                None, InvalidTopicError(f"{key!r} cannot name a topic (empty name or ZERO_UUID)")
+            )
+            return True
+        return False
 
     def delete_topics(
         self,
@@ -1205,6 +1315,37 @@ def _creation_outcome(
             configs=_configs_from_wire(result.configs),
         )
     )
+
+
+def _partitions_topic(key: str | Uuid, growth: NewPartitions) -> admin_pb2.CreatePartitionsTopic:
+    assignments = [
+        admin_pb2.CreatePartitionsAssignment(broker_ids=list(brokers))
+        for brokers in growth.new_assignments or ()
+    ]
+    if isinstance(key, Uuid):
+        return admin_pb2.CreatePartitionsTopic(
+            topic_id=key.bytes, count=growth.total_count, assignments=assignments
+        )
+    return admin_pb2.CreatePartitionsTopic(
+        name=key, count=growth.total_count, assignments=assignments
+    )
+
+
+def _partitions_outcome(
+    key: str | Uuid, growth: NewPartitions, result: admin_pb2.CreatePartitionsTopicResult
+) -> TopicOutcome[PartitionsCreated]:
+    topic_id = _uuid_from_wire("topic_id", result.topic_id)
+    if (isinstance(key, Uuid) and result.topic_id and topic_id != key) or (
+        isinstance(key, str) and result.name != key
+    ):
+        raise UnknownServerError(
+            f"malformed answer: a CreatePartitions result for {result.name!r} / {topic_id} "
+            f"where {key} was asked for"
+        )
+    error = _topic_error(result.error_code, result.error_message)
+    if error is not None:
+        return TopicOutcome(None, error)
+    return TopicOutcome(PartitionsCreated(result.name, topic_id, growth.total_count))
 
 
 def _deletion_outcome(result: admin_pb2.DeletableTopicResult) -> TopicOutcome[DeletedTopic]:

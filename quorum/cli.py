@@ -313,7 +313,9 @@ def add_log_commands(subparsers: Subparsers) -> None:
         help="print every record as one JSON line",
         description="Print every record of the given segments as one JSON line: "
         '{"offset", "epoch", "type", "version", "data"} ("control": true for control '
-        "records). Read-only: safe on the log of a running controller, where it stops at the "
+        "records), type and data as Kafka's --cluster-metadata-decoder prints them "
+        '({"type": "TOPIC_RECORD", "version": 0, "data": {"name": ..., "topicId": ...}}). '
+        "Read-only: safe on the log of a running controller, where it stops at the "
         "last whole batch. Exits 1 at a corrupt batch, after printing the records before it.",
     )
     dump.add_argument(
@@ -383,16 +385,23 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
     # Accepted before the subcommand (Kafka's order) and after it; the subcommand's copy sets
     # the value only when given, so it never hides one given before.
     bootstrap_help = "a controller to ask (its listener); a comma-separated list is tried in order"
+    server_help = (
+        "a broker (or controller) to ask; a broker forwards the request to the controllers, "
+        "as Kafka's brokers do; a comma-separated list is tried in order"
+    )
     quorum.add_argument(
         "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
     )
+    quorum.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", help=server_help)
     add_command_config_argument(quorum)
     commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
     describe = commands.add_parser(
         "describe",
         help="show the quorum's leader, epoch, high watermark and replicas",
-        description="Show the state of the metadata quorum as its leader sees it. Says 'no "
-        "leader' (exit 0) when there is none; exits 1 when no controller answers.",
+        description="Show the state of the metadata quorum as its leader sees it, asking a "
+        "controller (--bootstrap-controller) or a broker (--bootstrap-server), which forwards "
+        "the request. Says 'no leader' (exit 0) when there is none; exits 1 when no node "
+        "answers.",
     )
     mode = describe.add_mutually_exclusive_group(required=True)
     mode.add_argument(
@@ -412,6 +421,12 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=bootstrap_help,
     )
+    describe.add_argument(
+        "--bootstrap-server",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=server_help,
+    )
     add_command_config_argument(describe, only_when_given=True)
     describe.add_argument(
         "--human-readable",
@@ -429,9 +444,18 @@ def quorum_describe(args: argparse.Namespace) -> int:
     security = command_security(args.command_config)
     replication: bool = args.replication
     human_readable: bool = args.human_readable
-    bootstrap: str | None = args.bootstrap_controller
+    controller: str | None = args.bootstrap_controller
+    server: str | None = args.bootstrap_server
+    if controller is not None and server is not None:
+        raise CommandError(
+            "Only one of --bootstrap-server or --bootstrap-controller must be specified"
+        )
+    bootstrap = controller or server
     if bootstrap is None:
-        raise CommandError("--bootstrap-controller HOST:PORT is required")
+        raise CommandError(
+            "One of --bootstrap-server or --bootstrap-controller must be specified (a broker or "
+            "a controller, HOST:PORT)"
+        )
     if human_readable and not replication:
         raise CommandError("The option --human-readable is only supported along with --replication")
     try:
@@ -450,24 +474,24 @@ def quorum_describe(args: argparse.Namespace) -> int:
 
 # ----- topics ------------------------------------------------------------------------------------
 
-TOPIC_ACTIONS: Final = ("create", "describe", "delete", "list")
+TOPIC_ACTIONS: Final = ("create", "alter", "describe", "delete", "list")
 
 
 def add_topics_commands(subparsers: Subparsers) -> None:
     topics = subparsers.add_parser(
         "topics",
-        help="create, describe, delete and list topics (kafka-topics)",
-        description="Create, describe, delete and list topics, like kafka-topics.sh, through "
-        "the admin API of the controllers. The action is a flag (--create, ...) as in Kafka, "
-        "or the same word as a subcommand (topics create ...). Errors print 'Error while "
-        "executing topic command : <ERROR_NAME>: <message>' and exit 1.",
+        help="create, alter, describe, delete and list topics (kafka-topics)",
+        description="Create, alter (add partitions), describe, delete and list topics, like "
+        "kafka-topics.sh, through the admin API of the controllers. The action is a flag "
+        "(--create, ...) as in Kafka, or the same word as a subcommand (topics create ...). "
+        "Errors print 'Error while executing topic command : <ERROR_NAME>: <message>' and exit 1.",
     )
     topics.add_argument(
         "action",
         nargs="?",
         choices=TOPIC_ACTIONS,
         metavar="ACTION",
-        help="create, describe, delete or list (instead of the flag of the same name)",
+        help="create, alter, describe, delete or list (instead of the flag of the same name)",
     )
     bootstrap = topics.add_mutually_exclusive_group()
     bootstrap_help = (
@@ -482,6 +506,13 @@ def add_topics_commands(subparsers: Subparsers) -> None:
     )
     actions = topics.add_mutually_exclusive_group()
     actions.add_argument("--create", dest="do_create", action="store_true", help="create a topic")
+    actions.add_argument(
+        "--alter",
+        dest="do_alter",
+        action="store_true",
+        help="add partitions to topics: --partitions N is the new total (partitions are never "
+        "removed)",
+    )
     actions.add_argument(
         "--describe",
         dest="do_describe",
@@ -503,7 +534,11 @@ def add_topics_commands(subparsers: Subparsers) -> None:
         help="the topic id to describe or delete (22-character base64); wins over --topic",
     )
     topics.add_argument(
-        "--partitions", type=int, metavar="N", help="the number of partitions (default: cluster's)"
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="the number of partitions (--create: default the cluster's num.partitions; "
+        "--alter: the new total)",
     )
     topics.add_argument(
         "--replication-factor",
@@ -521,13 +556,14 @@ def add_topics_commands(subparsers: Subparsers) -> None:
     topics.add_argument(
         "--replica-assignment",
         metavar="B:B,B:B...",
-        help="explicit replicas for --create: per partition (comma-separated) its broker ids "
-        "(colon-separated), the preferred leader first",
+        help="explicit replicas for --create or --alter: per partition (comma-separated) its "
+        "broker ids (colon-separated), the preferred leader first; with --alter the list "
+        "covers every partition and the existing ones' entries are skipped, as in Kafka",
     )
     topics.add_argument(
         "--if-exists",
         action="store_true",
-        help="with --describe or --delete: an unknown topic is not an error",
+        help="with --describe, --alter or --delete: an unknown topic is not an error",
     )
     topics.add_argument(
         "--if-not-exists",
@@ -538,6 +574,18 @@ def add_topics_commands(subparsers: Subparsers) -> None:
         "--exclude-internal",
         action="store_true",
         help="with --list or --describe: leave internal topics out",
+    )
+    topics.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="with --describe: only the partitions whose ISR is smaller than their replica list "
+        "(no topic lines, as in Kafka)",
+    )
+    topics.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="with --describe: only the partitions without a leader or whose leader's broker "
+        "is fenced or unregistered",
     )
     add_command_config_argument(topics)
     topics.add_argument(
@@ -726,10 +774,22 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         default=None,
         help="read the .checkpoint files too (default: when the log does not start at offset 0)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="let Spark and the JVM print their own start-up lines and warnings to the terminal "
+        "(default: into OUT/spark.log)",
+    )
     parser.set_defaults(handler=replay)
 
 
 def replay(args: argparse.Namespace) -> int:
+    from quorum.extras import MissingExtraError, require_extra
+
+    try:
+        require_extra("analytics", f"{PROG} replay")
+    except MissingExtraError as exc:
+        raise CommandError(str(exc)) from None
     from quorum.analytics.replay import run_replay
 
     return run_replay(
@@ -738,7 +798,53 @@ def replay(args: argparse.Namespace) -> int:
         master=args.master,
         as_of_offset=args.as_of_offset,
         include_snapshots=args.include_snapshots,
+        verbose=args.verbose,
     )
+
+
+def add_spark_commands(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "spark", help="run the replay on a Spark cluster: pack the executors' environment"
+    )
+    commands = parser.add_subparsers(dest="spark_command", required=True)
+    pack = commands.add_parser(
+        "pack-env",
+        help="write the Python environment the executors need as one archive",
+        description=(
+            "Write the environment a Spark cluster's executors need to run the metaquorum "
+            "data source (quorum, msgpack, msgspec, crc32c, structlog, pyarrow, numpy and their "
+            "requirements, from this installation) as a venv layout in one archive, to ship "
+            "with spark-submit --archives FILE#env --conf spark.pyspark.python=./env/bin/python. "
+            "Every worker needs this Python version at the same path; in client mode ./env "
+            "must also exist where spark-submit runs (quorum/analytics/pack.py)."
+        ),
+    )
+    pack.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the archive to write: .tar.gz or .tgz (Spark unpacks a plain .tar without "
+        "file permissions)",
+    )
+    pack.set_defaults(handler=spark_pack_env)
+
+
+def spark_pack_env(args: argparse.Namespace) -> int:
+    from quorum.analytics.pack import PackError, pack_env
+
+    try:
+        path = pack_env(args.out)
+    except PackError as exc:
+        raise CommandError(str(exc)) from None
+    size_mib = path.stat().st_size / (1 << 20)
+    print(f"wrote {path} ({size_mib:.0f} MiB); submit with:")
+    print(
+        f"  PYSPARK_DRIVER_PYTHON={sys.executable} spark-submit --master spark://HOST:7077 "
+        f"--archives {path}#env --conf spark.pyspark.python=./env/bin/python "
+        "quorum/analytics/replay.py --log-dir DIR --out DIR"
+    )
+    return 0
 
 
 # ----- dev -------------------------------------------------------------------------------------
@@ -760,6 +866,11 @@ def add_dev_commands(subparsers: Subparsers) -> None:
     up.add_argument("--data-dir", type=Path, default=Path(".data"))
     up.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
     up.add_argument("--keep-data", action="store_true", help="reuse the data of a previous run")
+    up.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the JVM's own output during the replay step",
+    )
     up.add_argument(
         "--no-story",
         action="store_true",
@@ -813,6 +924,7 @@ def dev_up(args: argparse.Namespace) -> int:
         keep_running=args.keep_running,
         wipe=not args.keep_data,
         story=not args.no_story,
+        verbose=args.verbose,
     )
 
 
@@ -823,8 +935,10 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     metadata = subparsers.add_parser(
         "metadata",
         help="browse the metadata image of a snapshot and log, offline (kafka-metadata-shell)",
-        description="Browse the metadata image as a file tree (/topics, /topicIds, /brokers, "
-        "/configs, /deletedTopics, /metadataQuorum), like kafka-metadata-shell.sh. The image is "
+        description="Browse the metadata image as a file tree, like kafka-metadata-shell.sh: "
+        "Kafka's paths (/image/topics/byName, /image/topics/byId, /image/cluster/brokers, "
+        "/image/configs, /image/acls/byId, /local) and the older ones (/topics, /topicIds, "
+        "/brokers, /configs, /deletedTopics, /metadataQuorum). The image is "
         "loaded offline and read-only from a snapshot and/or the log records after it.",
     )
     commands = metadata.add_subparsers(dest="metadata_command", metavar="COMMAND", required=True)
@@ -847,8 +961,9 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     shell = commands.add_parser(
         "shell",
         parents=[source],
-        help="an interactive shell: ls, cd, cat, pwd, help, exit",
-        description="An interactive shell over the image: ls, cd, cat, pwd, help, exit.",
+        help="an interactive shell: ls, cd, cat, find, tree, pwd, help, exit",
+        description="An interactive shell over the image: ls, cd, cat, find, tree, pwd, help, "
+        "exit.",
     )
     shell.set_defaults(handler=metadata_command)
     ls = commands.add_parser(
@@ -869,6 +984,23 @@ def add_metadata_commands(subparsers: Subparsers) -> None:
     )
     cat.add_argument("paths", nargs="+", metavar="PATH")
     cat.set_defaults(handler=metadata_command)
+    find = commands.add_parser(
+        "find",
+        parents=[source],
+        help="print every path under a path (Kafka's find)",
+        description="Print every path under each PATH (default /), itself first, one per line.",
+    )
+    find.add_argument("paths", nargs="*", metavar="PATH")
+    find.set_defaults(handler=metadata_command)
+    tree = commands.add_parser(
+        "tree",
+        parents=[source],
+        help="print the tree under a path with the files' contents (Kafka's tree)",
+        description="Print the tree under each PATH (default /): a directory as 'name:', a "
+        "file as 'name: content', each level indented by two spaces.",
+    )
+    tree.add_argument("paths", nargs="*", metavar="PATH")
+    tree.set_defaults(handler=metadata_command)
 
 
 def metadata_command(args: argparse.Namespace) -> int:
@@ -877,9 +1009,11 @@ def metadata_command(args: argparse.Namespace) -> int:
     from quorum.tools.metadata_shell import (
         MetadataShellError,
         cat_paths,
+        find_paths,
         load_image,
         ls_paths,
         run_shell,
+        tree_paths,
     )
 
     snapshot: Path | None = args.snapshot
@@ -897,6 +1031,10 @@ def metadata_command(args: argparse.Namespace) -> int:
             return ls_paths(loaded, args.paths, sys.stdout, sys.stderr)
         if command == "cat":
             return cat_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        if command == "find":
+            return find_paths(loaded, args.paths, sys.stdout, sys.stderr)
+        if command == "tree":
+            return tree_paths(loaded, args.paths, sys.stdout, sys.stderr)
         return run_shell(loaded)
     except BrokenPipeError:
         _silence_stdout()
@@ -908,6 +1046,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_controller_commands,
     add_broker_commands,
     add_replay_commands,
+    add_spark_commands,
     add_dev_commands,
     add_log_commands,
     add_quorum_commands,
@@ -915,6 +1054,28 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_acls_commands,
     add_metadata_commands,
 ]
+
+
+def version_text() -> str:
+    """``metaquorum <version>``, as Kafka's tools print theirs for ``--version``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{PROG} {version(PROG)}"
+    except PackageNotFoundError:
+        return f"{PROG} (not installed: run from a source tree)"
+
+
+def _add_version_everywhere(parser: argparse.ArgumentParser, text: str) -> None:
+    """``--version`` on the command and on every subcommand (``metaquorum topics --version``),
+    as every Kafka tool takes it."""
+    parser.add_argument(
+        "--version", action="version", version=text, help="print the version and exit"
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in dict.fromkeys(action.choices.values()):
+                _add_version_everywhere(subparser, text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -925,6 +1086,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add_commands in COMMAND_GROUPS:
         add_commands(commands)
+    _add_version_everywhere(parser, version_text())
     return parser
 
 

@@ -23,13 +23,22 @@ Rules:
 - Relative paths in the file resolve against the file's directory, so a config can sit next to
   its data; relative paths given with ``--override`` resolve against the current directory, as
   any other path typed on a command line does. ``~`` is expanded.
-- One gRPC port per node: the first entry of ``listeners`` (``NAME://host:port``) is the node's
-  gRPC server, carrying every service of the node (Raft, admin, broker registration, health,
-  reflection). A broker may list more entries: each one is a Kafka wire-protocol listener for
-  Kafka's own clients (``["BROKER://127.0.0.1:9192", "KAFKA://127.0.0.1:9092"]``,
-  docs/kafka-listener.md). ``advertised.listeners`` gives, per listener name, the address the
-  broker registers and Metadata answers name (Kafka's key; default: the listener's own).
-  Kafka's ``controller.listener.names`` is not supported; there is no ``admin.listeners`` key.
+- One gRPC port per node: one ``listeners`` entry carries every service of the node (Raft,
+  admin, broker registration, health, reflection). With several entries, the served one is
+  the first of ``controller.listener.names`` on a controller, ``inter.broker.listener.name``
+  on a broker-only node, and otherwise the first entry. On a broker-only node every other
+  entry is a Kafka wire-protocol listener for Kafka's own clients (``["BROKER://127.0.0.1:9192",
+  "KAFKA://127.0.0.1:9092"]``, docs/kafka-listener.md); on a node with the controller role
+  the others are accepted, not served, and named in the start-up warning. An empty host
+  (``CONTROLLER://:9093``) binds every interface, as in Kafka; a broker then needs its address
+  in ``advertised.listeners``, which gives, per listener name, the address the broker
+  registers and Kafka Metadata answers name (default: the listener's own).
+- A Kafka ``.properties`` file (``server.properties``, ``controller.properties``) is read as it
+  is when the file name ends in ``.properties``: every value is text, lists are
+  comma-separated, as Kafka writes them.
+- Kafka keys that mean nothing here (threads, the partition data path, coordinators, quotas,
+  SASL, ...; ``quorum/config_kafka.py``) are accepted and ignored; ``ignored_keys`` lists the
+  ones a config holds, and a node warns once at start-up naming them all.
 
 - Security keys are Kafka's (``listener.security.protocol.map``, ``ssl.keystore.location``,
   ``ssl.truststore.location``, ``ssl.client.auth``, ``ssl.principal.mapping.rules``, ...), but a
@@ -65,8 +74,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
+from quorum.config_kafka import NOT_APPLICABLE_KEYS
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
-from quorum.limits import INT32_MAX
+from quorum.limits import INT32_MAX, REPLICATION_FACTOR_MAX, TOPIC_PARTITIONS_MAX
+from quorum.properties import property_entries
 from quorum.raft.config import RaftConfig
 
 ROLE_CONTROLLER: Final = "controller"
@@ -79,6 +90,9 @@ PORT_MAX: Final = 65_535
 PLAINTEXT: Final = "PLAINTEXT"
 SSL: Final = "SSL"
 SECURITY_PROTOCOLS: Final = (PLAINTEXT, SSL)
+# Kafka's example configs map every protocol name to itself, SASL ones included: accepted in the
+# map for listeners this node does not serve.
+_SASL_PROTOCOLS: Final = ("SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_AUTH_VALUES: Final = ("required", "requested", "none")
 # authorizer.class.name: Kafka's KRaft authorizer, deciding from ACLs in the metadata log.
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -116,6 +130,9 @@ class Listener:
     name: str
     host: str
     port: int
+    # Written NAME://:port (Kafka's every-interface form): bound on 0.0.0.0 and advertised
+    # under this machine's host name when advertised.listeners does not name it.
+    host_omitted: bool = field(default=False, compare=False)
 
     @property
     def address(self) -> HostPort:
@@ -143,8 +160,8 @@ class NodeConfig:
     # The static voter set, node id -> address of its listener. Every node needs it: voters to
     # elect, brokers and tools to find the leader.
     controller_quorum_voters: Mapping[int, HostPort]
-    # Where this node's gRPC server listens (the first entry), then, on a broker, its Kafka
-    # wire-protocol listeners (see the module docstring).
+    # Where this node's gRPC server listens, then, on a broker, its Kafka wire-protocol
+    # listeners; Kafka's listener keys pick the served one (see the module docstring).
     listeners: tuple[Listener, ...]
     # The directory of the metadata log (__cluster_metadata-0/, quorum-state, snapshots) and its
     # meta.properties. Kafka's default, the first entry of log.dirs, applies when it is omitted.
@@ -227,11 +244,35 @@ class NodeConfig:
     # is the main listener's: SERVING once a controller knows a leader, once a broker caught
     # up. None (the default): health only on the main listener. Not a Kafka key.
     health_listener: HostPort | None = None
-    # Per listener name, the address clients are told to use (Kafka's key): what the broker
-    # registers and Kafka Metadata answers name. A listener not named here advertises its own.
+    # The names of the listeners controllers serve (Kafka requires it in KRaft). On a
+    # controller the first one that is among `listeners` is the served listener; on a
+    # broker-only node none may be among its own listeners (Kafka's rule).
+    controller_listener_names: tuple[str, ...] = ()
+    # Kafka's dynamic-quorum bootstrap list (KIP-853). Accepted next to the static
+    # controller.quorum.voters, which is what every node uses; alone it is refused.
+    controller_quorum_bootstrap_servers: tuple[HostPort, ...] = ()
+    # The listener a broker-only node serves when `listeners` has several (Kafka's listener
+    # between brokers).
+    inter_broker_listener_name: str | None = None
+    # The addresses a broker registers (Kafka's advertised.listeners): the entry named like the
+    # served listener, else the listener itself. Required for a listener on every interface.
     advertised_listeners: tuple[Listener, ...] = ()
+    # The rack a broker registers; CreateTopics places replicas rack-aware.
+    broker_rack: str | None = None
+    # CreateTopics' defaults when a request leaves them at -1 (Kafka's num.partitions and
+    # default.replication.factor, both 1).
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    # Only false: there is no produce or fetch path here that could create a topic (Kafka's
+    # default is true).
+    auto_create_topics_enable: bool = False
+    # Only true: deleting topics is always enabled (KIP-516's stale-partition flow needs it).
+    delete_topic_enable: bool = True
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
+    # Kafka keys the config held that mean nothing here (quorum/config_kafka.py), sorted; a
+    # node warns once at start-up naming them.
+    ignored_keys: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "controller_quorum_voters", dict(self.controller_quorum_voters))
@@ -252,8 +293,32 @@ class NodeConfig:
 
     @property
     def listener(self) -> Listener:
-        """The one listener this node serves every gRPC service on."""
-        return self.listeners[0]
+        """The listener this node serves every gRPC service on (see the module docstring)."""
+        return _served_listener(self)
+
+    @property
+    def advertised_listener(self) -> Listener:
+        """The address a broker registers: its advertised.listeners entry named like the
+        served listener; else, for a listener on every interface of a node that is also a
+        voter, its address in controller.quorum.voters; else the served listener."""
+        served = self.listener
+        for advertised in self.advertised_listeners:
+            if advertised.name == served.name:
+                return advertised
+        voter = self.controller_quorum_voters.get(self.node_id)
+        if _is_wildcard(served.host) and self.is_controller and voter is not None:
+            return Listener(served.name, voter.host, voter.port)
+        return _named_host(served)
+
+    @property
+    def unserved_listeners(self) -> tuple[Listener, ...]:
+        """Listeners of the config that this node does not serve: on a node with the
+        controller role, every one but the gRPC listener (a broker-only node serves the others
+        as Kafka listeners)."""
+        if not self.is_controller:
+            return ()
+        served = self.listener
+        return tuple(listener for listener in self.listeners if listener != served)
 
     @property
     def listener_protocol(self) -> str:
@@ -263,7 +328,9 @@ class NodeConfig:
     @property
     def kafka_listeners(self) -> tuple[Listener, ...]:
         """The broker's Kafka wire-protocol listeners: every entry of ``listeners`` but the
-        gRPC one (docs/kafka-listener.md)."""
+        gRPC one (docs/kafka-listener.md); none on a node with the controller role."""
+        if self.is_controller or not self.is_broker:
+            return ()
         return tuple(entry for entry in self.listeners if entry != self.listener)
 
     def protocol_of(self, listener: Listener) -> str:
@@ -275,7 +342,7 @@ class NodeConfig:
         for entry in self.advertised_listeners:
             if entry.name == listener.name:
                 return entry
-        return listener
+        return _named_host(listener)
 
     @property
     def voter_ids(self) -> frozenset[int]:
@@ -300,8 +367,11 @@ def _key_name(attribute: str) -> str:
 
 # Kafka name -> NodeConfig attribute, for every key a file may contain.
 KEYS: Final[Mapping[str, str]] = {
-    _key_name(f.name): f.name for f in fields(NodeConfig) if f.name != "config_file"
+    _key_name(f.name): f.name
+    for f in fields(NodeConfig)
+    if f.name not in ("config_file", "ignored_keys")
 }
+assert not set(KEYS) & set(NOT_APPLICABLE_KEYS), set(KEYS) & set(NOT_APPLICABLE_KEYS)
 REQUIRED_KEYS: Final = ("node.id", "process.roles", "controller.quorum.voters", "listeners")
 
 # Lower bounds of the integer keys (all are at most INT32_MAX except the byte sizes).
@@ -320,6 +390,13 @@ _INT_MINIMUMS: Final[Mapping[str, int]] = {
     "broker.heartbeat.interval.ms": 1,
     "broker.session.timeout.ms": 1,
     "delete.topic.delay.ms": 0,
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+}
+# Upper bounds below INT32_MAX: what CreateTopics accepts itself (quorum/limits.py).
+_INT_MAXIMUMS: Final[Mapping[str, int]] = {
+    "num.partitions": TOPIC_PARTITIONS_MAX,
+    "default.replication.factor": REPLICATION_FACTOR_MAX,
 }
 _INT64_KEYS: Final = frozenset(
     {
@@ -341,6 +418,8 @@ assert set(REQUIRED_KEYS) <= set(KEYS)
 def _int_range(key: str) -> tuple[int, int]:
     if key == "node.id":
         return 0, INT32_MAX
+    if key in _INT_MAXIMUMS:
+        return _INT_MINIMUMS[key], _INT_MAXIMUMS[key]
     return _INT_MINIMUMS[key], (2**63 - 1 if key in _INT64_KEYS else INT32_MAX)
 
 
@@ -432,52 +511,117 @@ def _validate(config: NodeConfig) -> None:
 
 
 def _validate_listeners(config: NodeConfig) -> None:
-    """``listeners``: the gRPC listener first, then (brokers only) Kafka listeners;
-    ``advertised.listeners`` names only listeners the node has."""
-    if not config.listeners or (len(config.listeners) > 1 and not config.is_broker):
-        shown = ", ".join(str(listener) for listener in config.listeners) or "nothing"
+    """``listeners`` and Kafka's keys that name listeners (see the module docstring)."""
+    if not config.listeners:
         raise ConfigError(
-            f"listeners: got {shown}; allowed: one NAME://host:port entry, e.g. "
-            "'CONTROLLER://127.0.0.1:9093' (one gRPC port serves every service), and on a "
-            "broker Kafka wire-protocol listeners after it, e.g. 'KAFKA://127.0.0.1:9092'",
+            "listeners is empty; give this node's gRPC address, e.g. 'CONTROLLER://127.0.0.1:9093'",
             key="listeners",
         )
-    names: set[str] = set()
-    for key, entries in (
-        ("listeners", config.listeners),
-        ("advertised.listeners", config.advertised_listeners),
+    names = [listener.name for listener in config.listeners]
+    for listener in (*config.listeners, *config.advertised_listeners):
+        key = "listeners" if listener in config.listeners else "advertised.listeners"
+        if not _LISTENER_NAME_RE.fullmatch(listener.name):
+            raise ConfigError(
+                f"{key}: {listener.name!r} is not a listener name; allowed: letters, digits "
+                "and '_', not starting with a digit, e.g. 'CONTROLLER'",
+                key=key,
+            )
+        _check_port(key, listener.port, minimum=0 if key == "listeners" else 1)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(
+            f"listeners: the listener name {repeated[0]} is used twice; each listener needs its "
+            "own name",
+            key="listeners",
+        )
+    listed = ", ".join(str(listener) for listener in config.listeners)
+    controller_names = config.controller_listener_names
+    if (
+        config.is_controller
+        and controller_names
+        and not any(name in names for name in controller_names)
     ):
-        names.clear()
-        for listener in entries:
-            if not _LISTENER_NAME_RE.fullmatch(listener.name):
-                raise ConfigError(
-                    f"{key}: {listener.name!r} is not a listener name; allowed: letters, "
-                    "digits and '_', not starting with a digit, e.g. 'CONTROLLER'",
-                    key=key,
-                )
-            if listener.name in names:
-                raise ConfigError(f"{key}: listener {listener.name!r} appears twice", key=key)
-            names.add(listener.name)
-            _check_port(key, listener.port, minimum=0 if key == "listeners" else 1)
+        raise ConfigError(
+            f"controller.listener.names ({', '.join(controller_names)}) names none of the "
+            f"listeners ({listed}); a controller serves the first of them that is in "
+            "listeners: add it there, or fix the name",
+            key="controller.listener.names",
+        )
+    if not config.is_controller:
+        own = sorted(set(controller_names) & set(names))
+        if own:
+            raise ConfigError(
+                f"controller.listener.names names {', '.join(own)}, a listener of this "
+                "broker-only node; in KRaft a broker must not listen on a controller listener "
+                "(Kafka's rule): remove it from listeners",
+                key="controller.listener.names",
+            )
+    if (
+        config.inter_broker_listener_name is not None
+        and config.is_broker
+        and config.inter_broker_listener_name not in names
+    ):
+        raise ConfigError(
+            f"inter.broker.listener.name {config.inter_broker_listener_name!r} is not a "
+            f"listener of this node ({listed}); allowed: one of {', '.join(names)}",
+            key="inter.broker.listener.name",
+        )
     ports = [listener.port for listener in config.listeners if listener.port != 0]
     if len(set(ports)) != len(ports):
         raise ConfigError(
-            f"listeners: two listeners share a port ({_format_listeners(config.listeners)}); "
-            "each needs its own",
+            f"listeners: two listeners share a port ({listed}); each needs its own",
             key="listeners",
         )
-    own = {listener.name for listener in config.listeners}
-    for listener in config.advertised_listeners:
-        if listener.name not in own:
+    for advertised in config.advertised_listeners:
+        if advertised.name not in names:
             raise ConfigError(
-                f"advertised.listeners: {listener.name!r} is not one of this node's listeners "
-                f"({_format_listeners(config.listeners)}); advertise only listeners it has",
+                f"advertised.listeners: {advertised.name!r} is not one of this node's listeners "
+                f"({listed}); advertise only listeners it has",
                 key="advertised.listeners",
             )
+    for advertised in config.advertised_listeners:
+        if _is_wildcard(advertised.host):
+            raise ConfigError(
+                f"advertised.listeners: {advertised} is not an address others can reach; give "
+                "the host name or IP address clients should use",
+                key="advertised.listeners",
+            )
+    if config.is_broker and _is_wildcard(config.advertised_listener.host):
+        raise ConfigError(
+            f"listeners: {config.listener} listens on every interface, so the broker needs the "
+            f"address to register: add {config.listener.name}://<host>:{config.listener.port} "
+            f"to advertised.listeners, or write {config.listener.name}://:"
+            f"{config.listener.port} to register this machine's host name (Kafka's rule)",
+            key="advertised.listeners",
+        )
 
 
-def _format_listeners(listeners: Iterable[Listener]) -> str:
-    return ", ".join(str(listener) for listener in listeners)
+def _served_listener(config: NodeConfig) -> Listener:
+    """The gRPC listener: the first of controller.listener.names on a controller, else
+    inter.broker.listener.name on a broker-only node, else the first entry (checked by
+    ``_validate_listeners``: a name given is among the listeners)."""
+    listeners = config.listeners
+    by_name = {listener.name: listener for listener in listeners}
+    if config.is_controller:
+        for name in config.controller_listener_names:
+            if name in by_name:
+                return by_name[name]
+    elif config.inter_broker_listener_name in by_name:
+        return by_name[config.inter_broker_listener_name]
+    return listeners[0]
+
+
+def _named_host(listener: Listener) -> Listener:
+    """A listener with an empty host (``NAME://:port``: every interface) is advertised under
+    this machine's host name, as Kafka does; ``0.0.0.0`` and ``::`` are not addresses others
+    can use and need ``advertised.listeners``."""
+    if not listener.host_omitted:
+        return listener
+    return Listener(listener.name, socket.getfqdn(), listener.port)
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
 
 
 def _validate_security(config: NodeConfig) -> None:
@@ -490,9 +634,11 @@ def _validate_security(config: NodeConfig) -> None:
                 "letters, digits and '_', e.g. 'CONTROLLER:SSL'",
                 key="listener.security.protocol.map",
             )
-        if protocol not in SECURITY_PROTOCOLS:
+        served = name == config.listener.name
+        if protocol not in SECURITY_PROTOCOLS and (served or protocol not in _SASL_PROTOCOLS):
             raise ConfigError(
-                f"listener.security.protocol.map: {name}:{protocol} is not supported; allowed "
+                f"listener.security.protocol.map: {name}:{protocol} is not supported"
+                f"{' for the listener this node serves' if served else ''}; allowed "
                 f"protocols: {', '.join(SECURITY_PROTOCOLS)} (SASL is not supported)",
                 key="listener.security.protocol.map",
             )
@@ -690,8 +836,12 @@ def _parse_listeners(key: str, value: object) -> tuple[Listener, ...]:
             raise ConfigError(
                 f"{key}: {entry!r} is not of the form NAME://host:port, e.g. {example}", key=key
             )
-        address = _parse_host_port(key, entry, match.group("address"), example)
-        listeners.append(Listener(match.group("name"), address.host, address.port))
+        text = match.group("address")
+        omitted = text.startswith(":") and key == "listeners"
+        if omitted:
+            text = "0.0.0.0" + text  # Kafka's NAME://:port: every interface
+        address = _parse_host_port(key, entry, text, example)
+        listeners.append(Listener(match.group("name"), address.host, address.port, omitted))
     return tuple(listeners)
 
 
@@ -813,6 +963,38 @@ def _parse_super_users(key: str, value: object) -> tuple[str, ...]:
     return users
 
 
+def _parse_names(key: str, value: object) -> tuple[str, ...]:
+    names = _parse_str_list(key, value, "['CONTROLLER'] or 'CONTROLLER'")
+    for name in names:
+        if not _LISTENER_NAME_RE.fullmatch(name):
+            raise ConfigError(
+                f"{key}: {name!r} is not a listener name; allowed: letters, digits and '_', "
+                "not starting with a digit, e.g. 'CONTROLLER'",
+                key=key,
+            )
+    return names
+
+
+def _parse_bootstrap_servers(key: str, value: object) -> tuple[HostPort, ...]:
+    example = "'127.0.0.1:9093'"
+    return tuple(
+        _parse_host_port(key, entry, entry, example)
+        for entry in _parse_str_list(key, value, f"[{example}] or 'host1:9093,host2:9093'")
+    )
+
+
+def _parse_only(key: str, value: object, allowed: bool, why: str) -> bool:
+    """A boolean key of Kafka's of which only one value is supported here."""
+    parsed = _parse_bool(key, value)
+    if parsed != allowed:
+        raise ConfigError(
+            f"{key}={str(parsed).lower()} is not supported: {why}; set it to "
+            f"{str(allowed).lower()} or leave it out",
+            key=key,
+        )
+    return parsed
+
+
 def _parse_bool(key: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -849,19 +1031,35 @@ def _suggestion(word: str, choices: Iterable[str]) -> str:
 
 
 def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeConfig:
+    ignored: list[str] = []
     for key, setting in settings.items():
-        if key not in KEYS:
+        if key in NOT_APPLICABLE_KEYS:
+            ignored.append(key)
+        elif key not in KEYS:
+            known = [*KEYS, *NOT_APPLICABLE_KEYS]
             raise ConfigError(
-                f"unknown config key {key!r} in {setting.source}{_suggestion(key, KEYS)}; "
-                f"known keys: {', '.join(sorted(KEYS))}",
+                f"unknown config key {key!r} in {setting.source}{_suggestion(key, known)}; "
+                f"known keys: {', '.join(sorted(KEYS))} (and Kafka keys that are accepted but "
+                "mean nothing here: quorum/config_kafka.py)",
                 key=key,
             )
+    if "controller.quorum.voters" not in settings and "controller.quorum.bootstrap.servers" in (
+        settings
+    ):
+        raise ConfigError(
+            "controller.quorum.voters is required: controller.quorum.bootstrap.servers alone "
+            "means a dynamic quorum (KIP-853), which is not supported; give the static voter "
+            "set, e.g. controller.quorum.voters=1@host1:9093,2@host2:9093,3@host3:9093",
+            key="controller.quorum.voters",
+        )
     for key in REQUIRED_KEYS:
         if key not in settings:
             raise ConfigError(f"{key} is required but missing; {_REQUIRED_HELP[key]}", key=key)
 
     parsed: dict[str, object] = {}
     for key, setting in settings.items():
+        if key in NOT_APPLICABLE_KEYS:
+            continue
         try:
             parsed[KEYS[key]] = _parse_one(key, setting)
         except ConfigError as exc:
@@ -879,7 +1077,11 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
                 key="metadata.log.dir",
             )
         parsed["metadata_log_dir"] = log_dirs[0]
-    return NodeConfig(**parsed, config_file=config_file)  # type: ignore[arg-type]
+    return NodeConfig(
+        **parsed,  # type: ignore[arg-type]
+        config_file=config_file,
+        ignored_keys=tuple(sorted(ignored)),
+    )
 
 
 _REQUIRED_HELP: Final[Mapping[str, str]] = {
@@ -913,6 +1115,26 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "allow.everyone.if.no.acl.found": lambda key, s: _parse_bool(key, s.value),
     "metrics.listener": lambda key, s: _parse_metrics_listener(key, s.value),
     "health.listener": lambda key, s: _parse_health_listener(key, s.value),
+    "controller.listener.names": lambda key, s: _parse_names(key, s.value),
+    "controller.quorum.bootstrap.servers": lambda key, s: _parse_bootstrap_servers(key, s.value),
+    "inter.broker.listener.name": lambda key, s: (
+        _parse_names(key, [s.value])[0] if isinstance(s.value, str) else _parse_text(key, s.value)
+    ),
+    "broker.rack": lambda key, s: _parse_text(key, s.value),
+    "auto.create.topics.enable": lambda key, s: _parse_only(
+        key,
+        s.value,
+        False,
+        "topics are created only by CreateTopics (there is no produce or metadata request here "
+        "that could create one)",
+    ),
+    "delete.topic.enable": lambda key, s: _parse_only(
+        key,
+        s.value,
+        True,
+        "deleting topics is always enabled here (a deleted topic's id is what brokers reconcile "
+        "against)",
+    ),
     **{key: (lambda key, s: _parse_int(key, s.value)) for key in _INT_MINIMUMS},
 }
 assert set(_PARSERS) == set(KEYS), set(KEYS) ^ set(_PARSERS)
@@ -944,6 +1166,18 @@ def _collect(table: Mapping[str, object], *, source: str, base_dir: Path) -> dic
     return settings
 
 
+def _collect_properties(text: str, *, source: str, base_dir: Path) -> dict[str, _Setting]:
+    """A Kafka ``.properties`` file: every value is text (lists comma-separated)."""
+    settings: dict[str, _Setting] = {}
+    for line, key, value in property_entries(text):
+        if key in settings:
+            raise ConfigError(
+                f"{key} is given twice in {source} (again on line {line}); keep one", key=key
+            )
+        settings[key] = _Setting(value, f"{source} line {line}", base_dir)
+    return settings
+
+
 # ----- public entry points ---------------------------------------------------------------------
 
 
@@ -963,6 +1197,8 @@ _TEXT_KEYS: Final = frozenset(
         "super.users",
         "metrics.listener",
         "health.listener",
+        "inter.broker.listener.name",
+        "broker.rack",
     }
 )
 
@@ -1078,8 +1314,9 @@ def load_config(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> NodeConfig:
-    """Read the TOML config at ``path``, then the ``METAQUORUM_*`` variables of ``environ``
-    (None: none), then ``--override key=value`` strings in order, each replacing the last."""
+    """Read the config at ``path`` (TOML, or a Kafka ``.properties`` file), then the
+    ``METAQUORUM_*`` variables of ``environ`` (None: none), then ``--override key=value``
+    strings in order, each replacing the last."""
     config_file = Path(path).expanduser().resolve()
     try:
         text = config_file.read_text(encoding="utf-8")
@@ -1087,13 +1324,17 @@ def load_config(
         raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(
-            f'config file {path} is not valid TOML: {exc}. Write keys as "node.id" = 1'
-        ) from None
-    settings = _collect(document, source=str(path), base_dir=config_file.parent)
+    if config_file.suffix == ".properties":
+        settings = _collect_properties(text, source=str(path), base_dir=config_file.parent)
+    else:
+        try:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f'config file {path} is not valid TOML: {exc}. Write keys as "node.id" = 1 '
+                "(or name the file *.properties to write Kafka's key=value lines)"
+            ) from None
+        settings = _collect(document, source=str(path), base_dir=config_file.parent)
     cwd = Path.cwd().resolve()
     if environ is not None:
         try:

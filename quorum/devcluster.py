@@ -34,6 +34,7 @@ from typing import TypeVar
 from quorum import harness
 from quorum.admin import AdminClient
 from quorum.config import NodeConfig, load_config
+from quorum.extras import missing_modules
 from quorum.harness import METAQUORUM, start_node, stop_node
 from quorum.ids import Uuid
 from quorum.security.certs import CLIENT_PROPERTIES_FILE, dev_certs
@@ -84,6 +85,14 @@ class LocalCluster:
     def __init__(self, deploy_dir: Path, data_dir: Path) -> None:
         self.deploy_dir = deploy_dir
         self.data_dir = data_dir
+        if not deploy_dir.is_dir():
+            raise SystemExit(
+                f"dev up: {deploy_dir} does not exist here ({Path.cwd()}). `dev up` runs the "
+                "local cluster that a checkout of the metaquorum repository describes in "
+                "deploy/local/ (configs, certificates and data next to it); an installed "
+                "package does not ship it. Run it from the repository root (scripts/run does), "
+                "or pass --deploy-dir DIR holding controller-*.toml and broker-*.toml"
+            )
         self.nodes: list[Managed] = []
         for role in ("controller", "broker"):
             for path in sorted(deploy_dir.glob(f"{role}-*.toml")):
@@ -97,7 +106,10 @@ class LocalCluster:
                     )
                 )
         if not self.controllers:
-            raise SystemExit(f"no controller-*.toml in {deploy_dir}")
+            raise SystemExit(
+                f"dev up: no controller-*.toml in {deploy_dir}; give --deploy-dir a directory of "
+                "node configs like the repository's deploy/local/"
+            )
         # The admin's client properties, once the certificates exist (``prepare_certs``).
         self.command_config: Path | None = None
         self.security = ClientSecurity.plaintext()
@@ -330,16 +342,24 @@ def acl_story(cluster: LocalCluster) -> None:
     _say("\n   alice may now describe 'orders' (and nothing else)")
 
 
-def replay_with_spark(cluster: LocalCluster) -> None:
+def replay_with_spark(cluster: LocalCluster, *, verbose: bool = False) -> None:
     """Replay the first controller's metadata log with Spark: the name-reuse table must show
     'orders' with its two ids."""
     log_dir = cluster.controllers[0].config.metadata_log_dir
     out = cluster.data_dir / "replay"
     _say("\n== Spark replays the metadata log (KIP-516's case: one name, several ids)")
+    missing = missing_modules("analytics")
+    if missing:
+        _say(
+            f"   skipped: the 'analytics' extra is not installed (missing: {', '.join(missing)});"
+            " pip install 'metaquorum[analytics]' to see this step"
+        )
+        return
     # Spark starts a JVM and runs a dozen jobs: a minute on an idle 2-core machine is plenty,
     # but a loaded one (a CI runner, tests beside it) needs more.
     result = cluster.run(
         "replay", "--log-dir", str(log_dir), "--out", str(out), "--master", "local[2]",
+        *(["--verbose"] if verbose else []),
         timeout_s=300,
     )  # fmt: skip
     if result.returncode != 0:
@@ -377,7 +397,15 @@ def ports_in_use(nodes: list[Managed], timeout_s: float = 0.5) -> list[str]:
     return taken
 
 
-def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, story: bool) -> int:
+def dev_up(
+    deploy_dir: Path,
+    data_dir: Path,
+    *,
+    keep_running: bool,
+    wipe: bool,
+    story: bool,
+    verbose: bool = False,
+) -> int:
     cluster = LocalCluster(deploy_dir, data_dir)
     # Before anything is formatted (and wiped): another cluster on these ports would answer
     # the story's commands, and its data directories may be ours.
@@ -419,7 +447,7 @@ def dev_up(deploy_dir: Path, data_dir: Path, *, keep_running: bool, wipe: bool, 
             kip516_story(cluster)
             if cluster.command_config is not None:
                 acl_story(cluster)
-            replay_with_spark(cluster)
+            replay_with_spark(cluster, verbose=verbose)
         if keep_running:
             _say(
                 f"\n== the cluster keeps running; try:\n"

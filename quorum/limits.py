@@ -33,6 +33,7 @@ TOPIC_NAME_CHARS_MAX: Final = 249
 CREATE_TOPICS_TOPICS_MAX: Final = 1_000
 DELETE_TOPICS_TOPICS_MAX: Final = 1_000
 DESCRIBE_TOPICS_TOPICS_MAX: Final = 1_000
+CREATE_PARTITIONS_TOPICS_MAX: Final = 1_000
 # Topics in one ListTopics page (the client follows `next_cursor`): about 280 bytes a topic at
 # most, so a full page stays under 3 MiB, inside gRPC's default 4 MiB message. Kafka's
 # DescribeTopicPartitions pages by partitions, 2,000 by default.

@@ -32,13 +32,16 @@ from quorum.admin import (
     DeletedTopic,
     InconsistentTopicIdError,
     InvalidConfigError,
+    InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaError,
+    NewPartitions,
     NewTopic,
     NotControllerError,
     NotLeaderOrFollowerError,
+    PartitionsCreated,
     RequestTimedOutError,
     TopicCollection,
     TopicExistsError,
@@ -65,6 +68,7 @@ ADMIN_METHODS = (
     "DescribeCluster",
     "RegisterBroker",
     "BrokerHeartbeat",
+    "CreatePartitions",
 )
 RESPONSE_TYPES: dict[str, Any] = {
     "CreateTopics": admin_pb2.CreateTopicsResponse,
@@ -74,6 +78,7 @@ RESPONSE_TYPES: dict[str, Any] = {
     "DescribeCluster": admin_pb2.DescribeClusterResponse,
     "RegisterBroker": admin_pb2.RegisterBrokerResponse,
     "BrokerHeartbeat": admin_pb2.BrokerHeartbeatResponse,
+    "CreatePartitions": admin_pb2.CreatePartitionsResponse,
 }
 ORDERS_ID = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
 PAYMENTS_ID = Uuid.parse("b-DwmhtOheTqZzPoh52kfA")
@@ -526,6 +531,67 @@ def test_validate_only_creates_nothing(start_node: Callable[..., FakeNode]) -> N
     assert result.creation_offset("orders") == -1
     assert result.num_partitions("orders") == 2
     assert node.requests("CreateTopics")[0].validate_only
+
+
+def test_create_partitions_by_name_and_by_id(start_node: Callable[..., FakeNode]) -> None:
+    """Kafka's createPartitions({name: NewPartitions.increase_to(n)}), plus ids as keys;
+    outcomes keyed as asked, errors typed, bad keys failed locally, a short answer refused."""
+    node = start_node()
+
+    def grows(request: Any, context: Any) -> Any:
+        results = []
+        for topic in request.topics:
+            if topic.topic_id:
+                results.append(
+                    admin_pb2.CreatePartitionsTopicResult(name="orders", topic_id=topic.topic_id)
+                )
+            else:
+                results.append(
+                    admin_pb2.CreatePartitionsTopicResult(
+                        name=topic.name,
+                        error_code=ErrorCode.INVALID_PARTITIONS,
+                        error_message="Topic 'payments' already has 3 partition(s)",
+                    )
+                )
+        return admin_pb2.CreatePartitionsResponse(
+            controller_id=1, metadata_offset=90, results=results
+        )
+
+    node.handlers["CreatePartitions"] = grows
+    with client(node.address) as admin:
+        result = admin.create_partitions(
+            {
+                ORDERS_ID: NewPartitions.increase_to(6, [[1, 2], [2, 3], [3, 1]]),
+                "payments": NewPartitions.increase_to(3),
+                "": NewPartitions.increase_to(2),
+            },
+            validate_only=True,
+        )
+        (request,) = node.requests("CreatePartitions")
+        assert [(t.name, t.topic_id, t.count) for t in request.topics] == [
+            ("", ORDERS_ID.bytes, 6),
+            ("payments", b"", 3),
+        ]
+        assert [list(a.broker_ids) for a in request.topics[0].assignments] == [
+            [1, 2],
+            [2, 3],
+            [3, 1],
+        ]
+        assert request.validate_only and request.timeout_ms > 0
+        outcomes = result.values()
+        assert outcomes[ORDERS_ID].result() == PartitionsCreated("orders", ORDERS_ID, 6)
+        assert isinstance(outcomes["payments"].error, InvalidPartitionsError)
+        assert isinstance(outcomes[""].error, InvalidTopicError)
+        assert result.metadata_offset == 90
+        with pytest.raises(InvalidPartitionsError, match="already has 3"):
+            result.all()
+        with pytest.raises(TypeError, match="NewPartitions"):
+            admin.create_partitions({"orders": 6})  # type: ignore[dict-item]
+        node.handlers["CreatePartitions"] = lambda request, context: (
+            admin_pb2.CreatePartitionsResponse(metadata_offset=1)
+        )
+        with pytest.raises(UnknownServerError, match="0 CreatePartitions results for 1"):
+            admin.create_partitions({"orders": NewPartitions.increase_to(4)})
 
 
 def test_create_refuses_repeated_names_before_asking() -> None:

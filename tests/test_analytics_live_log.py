@@ -21,6 +21,7 @@ from quorum.admin import AdminClient, NewTopic
 from quorum.analytics.source import list_log_files, load
 from quorum.harness import FakeBrokers, process_cluster, wait_until
 from quorum.ids import Uuid
+from quorum.metadata.records import KAFKA_TYPE_NAMES
 from quorum.security.tls import ClientSecurity
 from quorum.tools.log_dump import Tail, iter_frames, segment_files
 
@@ -127,7 +128,9 @@ def test_spark_reads_the_log_of_a_running_quorum(spark: Any, tmp_path: Path) -> 
     # at a batch boundary; the reads grow (each saw the creations acknowledged before it).
     whole = [(d["offset"], d["epoch"], d["type"]) for d in dumped]
     for rows in [*reads, final]:
-        assert [row[:3] for row in rows] == whole[: len(rows)], "a read is not a prefix of the log"
+        # The source names types by class (TopicRecord), the dump as Kafka (TOPIC_RECORD).
+        kafka_rows = [(row[0], row[1], KAFKA_TYPE_NAMES[row[2]]) for row in rows]
+        assert kafka_rows == whole[: len(rows)], "a read is not a prefix of the log"
         assert len(rows) in ends, f"a read ended at offset {len(rows)}, inside a batch"
     for earlier, later in pairwise([*reads, final]):
         assert later[: len(earlier)] == earlier

@@ -7,6 +7,7 @@ the session-wide ``spark`` fixture of conftest.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections import Counter
@@ -519,6 +520,43 @@ def test_partitions_one_per_segment_and_offset_ranges_prune_them(tmp_path: Path)
     assert read_rows(tmp_path, start_offset=10**9) == []
 
 
+def test_offset_filters_become_a_range() -> None:
+    from pyspark.sql.datasource import (  # noqa: PLC0415
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        IsNull,
+        LessThan,
+        LessThanOrEqual,
+    )
+
+    offset = ("offset",)
+    assert source.offset_bounds([]) == (0, None)
+    assert source.offset_bounds([GreaterThanOrEqual(offset, 10)]) == (10, None)
+    assert source.offset_bounds([GreaterThan(offset, 10), LessThan(offset, 20)]) == (11, 20)
+    assert source.offset_bounds([LessThanOrEqual(offset, 20), GreaterThan(offset, 3)]) == (4, 21)
+    assert source.offset_bounds([EqualTo(offset, 7)]) == (7, 8)
+    assert source.offset_bounds([In(offset, (9, 3, 5))]) == (3, 10)
+    assert source.offset_bounds([GreaterThan(offset, 10), LessThan(offset, 5)]) == (11, 5)
+    # Other columns, non-integer values, IS NULL: no bound.
+    assert source.offset_bounds([GreaterThan(("epoch",), 3), IsNull(offset)]) == (0, None)
+    assert source.offset_bounds([EqualTo(offset, "7"), In(offset, (1, "x"))]) == (0, None)
+
+
+def test_pushed_bounds_skip_segments_but_not_checkpoints(tmp_path: Path) -> None:
+    write_log(tmp_path / METADATA_DIR, history(40))
+    segments, _ = list_log_files(tmp_path)
+    options = ReadOptions(str(tmp_path))
+    start = segments[2].base_offset + 1
+    pushed = plan_partitions(options, (start, None))
+    assert [p.file for p in pushed] == segments[2:]
+    assert next(row["offset"] for row in rows_of(pushed)) == start
+    # An empty range plans no segment at all.
+    assert plan_partitions(options, (11, 5)) == []
+    assert plan_partitions(dataclasses.replace(options, end_offset=3), (5, None)) == []
+
+
 def test_a_log_being_appended_is_read_up_to_its_last_complete_batch(tmp_path: Path) -> None:
     directory = tmp_path / METADATA_DIR
     written = write_log(directory, history(30))
@@ -652,6 +690,8 @@ def test_options_are_checked() -> None:
         ReadOptions.parse({"path": "/x", "endOffset": "ten"})
     with pytest.raises(ValueError, match="true or false"):
         ReadOptions.parse({"path": "/x", "includeSnapshots": "maybe"})
+    assert ReadOptions.parse({"path": "/x", "filterPushdown": "true"}).filter_pushdown
+    assert not ReadOptions.parse({"path": "/x"}).filter_pushdown
 
 
 def test_a_missing_directory_is_reported(tmp_path: Path) -> None:
@@ -683,6 +723,50 @@ def test_spark_reads_typed_rows_in_parallel(spark: Any, tmp_path: Path) -> None:
     split = source.load(spark, directory, splitBytes=150)
     assert split.rdd.getNumPartitions() > df.rdd.getNumPartitions()
     assert [r.asDict(recursive=True) for r in split.orderBy("offset").collect()] == expected
+
+
+@pytest.mark.spark
+def test_where_on_offset_skips_segments(spark: Any, tmp_path: Path) -> None:
+    """pushFilters (pyspark >= 4.1, option filterPushdown): ``where("offset >= N")`` plans no
+    partition for the segments before N; every filter is still applied to the rows."""
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    segments, _ = list_log_files(directory)
+    expected = [row["offset"] for row in read_rows(directory)]
+
+    def pushing() -> Any:  # a new DataFrame per filtered query (see the option's docstring)
+        return source.load(spark, directory, filterPushdown=True)
+
+    start = segments[-2].base_offset + 1
+    late = pushing().where(f"offset >= {start}")
+    assert late.rdd.getNumPartitions() == 2 < len(segments)
+    assert sorted(r["offset"] for r in late.select("offset").collect()) == [
+        o for o in expected if o >= start
+    ]
+    assert pushing().where("offset = 5").rdd.getNumPartitions() == 1
+    either = pushing().where("offset < 3 or offset > 40").select("offset").collect()
+    assert sorted(r["offset"] for r in either) == [o for o in expected if o < 3 or o > 40]
+    assert pushing().where("offset > 10 and offset < 5").count() == 0
+    # Without the option, the same rows, every segment read.
+    plain = source.load(spark, directory).where(f"offset >= {start}")
+    assert plain.rdd.getNumPartitions() == len(segments)
+    assert plain.count() == late.count()
+
+
+@pytest.mark.spark
+def test_pyspark_still_reuses_pushed_partitions_across_queries(spark: Any, tmp_path: Path) -> None:
+    """Why filterPushdown is off by default: PySpark 4.3.0 keeps the partitions planned for a
+    filtered query on the data source, and a later query of the same DataFrame that pushes
+    nothing reads only them. When this fails, PySpark fixed it (upstream keeps that state on
+    each scan now): make filterPushdown the default in load()."""
+    directory = tmp_path / METADATA_DIR
+    write_log(directory, history(30))
+    total = len(read_rows(directory))
+    df = source.load(spark, directory, filterPushdown=True)
+    start = list_log_files(directory)[0][-2].base_offset + 1
+    assert df.where(f"offset >= {start}").rdd.getNumPartitions() == 2
+    assert df.count() < total  # the leak: the unfiltered count reads the two segments only
+    assert source.load(spark, directory).count() == total
 
 
 @pytest.mark.spark

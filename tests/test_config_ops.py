@@ -163,8 +163,9 @@ def test_node_id_from_the_pod_ordinal(
     tmp_path: Path, base: str, hostname: str, node_id: int
 ) -> None:
     environ = {NODE_ID_FROM_ORDINAL_ENV: base, "HOSTNAME": hostname}
-    body = SHARED_FILE.replace('["controller"]', '["broker"]') if node_id > 100 else SHARED_FILE
-    if node_id > 100:
+    body = SHARED_FILE
+    if node_id > 100:  # a broker listens on every interface as NAME://:port (Kafka's rule)
+        body = body.replace('["controller"]', '["broker"]').replace("0.0.0.0", "")
         body += '"log.dirs" = ["/var/lib/metaquorum/data"]\n'
     assert load_config(shared_file(tmp_path, body), environ=environ).node_id == node_id
 

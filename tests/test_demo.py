@@ -42,6 +42,9 @@ def test_dev_up_tells_the_kip516_story() -> None:
     assert "alice may now describe 'orders'" in out
     # The Spark replay's name-reuse table shows 'orders' with its two ids.
     assert "| orders | 2 |" in out
+    # Spark's and Py4J's own start-up lines stay in .data/replay/spark.log (--verbose shows them).
+    for chatter in ("log4j", "NativeCodeLoader", "Setting default log level", "incubator"):
+        assert chatter not in out + result.stderr, chatter
     # Every process was stopped cleanly.
     stopped = [line for line in out.splitlines() if line.strip().startswith("stopped ")]
     assert len(stopped) >= 5

@@ -310,6 +310,11 @@ def test_acls_apply_to_kafka_clients_and_writes_carry_the_client_principal(
         )
         created = admin.create_acls([acl])
         assert not created["failed"], created
+        wait_until(
+            lambda: alice.describe_topics(["acl-orders"])[0]["error_code"] == 0,
+            10,
+            "the ACL on the broker alice asks",
+        )
         (described,) = alice.describe_topics(["acl-orders"])
         assert described["name"] == "acl-orders"
         listed, error = admin.describe_acls(
@@ -327,7 +332,11 @@ def test_acls_apply_to_kafka_clients_and_writes_carry_the_client_principal(
         assert error.errno == 0
         deleted = admin.delete_acls([acl])
         assert [len(matches) for _, matches, _ in deleted] == [1]
-        assert "acl-orders" not in alice.list_topics()
+        # Another client's connection: the broker answers from its image once it has applied
+        # the removal (brokers are not linearizable; read-your-writes holds per connection).
+        wait_until(
+            lambda: "acl-orders" not in alice.list_topics(), 10, "the ACL removal on the broker"
+        )
     finally:
         alice.close()
         admin.close()

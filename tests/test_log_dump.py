@@ -93,15 +93,16 @@ def sample_batches() -> list[LogBatch]:
     ]
 
 
+# Kafka's names, as kafka-dump-log --cluster-metadata-decoder prints them.
 EXPECTED_TYPES = [
-    ("LeaderChangeMessage", 1, True),
-    ("TopicRecord", 1, False),
-    ("ConfigRecord", 1, False),
-    ("PartitionRecord", 1, False),
-    ("NoOpRecord", 1, False),
-    ("LeaderChangeMessage", 2, True),
-    ("NoOpRecord", 2, False),
-    ("NoOpRecord", 2, False),
+    ("LEADER_CHANGE", 1, True),
+    ("TOPIC_RECORD", 1, False),
+    ("CONFIG_RECORD", 1, False),
+    ("PARTITION_RECORD", 1, False),
+    ("NO_OP_RECORD", 1, False),
+    ("LEADER_CHANGE", 2, True),
+    ("NO_OP_RECORD", 2, False),
+    ("NO_OP_RECORD", 2, False),
 ]
 
 
@@ -138,17 +139,37 @@ def test_dumps_every_record_of_a_directory_in_order(tmp_path: Path) -> None:
     assert lines[0] == {
         "offset": 0,
         "epoch": 1,
-        "type": "LeaderChangeMessage",
+        "type": "LEADER_CHANGE",
         "version": 0,
         "control": True,
-        "data": {"leader_id": 1, "epoch": 1, "voters": [1, 2, 3]},
+        "data": {
+            "leaderId": 1,
+            "epoch": 1,
+            "voters": [{"voterId": 1}, {"voterId": 2}, {"voterId": 3}],
+        },
     }
+    # Kafka's payload shape: {"type":"TOPIC_RECORD","version":0,"data":{"name":..,"topicId":..}}
     assert lines[1] == {
         "offset": 1,
         "epoch": 1,
-        "type": "TopicRecord",
+        "type": "TOPIC_RECORD",
         "version": 0,
-        "data": {"name": "orders", "topic_id": "ah0vHnqLTD2eDxEiM0RVZg", "internal": False},
+        "data": {"name": "orders", "topicId": "ah0vHnqLTD2eDxEiM0RVZg", "internal": False},
+    }
+    assert lines[2]["data"] == {
+        "resourceType": 2,
+        "resourceName": "orders",
+        "name": "cleanup.policy",
+        "value": "compact",
+    }
+    assert set(lines[3]["data"]) == {
+        "topicId",
+        "partitionId",
+        "replicas",
+        "isr",
+        "leader",
+        "leaderEpoch",
+        "partitionEpoch",
     }
     assert "control" not in lines[1]
 
@@ -183,11 +204,11 @@ def test_max_records_and_summary(tmp_path: Path) -> None:
             "last_offset": 7,
             "last_epoch": 2,
             "record_types": {
-                "ConfigRecord": 1,
-                "LeaderChangeMessage": 2,
-                "NoOpRecord": 3,
-                "PartitionRecord": 1,
-                "TopicRecord": 1,
+                "CONFIG_RECORD": 1,
+                "LEADER_CHANGE": 2,
+                "NO_OP_RECORD": 3,
+                "PARTITION_RECORD": 1,
+                "TOPIC_RECORD": 1,
             },
         }
     ]

@@ -22,13 +22,16 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.snapshot_records import image_to_records
 from quorum.storage.log import SegmentedLog
 from quorum.storage.snapshots import snapshot_path, write_snapshot
+from quorum.tools.log_dump import dump_log
 from quorum.tools.metadata_shell import (
     LoadedImage,
     MetadataShell,
     MetadataShellError,
     cat_paths,
+    find_paths,
     load_image,
     ls_paths,
+    tree_paths,
 )
 from tests.test_controller_topics import Harness
 from tests.test_snapshot_records import rich_image
@@ -198,6 +201,8 @@ def test_ls_and_cat_through_the_cli(cluster: Cluster) -> None:
         "brokers",
         "configs",
         "deletedTopics",
+        "image",
+        "local",
         "metadataQuorum",
         "topicIds",
         "topics",
@@ -248,6 +253,110 @@ def test_ls_and_cat_through_the_cli(cluster: Cluster) -> None:
         "creationOffset": gone.creation_offset,
         "deletionOffset": gone.deletion_offset,
     }
+
+
+def test_kafkas_image_paths_and_the_log_dump_agree(cluster: Cluster) -> None:
+    """/image/topics/byName|byId, /image/cluster/brokers: Kafka's current shell paths; each
+    partition's JSON is the data `log dump` prints for the PARTITION_RECORD that made it."""
+    final = cluster.final
+    orders = final.topic_by_name("orders")
+    assert orders is not None
+    run = metaquorum("metadata", "ls", "--log", cluster.directory, "/image", "/image/topics")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n\n") == [
+        "/image:\nacls\ncluster\nconfigs\nprovenance\ntopics",
+        "/image/topics:\nbyId\nbyName\n",
+    ]
+    by_name = "/image/topics/byName/orders"
+    by_id = f"/image/topics/byId/{orders.topic_id}"
+    run = metaquorum("metadata", "ls", "--log", cluster.directory, by_name)
+    assert run.stdout.split() == ["0", "1", "creationOffset", "id", "name"]
+    run = metaquorum(
+        "metadata", "cat", "--log", cluster.directory, f"{by_name}/1", f"{by_id}/1", f"{by_id}/name"
+    )
+    assert run.returncode == 0, run.stderr
+    first, second = run.stdout.split("}\n")[:2]
+    assert json.loads(first + "}") == json.loads(second + "}")
+    assert run.stdout.split()[-1] == "orders"
+    shown = json.loads(first + "}")
+    out, err = io.StringIO(), io.StringIO()
+    assert dump_log([cluster.directory], out, err) == 0
+    dumped = [json.loads(line) for line in out.getvalue().splitlines()]
+    made = [
+        d["data"]
+        for d in dumped
+        if d["type"] == "PARTITION_RECORD"
+        and d["data"]["topicId"] == str(orders.topic_id)
+        and d["data"]["partitionId"] == 1
+    ]
+    assert made == [shown]
+    topic = next(
+        d for d in dumped if d["type"] == "TOPIC_RECORD" and d["data"]["name"] == "payments"
+    )
+    assert set(topic["data"]) == {"name", "topicId", "internal"}
+    registration = next(d for d in dumped if d["type"] == "REGISTER_BROKER_RECORD")["data"]
+    run = metaquorum(
+        "metadata",
+        "cat",
+        "--log",
+        cluster.directory,
+        f"/image/cluster/brokers/{registration['brokerId']}",
+    )
+    assert {k: v for k, v in json.loads(run.stdout).items() if k != "fenced"} == {
+        k: v for k, v in registration.items() if k != "fenced"
+    }
+    run = metaquorum(
+        "metadata",
+        "cat",
+        "--log",
+        cluster.directory,
+        "/image/configs/TOPIC:orders/cleanup.policy",
+        "/image/provenance/offset",
+        "/local/version",
+    )
+    assert run.returncode == 1  # the second orders has no configs: the first one's are gone
+    assert "cat: /image/configs/TOPIC:orders/cleanup.policy: No such file" in run.stderr
+    assert run.stdout.split()[0] == str(final.offset)
+
+
+def test_find_and_tree(cluster: Cluster) -> None:
+    loaded = load_image(None, cluster.directory, quiet)
+    orders = loaded.image.topic_by_name("orders")
+    assert orders is not None
+    out, err = io.StringIO(), io.StringIO()
+    assert find_paths(loaded, ["/image/topics/byName/orders"], out, err) == 0
+    assert out.getvalue().splitlines() == [
+        f"/image/topics/byName/orders{suffix}"
+        for suffix in ("", "/0", "/1", "/creationOffset", "/id", "/name")
+    ]
+    out = io.StringIO()
+    assert tree_paths(loaded, ["/image/topics/byName/orders"], out, err) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "orders:"
+    assert lines[1].startswith('  0: {"topicId": ')
+    assert json.loads(lines[1].split(": ", 1)[1])["partitionId"] == 0
+    assert lines[3:] == [
+        f"  creationOffset: {orders.creation_offset}",
+        f"  id: {orders.topic_id}",
+        "  name: orders",
+    ]
+    out = io.StringIO()
+    assert tree_paths(loaded, ["/"], out, err) == 0
+    every = out.getvalue().splitlines()
+    assert every[0] == "/:"
+    assert "  image:" in every and "      byName:" in every and "        orders:" in every
+    out = io.StringIO()
+    assert find_paths(loaded, ["/"], out, err) == 0
+    found = out.getvalue().splitlines()
+    assert len(found) == len(every)  # one line per node in both
+    assert f"/topicIds/{orders.topic_id}/0/data" in found
+    assert find_paths(loaded, ["/nope"], io.StringIO(), err) == 1
+    assert "find: /nope: No such file or directory" in err.getvalue()
+    run = metaquorum("metadata", "tree", "--log", cluster.directory, "/image/cluster")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[:2] == ["cluster:", "  brokers:"]
+    run = metaquorum("metadata", "find", "--log", cluster.directory, "/local")
+    assert run.stdout.splitlines() == ["/local", "/local/version"]
 
 
 def test_cli_errors(cluster: Cluster, tmp_path: Path) -> None:
@@ -312,7 +421,7 @@ def test_brokers_configs_and_listing_order() -> None:
         "brokerId": 1,
         "incarnationId": str(broker.incarnation_id),
         "brokerEpoch": broker.broker_epoch,
-        "endpoints": [],
+        "endPoints": [],
         "rack": "r1",
         "fenced": False,
     }
@@ -323,6 +432,13 @@ def test_brokers_configs_and_listing_order() -> None:
         "/topics/orders/0/data",
         "/metadataQuorum:\nmetadataTopicId\noffset\nsnapshot\n",
     ]
+    # Kafka's names of config resources: BROKER (the default), BROKER:<id>, TOPIC:<name>.
+    out = io.StringIO()
+    assert ls_paths(loaded, ["/image/configs"], out, err) == 0
+    assert {"BROKER", "BROKER:2", "BROKER:10"} <= set(out.getvalue().split())
+    out = io.StringIO()
+    assert cat_paths(loaded, ["/image/configs/BROKER/log.retention.ms"], out, err) == 0
+    assert out.getvalue() == "1000\n"
     for bad in ("/brokers/01", "/brokers/x", "/topicIds/nope", "/topics/orders/00/data"):
         assert ls_paths(loaded, [bad], io.StringIO(), io.StringIO()) == 1
 
@@ -353,6 +469,8 @@ def test_the_shell_walks_the_tree() -> None:
         "brokers",
         "configs",
         "deletedTopics",
+        "image",
+        "local",
         "metadataQuorum",
         "topicIds",
         "topics",
@@ -366,6 +484,9 @@ def test_the_shell_walks_the_tree() -> None:
     assert lines[16] == str(orders.creation_offset)
     assert lines[17] == "/"
     assert len(lines) == 18  # exit stopped the script: the last ls never ran
+    tree = run_shell(loaded, "cd /image/topics\ntree byName/orders\nfind\n").splitlines()
+    assert tree[1] == "orders:"
+    assert "/image/topics/byId" in tree and "/image/topics/byName/orders/name" in tree
 
 
 def test_the_shell_reports_mistakes_and_stops_at_end_of_input() -> None:
@@ -382,7 +503,7 @@ def test_the_shell_reports_mistakes_and_stops_at_end_of_input() -> None:
     assert "cd: too many arguments" in output
     assert "error: No closing quotation" in output
     assert "ls: /nope: No such file or directory" in output
-    for command in ("ls", "cd", "cat", "pwd", "exit"):
+    for command in ("ls", "cd", "cat", "find", "tree", "pwd", "exit"):
         assert command in output.split("Documented commands")[1]
 
 

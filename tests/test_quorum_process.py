@@ -91,7 +91,7 @@ def test_election_replication_and_kill_9_failover(tmp_path: Path) -> None:
         prefixes = committed_prefixes(cluster, final_hw)
         assert len(prefixes[0]) == final_hw
         assert prefixes[0] == prefixes[1] == prefixes[2]
-        assert any(r["type"] == "LeaderChangeMessage" for r in prefixes[0])
+        assert any(r["type"] == "LEADER_CHANGE" for r in prefixes[0])
 
 
 def test_sigterm_leader_hands_over_fast(tmp_path: Path) -> None:

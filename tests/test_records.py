@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 from typing import Any
 
 import msgpack
@@ -18,6 +19,7 @@ from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
     INT32_MAX,
     INT64_MAX,
+    KAFKA_TYPE_NAMES,
     RECORD_CLASSES,
     AccessControlEntryRecord,
     BrokerEndpoint,
@@ -46,6 +48,8 @@ from quorum.metadata.records import (
     is_control_record,
     pack_msgpack,
     record_from_wire,
+    record_kafka_json,
+    record_kafka_type,
     record_to_json_dict,
     record_to_wire,
     record_type_name,
@@ -568,3 +572,35 @@ def test_decode_errors_survive_pickling() -> None:
     assert type(copy) is UnsupportedRecordVersionError
     assert str(copy) == str(info.value)
     assert (copy.type_code, copy.version) == (2, 3)
+
+
+@pytest.mark.parametrize("record", one_of_each(), ids=record_type_name)
+def test_kafka_json_names_every_type_and_field_as_kafka_does(record: Record) -> None:
+    """log dump's shape: Kafka's UPPER_SNAKE type names, camelCase fields, JSON values."""
+    kafka_type = record_kafka_type(record)
+    assert re.fullmatch(r"[A-Z]+(_[A-Z]+)*", kafka_type), kafka_type
+    assert KAFKA_TYPE_NAMES[record_type_name(record)] == kafka_type
+    data = record_kafka_json(record)
+    assert all(re.fullmatch(r"[a-z]+([A-Z][a-z]*)*", key) for key in data), data
+    assert json.loads(json.dumps(data)) == data
+    assert len(data) == len(dataclasses.fields(record))  # type: ignore[arg-type]
+
+
+def test_kafka_names_of_the_records_kafka_has() -> None:
+    assert KAFKA_TYPE_NAMES["TopicRecord"] == "TOPIC_RECORD"
+    assert KAFKA_TYPE_NAMES["PartitionChangeRecord"] == "PARTITION_CHANGE_RECORD"
+    assert KAFKA_TYPE_NAMES["RegisterBrokerRecord"] == "REGISTER_BROKER_RECORD"
+    assert KAFKA_TYPE_NAMES["NoOpRecord"] == "NO_OP_RECORD"
+    assert KAFKA_TYPE_NAMES["AccessControlEntryRecord"] == "ACCESS_CONTROL_ENTRY_RECORD"
+    assert KAFKA_TYPE_NAMES["LeaderChangeMessage"] == "LEADER_CHANGE"
+    assert KAFKA_TYPE_NAMES["SnapshotHeader"] == "SNAPSHOT_HEADER"
+    partition = record_kafka_json(PartitionRecord(TOPIC_ID, 3, (1, 2), (1,), 1, 4, 5))
+    assert partition == {
+        "topicId": str(TOPIC_ID),
+        "partitionId": 3,
+        "replicas": [1, 2],
+        "isr": [1],
+        "leader": 1,
+        "leaderEpoch": 4,
+        "partitionEpoch": 5,
+    }

@@ -21,6 +21,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     SnapshotFooter,
     SnapshotHeader,
+    record_kafka_type,
 )
 from quorum.metadata.snapshot_records import image_to_records, snapshot_batches
 from quorum.raft.messages import SnapshotId
@@ -705,14 +706,15 @@ def test_log_dump_reads_checkpoint_files(tmp_path: Path) -> None:
     assert {line["snapshot"] for line in lines} == {path.name}
     assert [line["offset"] for line in lines] == list(range(len(lines)))
     assert {line["epoch"] for line in lines} == {3}
-    assert lines[0]["type"] == "SnapshotHeader"
+    assert lines[0]["type"] == "SNAPSHOT_HEADER"
     assert lines[0]["control"] is True
-    assert lines[-1]["type"] == "SnapshotFooter"
+    assert set(lines[0]["data"]) == {"version", "lastContainedLogTimestamp"}
+    assert lines[-1]["type"] == "SNAPSHOT_FOOTER"
     assert [line["type"] for line in lines[1:-1]] == [
-        type(r).__name__ for r in image_to_records(image)
+        record_kafka_type(r) for r in image_to_records(image)
     ]
-    identity = next(line for line in lines if line["type"] == "TopicIdentityRecord")
-    assert set(identity["data"]) == {"topic_id", "creation_offset"}
+    identity = next(line for line in lines if line["type"] == "TOPIC_IDENTITY_RECORD")
+    assert set(identity["data"]) == {"topicId", "creationOffset"}
     # A damaged checkpoint: the records before the damage, then an error and exit 1.
     content = bytearray(path.read_bytes())
     content[-5] ^= 0xFF
@@ -733,7 +735,7 @@ def test_log_dump_of_a_segment_is_unchanged_by_snapshots_beside_it(tmp_path: Pat
     assert dump_log([tmp_path], out, err) == 0
     (line,) = [json.loads(text) for text in out.getvalue().splitlines()]
     assert "snapshot" not in line
-    assert line["type"] == "NoOpRecord"
+    assert line["type"] == "NO_OP_RECORD"
 
 
 def test_decoded_snapshot_batches_carry_the_snapshot_epoch(tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ from quorum.tools.topics import (
     format_listing,
     format_partition_line,
     format_topic_line,
+    is_unavailable,
+    is_under_replicated,
     parse_configs,
     parse_replica_assignment,
     parse_topic_names,
@@ -140,6 +142,41 @@ def test_parse_topic_names() -> None:
     assert parse_topic_names("a,b, a") == ("a", "b")
     with pytest.raises(TopicCommandError, match="empty"):
         parse_topic_names("a,,b")
+
+
+def test_partition_filters_print_only_the_selected_partitions_and_no_topic_line() -> None:
+    healthy = TopicPartitionInfo(0, 1, (1, 2), (1, 2))
+    short_isr = TopicPartitionInfo(1, 1, (1, 2), (1,))
+    no_leader = TopicPartitionInfo(2, None, (2, 3), ())
+    fenced_leader = TopicPartitionInfo(3, 3, (3, 1), (3, 1), offline_replicas=(3,))
+    assert [is_under_replicated(p) for p in (healthy, short_isr, no_leader, fenced_leader)] == [
+        False,
+        True,
+        True,
+        False,
+    ]
+    assert [is_unavailable(p) for p in (healthy, short_isr, no_leader, fenced_leader)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    topic = TopicDescription(
+        "t", ORDERS_ID, False, 1, (healthy, short_isr, no_leader, fenced_leader), {}
+    )
+    under = format_description(topic, under_replicated=True).splitlines()
+    assert [line.split("\t")[2] for line in under] == ["Partition: 1", "Partition: 2"]
+    unavailable = format_description(topic, unavailable=True).splitlines()
+    assert [line.split("\t")[2] for line in unavailable] == ["Partition: 2", "Partition: 3"]
+    both = format_description(topic, under_replicated=True, unavailable=True).splitlines()
+    assert [line.split("\t")[2] for line in both] == [
+        "Partition: 1",
+        "Partition: 2",
+        "Partition: 3",
+    ]
+    assert all(line.startswith("\tTopic: t\t") for line in under + unavailable)
+    healthy_only = TopicDescription("h", ORDERS_ID, False, 1, (healthy,), {})
+    assert format_description(healthy_only, under_replicated=True) == ""
 
 
 # ----- flags -------------------------------------------------------------------------------------
@@ -250,6 +287,34 @@ def test_describe_and_delete_by_id() -> None:
             "can't be used with --partitions",
         ),
         (["--list", "--bootstrap-server", "h:1", "--timeout-ms", "0"], "--timeout-ms"),
+        (["--alter", "--bootstrap-server", "h:1", "--partitions", "3"], "--alter needs --topic"),
+        (["--alter", "--bootstrap-server", "h:1", "--topic", "t"], "needs --partitions N"),
+        (
+            ["--alter", "--bootstrap-server", "h:1", "--topic", "t", "--replication-factor", "2"],
+            "--replication-factor can only be used with --create",
+        ),
+        (
+            [
+                "--alter",
+                "--bootstrap-server",
+                "h:1",
+                "--topic",
+                "t",
+                "--partitions",
+                "3",
+                "--replica-assignment",
+                "1,2",
+            ],
+            "lists 2 partition\\(s\\) but --partitions is 3",
+        ),
+        (
+            ["--list", "--bootstrap-server", "h:1", "--under-replicated-partitions"],
+            "--under-replicated-partitions can only be used with --describe",
+        ),
+        (
+            ["--create", "--bootstrap-server", "h:1", "--topic", "t", "--unavailable-partitions"],
+            "--unavailable-partitions can only be used with --describe",
+        ),
     ],
 )
 def test_flags_that_do_not_fit_together(argv: list[str], message: str) -> None:
@@ -313,6 +378,66 @@ def test_create(node: FakeNode) -> None:
         -1,
     )
     assert [list(a.broker_ids) for a in requests[-1].topics[0].assignments] == [[1, 2], [2, 3]]
+
+
+def grows_partitions(request: Any, context: Any) -> Any:
+    """Knows ORDERS (2 partitions); anything else is unknown."""
+    results = []
+    for topic in request.topics:
+        if topic.name != "orders":
+            results.append(
+                admin_pb2.CreatePartitionsTopicResult(
+                    name=topic.name,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"Topic {topic.name!r} does not exist",
+                )
+            )
+        elif topic.count <= 2:
+            results.append(
+                admin_pb2.CreatePartitionsTopicResult(
+                    name="orders",
+                    topic_id=ORDERS_ID.bytes,
+                    error_code=ErrorCode.INVALID_PARTITIONS,
+                    error_message="Topic 'orders' already has 2 partition(s)",
+                )
+            )
+        else:
+            results.append(
+                admin_pb2.CreatePartitionsTopicResult(name="orders", topic_id=ORDERS_ID.bytes)
+            )
+    return admin_pb2.CreatePartitionsResponse(controller_id=1, metadata_offset=70, results=results)
+
+
+def test_alter_adds_partitions_and_skips_the_existing_ones_assignments(node: FakeNode) -> None:
+    node.handlers["CreatePartitions"] = grows_partitions
+    assert run(node, "--alter", "--topic", "orders", "--partitions", "4") == (0, "", "")
+    grown = node.requests("CreatePartitions")[-1]
+    assert [(t.name, t.count, list(t.assignments)) for t in grown.topics] == [("orders", 4, [])]
+    assert grown.timeout_ms > 0 and not grown.validate_only
+    # Kafka's --replica-assignment with --alter covers every partition; the two existing
+    # ones' entries are skipped (the tool describes the topic first).
+    assert run(
+        node,
+        "alter",
+        "--topic",
+        "orders",
+        "--partitions",
+        "4",
+        "--replica-assignment",
+        "9:8,8:7,1:2,2:3",
+    ) == (0, "", "")
+    grown = node.requests("CreatePartitions")[-1]
+    assert [list(a.broker_ids) for a in grown.topics[0].assignments] == [[1, 2], [2, 3]]
+    code, out, err = run(node, "--alter", "--topic", "orders", "--partitions", "2")
+    assert (code, out) == (1, "")
+    assert err == f"{ERROR_PREFIX}INVALID_PARTITIONS: Topic 'orders' already has 2 partition(s)\n"
+    code, _, err = run(node, "--alter", "--topic", "nope", "--partitions", "2")
+    assert (code, err.split(":")[1].strip()) == (1, "UNKNOWN_TOPIC_OR_PARTITION")
+    assert run(node, "--alter", "--topic", "nope", "--partitions", "2", "--if-exists") == (
+        0,
+        "",
+        "",
+    )
 
 
 def test_describe_one_topic_by_name_or_id(node: FakeNode) -> None:
@@ -420,7 +545,7 @@ def test_the_command_as_a_process(node: FakeNode) -> None:
 def test_usage_errors_and_unreachable_controllers_as_a_process() -> None:
     usage = metaquorum("--bootstrap-server", "h:1", "--list", "--partitions", "1")
     assert usage.returncode == 1
-    assert usage.stderr == "Error: Option --partitions can only be used with --create\n"
+    assert usage.stderr == "Error: Option --partitions can only be used with --create or --alter\n"
 
     dead = closed_address()
     unreachable = metaquorum("--bootstrap-server", dead, "--list", "--timeout-ms", "1000")

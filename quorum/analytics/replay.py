@@ -5,12 +5,19 @@ Local (the default master is ``local[*]``)::
     metaquorum replay --log-dir .data/controller-1 --out replay-out [--as-of-offset N]
 
 On any Spark master with ``spark-submit``: the executors need Python with this project's
-dependencies (msgpack, msgspec, crc32c, structlog, pyarrow, numpy) and the ``quorum``
-package, and the log directory must be visible under the same path to the driver and every
-worker (listing happens on the driver, reading on the workers: a shared file system)::
+``quorum`` package and the libraries its data source imports (msgpack, msgspec, crc32c,
+structlog, pyarrow, numpy). ``metaquorum spark pack-env`` packs exactly those from this
+installation into one archive that travels with the job (quorum/analytics/pack.py: every
+worker needs the same Python at the same path; the driver, in client mode, needs ``./env``
+where spark-submit runs, e.g. a symlink to its own virtualenv). The log directory must be
+visible under the same path to the driver and every worker (listing happens on the driver,
+reading on the workers: a shared file system)::
 
-    (cd /path/to/metaquorum && zip -qr /tmp/metaquorum.zip quorum)
-    spark-submit --master spark://host:7077 --py-files /tmp/metaquorum.zip \\
+    metaquorum spark pack-env --out /tmp/metaquorum-env.tar.gz
+    ln -s "$VIRTUAL_ENV" env
+    PYSPARK_DRIVER_PYTHON=python spark-submit --master spark://host:7077 \\
+        --archives /tmp/metaquorum-env.tar.gz#env \\
+        --conf spark.pyspark.python=./env/bin/python \\
         /path/to/metaquorum/quorum/analytics/replay.py \\
         --log-dir /shared/controller-1 --out /shared/replay-out
 
@@ -54,12 +61,41 @@ __all__ = ["build_session", "main", "run_replay"]
 # Offsets per broker kept for the partitions-per-broker plot (the job's output itself is full).
 _PLOT_BUCKETS = 400
 _NAME_REUSE_ROWS_PRINTED = 20
+# Where a local run puts the JVM's output (under --out), unless --verbose.
+SPARK_LOG = "spark.log"
 
 
-def build_session(master: str | None = "local[*]", app_name: str = "metaquorum-replay") -> Any:
+@contextmanager
+def _stderr_to(path: Path | None) -> Iterator[None]:
+    """While the JVM starts, file descriptor 2 points at ``path`` (None: left alone). The JVM
+    (and the Python workers it forks) keep writing their stderr there for their lifetime:
+    the JVM's warnings, log4j's start-up lines, Spark's WARN logs. Python's own stderr is back
+    on the terminal as soon as the block ends."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
+
+def build_session(
+    master: str | None = "local[*]",
+    app_name: str = "metaquorum-replay",
+    *,
+    jvm_log: Path | None = None,
+) -> Any:
     """A Spark session on ``master`` (None: whatever ``spark-submit`` set). Local masters bind
     to loopback only, run the Python workers with this interpreter and get a 4 GiB heap
-    (``SPARK_DRIVER_MEMORY`` overrides it)."""
+    (``SPARK_DRIVER_MEMORY`` overrides it). ``jvm_log``: a file that gets the JVM's and Spark's
+    own output (the start-up chatter of Spark and Py4J) instead of the terminal."""
     # spark-submit hands the Python driver a running JVM through PYSPARK_GATEWAY_PORT.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     local = master.startswith("local") if master is not None else not submitted
@@ -84,7 +120,8 @@ def build_session(master: str | None = "local[*]", app_name: str = "metaquorum-r
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.ui.showConsoleProgress", "false"
     )
-    spark = builder.getOrCreate()
+    with _stderr_to(jvm_log if not submitted else None):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -118,12 +155,14 @@ def run_replay(
     include_snapshots: bool | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    verbose: bool = False,
 ) -> int:
     """Replay the log in ``log_dir`` (a ``metadata.log.dir`` or its ``__cluster_metadata-0``)
     into ``out``; ``as_of_offset`` (default: the last offset) for ``state_as_of``;
     ``include_snapshots`` None: read the snapshots iff the log does not start at offset 0 (see
     the module docstring). Prints the stages and the name-reuse table. Returns the exit code:
-    0, or 1 with a message on stderr."""
+    0, or 1 with a message on stderr. The JVM's own output (Spark's and Py4J's start-up lines,
+    its warnings) goes to ``OUT/spark.log`` unless ``verbose``."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
 
     from quorum.analytics.jobs import StateNotAvailableError  # noqa: PLC0415
@@ -156,7 +195,8 @@ def run_replay(
 
             # Inside a program that already has a session (tests, a notebook): use it, leave it.
             existing = SparkSession.getActiveSession()
-            spark = existing if existing is not None else build_session(master)
+            jvm_log = None if verbose else out_path / SPARK_LOG
+            spark = existing if existing is not None else build_session(master, jvm_log=jvm_log)
         try:
             _replay(
                 spark,
@@ -173,6 +213,8 @@ def run_replay(
     except (LogReadError, PySparkException, StateNotAvailableError) as exc:
         print(file=out_stream)
         print(f"Error: {_first_lines(str(exc))}", file=err_stream)
+        if not verbose and (out_path / SPARK_LOG).exists():
+            print(f"Spark's own log: {out_path / SPARK_LOG}", file=err_stream)
         return 1
     return 0
 
@@ -348,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         args.master,
         args.as_of_offset,
         include_snapshots=args.include_snapshots,
+        verbose=True,  # spark-submit's own output is the submitter's to route
     )
 
 

@@ -29,6 +29,19 @@ Options (names are case-insensitive, values strings as Spark passes them):
     A segment larger than this is read as several input partitions, byte ranges of about this
     size, so that a log of few large segments (a controller's, cleaned behind its snapshots)
     still keeps every core busy.
+``filterPushdown`` (default ``false``)
+    Filters on ``offset`` (``=``, ``>``, ``>=``, ``<``, ``<=``, ``IN``) narrow the range of
+    segments read, as ``startOffset`` / ``endOffset`` do: ``where("offset >= N")`` plans no
+    partition for the segments before N and decodes no batch before it. Spark still evaluates
+    every filter on the rows (the pushdown only skips), and checkpoints are chosen by the
+    options alone (their ``offset`` is a position in the snapshot). Needs pyspark >= 4.1 and
+    the session conf ``spark.sql.python.filterPushdown.enabled=true`` (``load(...,
+    filterPushdown=True)`` sets it; PySpark refuses a reader that can push filters in a session
+    without it). Off by default because of a PySpark 4.3.0 bug: the partitions planned for a
+    filtered query are kept on the data source and reused by later queries of the same
+    DataFrame that push nothing, which then read only the filtered range (Spark later moved
+    that state onto each scan). With the option on, load a new DataFrame for each filtered
+    query; ``startOffset`` / ``endOffset`` have no such trap.
 
 Schema. One row per record; the batch header columns come first::
 
@@ -148,7 +161,18 @@ from typing import (
 )
 
 import msgspec
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -207,16 +231,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMN_NAMES",
+    "FILTER_PUSHDOWN_CONF",
     "FORMAT_NAME",
     "LogFile",
     "LogFilePartition",
     "LogReadError",
     "MetaquorumDataSource",
+    "MetaquorumPushdownReader",
     "MetaquorumReader",
     "ReadOptions",
     "arrow_schema",
     "list_log_files",
     "load",
+    "offset_bounds",
     "plan_partitions",
     "read_partition",
     "spark_schema",
@@ -514,7 +541,11 @@ class LogReadError(Exception):
 
 _TRUE: Final = frozenset({"true", "1", "yes"})
 _FALSE: Final = frozenset({"false", "0", "no"})
-_OPTIONS: Final = frozenset({"path", "startoffset", "endoffset", "includesnapshots", "splitbytes"})
+_OPTIONS: Final = frozenset(
+    {"path", "startoffset", "endoffset", "includesnapshots", "splitbytes", "filterpushdown"}
+)
+# The session conf PySpark (4.1+) needs before it lets a reader push filters.
+FILTER_PUSHDOWN_CONF: Final = "spark.sql.python.filterPushdown.enabled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,6 +555,7 @@ class ReadOptions:
     end_offset: int | None = None  # exclusive; None: to the end of the log
     include_snapshots: bool = False
     split_bytes: int = SPLIT_BYTES_DEFAULT  # <= 0: one partition per segment
+    filter_pushdown: bool = False
 
     def __post_init__(self) -> None:
         if self.start_offset < 0:
@@ -542,7 +574,7 @@ class ReadOptions:
         if unknown:
             raise ValueError(
                 f"unknown option(s) {unknown} for format({FORMAT_NAME!r}); the options are "
-                "path, startOffset, endOffset, includeSnapshots, splitBytes"
+                "path, startOffset, endOffset, includeSnapshots, splitBytes, filterPushdown"
             )
         lowered = {key.lower(): value for key, value in options.items()}
         if not lowered.get("path"):
@@ -556,6 +588,7 @@ class ReadOptions:
             end_offset=_parse_offset("endOffset", lowered.get("endoffset")),
             include_snapshots=_parse_bool("includeSnapshots", lowered.get("includesnapshots")),
             split_bytes=_parse_int("splitBytes", lowered.get("splitbytes"), SPLIT_BYTES_DEFAULT),
+            filter_pushdown=_parse_bool("filterPushdown", lowered.get("filterpushdown")),
         )
 
 
@@ -656,12 +689,60 @@ def list_log_files(path: str | Path) -> tuple[list[LogFile], list[LogFile]]:
     return segments, checkpoints
 
 
-def plan_partitions(options: ReadOptions) -> list[LogFilePartition]:
+def offset_bounds(filters: Sequence[Filter]) -> tuple[int, int | None]:
+    """The half-open offset range ``[start, end)`` that ANDed ``filters`` allow (``end`` None:
+    unbounded); filters on other columns, or with values that are not integers, allow all."""
+    start, end = 0, None
+
+    def below(limit: int) -> None:
+        nonlocal end
+        end = limit if end is None else min(end, limit)
+
+    for f in filters:
+        if getattr(f, "attribute", None) != ("offset",):
+            continue
+        value: Any = getattr(f, "value", None)
+        if isinstance(f, In):
+            values = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+            if len(values) != len(value):
+                continue
+            if not values:
+                below(0)
+                continue
+            start = max(start, min(values))
+            below(max(values) + 1)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue
+        if isinstance(f, EqualTo):
+            start = max(start, value)
+            below(value + 1)
+        elif isinstance(f, GreaterThan):
+            start = max(start, value + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            start = max(start, value)
+        elif isinstance(f, LessThan):
+            below(value)
+        elif isinstance(f, LessThanOrEqual):
+            below(value + 1)
+    return max(start, 0), None if end is None else max(end, 0)
+
+
+def plan_partitions(
+    options: ReadOptions, pushed: tuple[int, int | None] | None = None
+) -> list[LogFilePartition]:
     """One partition per ``splitBytes`` of each segment that may hold offsets in the range (a
-    segment's ranges are about equal), then one per checkpoint."""
+    segment's ranges are about equal), then one per checkpoint. ``pushed``: the range the
+    pushed-down filters allow (``offset_bounds``), narrowing the segments' range further."""
     segments, checkpoints = list_log_files(options.path)
     start, end = options.start_offset, options.end_offset
+    if pushed is not None:
+        start = max(start, pushed[0])
+        if pushed[1] is not None:
+            end = pushed[1] if end is None else min(end, pushed[1])
     partitions: list[LogFilePartition] = []
+    if end is not None and end <= start:
+        segments = []  # the filters allow no offset at all
     for index, segment in enumerate(segments):
         later = tuple(segments[index + 1 :])
         next_base = later[0].base_offset if later else None
@@ -675,6 +756,7 @@ def plan_partitions(options: ReadOptions) -> list[LogFilePartition]:
             low, high = size * k // ranges, None if k == ranges - 1 else size * (k + 1) // ranges
             partitions.append(LogFilePartition(segment, later, start, end, low, high))
     if options.include_snapshots:
+        start, end = options.start_offset, options.end_offset  # checkpoints: the options only
         for checkpoint in checkpoints:
             if start <= checkpoint.base_offset and (end is None or checkpoint.base_offset <= end):
                 partitions.append(LogFilePartition(checkpoint, (), start, end))
@@ -1327,7 +1409,10 @@ class MetaquorumDataSource(DataSource):
                 f"format({FORMAT_NAME!r}) has a fixed schema; do not pass .schema(...) "
                 f"(expected {SCHEMA_DDL})"
             )
-        return MetaquorumReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        if options.filter_pushdown:
+            return MetaquorumPushdownReader(options)
+        return MetaquorumReader(options)
 
 
 class MetaquorumReader(DataSourceReader):
@@ -1335,9 +1420,10 @@ class MetaquorumReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.pushed: tuple[int, int | None] | None = None
 
     def partitions(self) -> list[LogFilePartition]:
-        return plan_partitions(self.options)
+        return plan_partitions(self.options, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # Everything read() needs is imported by this module, which executors import by name
@@ -1345,10 +1431,26 @@ class MetaquorumReader(DataSourceReader):
         return read_partition(partition)
 
 
+class MetaquorumPushdownReader(MetaquorumReader):
+    """The reader with filter pushdown (option ``filterPushdown``): a separate class because
+    PySpark refuses any reader that overrides ``pushFilters`` in a session where
+    ``spark.sql.python.filterPushdown.enabled`` is off."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Narrow the segments read to the offsets the filters allow; hand every filter back,
+        so Spark still evaluates each on the rows (the same objects, as PySpark requires)."""
+        self.pushed = offset_bounds(filters)
+        return filters
+
+
 def load(spark: SparkSession, path: str | Path, **options: object) -> DataFrame:
     """Register the source (idempotent) and load ``path`` with ``options`` (e.g.
-    ``endOffset=500``, ``includeSnapshots=True``)."""
+    ``endOffset=500``, ``includeSnapshots=True``). ``filterPushdown=True`` also turns on the
+    session's ``spark.sql.python.filterPushdown.enabled`` (see the module docstring for when
+    to use it)."""
     spark.dataSource.register(MetaquorumDataSource)
+    if str(options.get("filterPushdown", "")).lower() == "true":
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     reader = spark.read.format(FORMAT_NAME)
     for key, value in options.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)

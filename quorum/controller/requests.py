@@ -23,6 +23,10 @@ __all__ = [
     "BrokerHeartbeatResponse",
     "CreatableReplicaAssignment",
     "CreatableTopic",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreatePartitionsResult",
+    "CreatePartitionsTopic",
     "CreateTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
@@ -102,6 +106,48 @@ class CreateTopicsResponse:
             if result.name == name:
                 return result
         raise KeyError(name)
+
+
+# ----- CreatePartitions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopic:
+    """One topic of Kafka's CreatePartitions request: grow it to ``count`` partitions.
+
+    The topic is named by ``name``, or by ``topic_id`` (not in Kafka, whose request is by name
+    only) when it is not ``ZERO_UUID``. ``assignments`` is None to let the controller place
+    the new partitions, else one replica list (the preferred leader first) per new partition,
+    in partition order (Kafka's ``CreatePartitionsAssignment``).
+    """
+
+    name: str | None = None
+    count: int = -1
+    assignments: tuple[tuple[int, ...], ...] | None = None
+    topic_id: Uuid = ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResult:
+    """The outcome for one request entry (in request order): the topic's name and id when it
+    was found, and the Kafka error code (NONE when it has, or with ``validate_only`` would
+    have, ``count`` partitions)."""
+
+    name: str | None
+    topic_id: Uuid = ZERO_UUID
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    results: tuple[CreatePartitionsResult, ...]
 
 
 # ----- DeleteTopics -------------------------------------------------------------------------

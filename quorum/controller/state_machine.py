@@ -39,12 +39,15 @@ from dataclasses import dataclass
 
 from quorum.controller import acls as acl_ops
 from quorum.controller import brokers as broker_ops
+from quorum.controller import partitions as partition_ops
 from quorum.controller import topics as topic_ops
 from quorum.controller.acls import AclOutcome
 from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -216,6 +219,14 @@ class ControllerStateMachine:
             rng=self._rng,
             defaults=self._defaults,
         )
+
+    def create_partitions(
+        self, request: CreatePartitionsRequest, *, next_offset: int
+    ) -> ControllerResult[CreatePartitionsResponse]:
+        """See ``quorum.controller.partitions.create_partitions``; validates against the latest
+        image."""
+        self._check_next_offset(next_offset)
+        return partition_ops.create_partitions(self._latest, request, rng=self._rng)
 
     def delete_topics(
         self, request: DeleteTopicsRequest, *, next_offset: int

@@ -86,6 +86,8 @@ from quorum.metadata.records import (
 
 __all__ = [
     "TopicDefaults",
+    "broker_counts",
+    "check_replica_list",
     "create_topics",
     "delete_topics",
     "draw_topic_id",
@@ -370,7 +372,7 @@ def _check_partitions(num_partitions: int, defaults: TopicDefaults) -> int:
     return num_partitions
 
 
-def _broker_counts(image: MetadataImage, unfenced: Sequence[BrokerImage]) -> str:
+def broker_counts(image: MetadataImage, unfenced: Sequence[BrokerImage]) -> str:
     fenced = sorted(b.broker_id for b in image.brokers.values() if b.fenced)
     text = f"{len(unfenced)} unfenced broker(s) of {len(image.brokers)} registered"
     if fenced:
@@ -396,7 +398,7 @@ def _check_replication_factor(
         raise _Refusal(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): the cluster has "
-            f"only {_broker_counts(image, unfenced)}. Lower the replication factor, or start "
+            f"only {broker_counts(image, unfenced)}. Lower the replication factor, or start "
             "and unfence more brokers",
         )
     return replication_factor
@@ -431,43 +433,60 @@ def _check_assignments(
     isrs: list[tuple[int, ...]] = []
     for index in range(len(assignments)):
         broker_ids = by_index[index]
-        if not broker_ids:
-            raise refuse(f"The manual partition assignment of partition {index} is empty")
-        if replicas and len(broker_ids) != len(replicas[0]):
-            raise refuse(
-                f"The manual partition assignment includes a partition ({index}) with "
-                f"{len(broker_ids)} replica(s), but this is not consistent with previous "
-                f"partitions, which have {len(replicas[0])} replica(s)"
-            )
-        if len(broker_ids) > REPLICATION_FACTOR_MAX:
-            raise refuse(
-                f"Partition {index} has {len(broker_ids)} replicas; at most "
-                f"{REPLICATION_FACTOR_MAX} are allowed"
-            )
-        seen: set[int] = set()
-        for broker_id in broker_ids:
-            if broker_id in seen:
-                raise refuse(
-                    f"The manual partition assignment of partition {index} includes broker "
-                    f"{broker_id} more than once"
-                )
-            seen.add(broker_id)
-            if broker_id not in image.brokers:
-                registered = sorted(image.brokers)
-                raise refuse(
-                    f"The manual partition assignment of partition {index} includes broker "
-                    f"{quote(broker_id)}, but no such broker is registered (registered: "
-                    f"{registered[:20]}{' ...' if len(registered) > 20 else ''})"
-                )
-        isr = tuple(b for b in broker_ids if not image.brokers[b].fenced)
-        if not isr:
-            raise refuse(
-                f"All brokers specified in the manual partition assignment for partition "
-                f"{index} ({list(broker_ids)}) are fenced: include an unfenced broker"
-            )
+        expected = len(replicas[0]) if replicas else None
+        isr_or_error = check_replica_list(image, index, broker_ids, expected)
+        if isinstance(isr_or_error, str):
+            raise refuse(isr_or_error)
         replicas.append(tuple(broker_ids))
-        isrs.append(isr)
+        isrs.append(isr_or_error)
     return tuple(replicas), tuple(isrs)
+
+
+def check_replica_list(
+    image: MetadataImage,
+    index: int,
+    broker_ids: Sequence[int],
+    replication_factor: int | None,
+) -> tuple[int, ...] | str:
+    """Check the manual replica list of partition ``index``: not empty, ``replication_factor``
+    replicas when that is given (the topic's other partitions have that many), no broker twice,
+    every broker registered, at least one unfenced. Returns the partition's ISR (its unfenced
+    replicas, in order) or, for INVALID_REPLICA_ASSIGNMENT, why the list is refused."""
+    if not broker_ids:
+        return f"The manual partition assignment of partition {index} is empty"
+    if replication_factor is not None and len(broker_ids) != replication_factor:
+        return (
+            f"The manual partition assignment includes a partition ({index}) with "
+            f"{len(broker_ids)} replica(s), but this is not consistent with previous "
+            f"partitions, which have {replication_factor} replica(s)"
+        )
+    if len(broker_ids) > REPLICATION_FACTOR_MAX:
+        return (
+            f"Partition {index} has {len(broker_ids)} replicas; at most "
+            f"{REPLICATION_FACTOR_MAX} are allowed"
+        )
+    seen: set[int] = set()
+    for broker_id in broker_ids:
+        if broker_id in seen:
+            return (
+                f"The manual partition assignment of partition {index} includes broker "
+                f"{broker_id} more than once"
+            )
+        seen.add(broker_id)
+        if broker_id not in image.brokers:
+            registered = sorted(image.brokers)
+            return (
+                f"The manual partition assignment of partition {index} includes broker "
+                f"{quote(broker_id)}, but no such broker is registered (registered: "
+                f"{registered[:20]}{' ...' if len(registered) > 20 else ''})"
+            )
+    isr = tuple(b for b in broker_ids if not image.brokers[b].fenced)
+    if not isr:
+        return (
+            f"All brokers specified in the manual partition assignment for partition "
+            f"{index} ({list(broker_ids)}) are fenced: include an unfenced broker"
+        )
+    return isr
 
 
 # ----- DeleteTopics -------------------------------------------------------------------------

@@ -35,6 +35,7 @@ dict from type code to a small hand-written decoder per class instead of reflect
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -49,6 +50,7 @@ __all__ = [
     "CONTROL_RECORD_TYPES",
     # Re-exported beside INT8_MAX .. INT64_MAX for the readers of the field ranges.
     "INT32_MAX",
+    "KAFKA_TYPE_NAMES",
     "RECORD_CLASSES",
     "SNAPSHOT_RECORD_CLASSES",
     "AccessControlEntryRecord",
@@ -84,6 +86,8 @@ __all__ = [
     "is_snapshot_only_record",
     "pack_msgpack",
     "record_from_wire",
+    "record_kafka_json",
+    "record_kafka_type",
     "record_to_json_dict",
     "record_to_wire",
     "record_type_name",
@@ -1032,3 +1036,74 @@ def record_to_json_dict(record: Record) -> dict[str, object]:
     return {
         field.name: _json_value(getattr(record, field.name)) for field in dataclasses.fields(record)
     }
+
+
+# ----- Kafka's JSON (kafka-dump-log --cluster-metadata-decoder, kafka-metadata-shell) ----------
+
+# Kafka's names where the mechanical conversion (class name -> UPPER_SNAKE, field -> camelCase)
+# differs from Kafka's schemas: control records are named by Kafka's ControlRecordType, and a
+# few fields have other names in Kafka's JSON schemas.
+_KAFKA_TYPE_NAMES: Final[Mapping[type, str]] = {LeaderChangeMessage: "LEADER_CHANGE"}
+_KAFKA_FIELD_NAMES: Final[Mapping[str, str]] = {
+    "partition": "partitionId",
+    "endpoints": "endPoints",
+    "last_contained_log_timestamp_ms": "lastContainedLogTimestamp",
+}
+
+
+def _kafka_type_name(cls: type) -> str:
+    named = _KAFKA_TYPE_NAMES.get(cls)
+    if named is not None:
+        return named
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).upper()
+
+
+# Class name (``record_type_name``, the Spark source's ``record_type``) -> Kafka's type name.
+KAFKA_TYPE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
+    {cls.__name__: _kafka_type_name(cls) for cls in _ALL_RECORD_CLASSES.values()}
+)
+
+
+def record_kafka_type(record: Record) -> str:
+    """Kafka's name of the record's type, as ``kafka-dump-log --cluster-metadata-decoder``
+    prints it: ``TOPIC_RECORD``, ``PARTITION_RECORD``, ``LEADER_CHANGE``, ... Records of this
+    project's own (``TOPIC_IDENTITY_RECORD``, ``DELETED_TOPIC_RECORD``) follow the same rule."""
+    cls = type(record)
+    if cls not in _ENCODERS:
+        raise TypeError(f"not a metadata record: {record!r}")
+    return _kafka_type_name(cls)
+
+
+def _camel(name: str) -> str:
+    renamed = _KAFKA_FIELD_NAMES.get(name)
+    if renamed is not None:
+        return renamed
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _kafka_value(value: object) -> object:
+    if isinstance(value, Uuid):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_kafka_value(element) for element in value]
+    if isinstance(value, BrokerEndpoint):
+        return {"name": value.name, "host": value.host, "port": value.port}
+    return value
+
+
+def record_kafka_json(record: Record) -> dict[str, object]:
+    """The record's ``data`` as Kafka's metadata JSON converters write it: camelCase field
+    names from Kafka's schemas (``topicId``, ``partitionId``, ``leaderEpoch``, ``endPoints``),
+    a ``Uuid`` as its base64 text, ``None`` as null. A ``LeaderChangeMessage``'s voters are
+    ``[{"voterId": n}]`` as in Kafka. The one JSON form of records for ``log dump`` and the
+    ``metadata`` shell, so the two agree."""
+    if type(record) not in _ENCODERS:
+        raise TypeError(f"not a metadata record: {record!r}")
+    data = {
+        _camel(field.name): _kafka_value(getattr(record, field.name))
+        for field in dataclasses.fields(record)
+    }
+    if isinstance(record, LeaderChangeMessage):
+        data["voters"] = [{"voterId": voter} for voter in record.voters]
+    return data

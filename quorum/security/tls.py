@@ -42,6 +42,7 @@ from quorum.config import (
     ConfigError,
     NodeConfig,
 )
+from quorum.properties import parse_properties
 
 __all__ = [
     "CLIENT_PROPERTY_KEYS",
@@ -580,35 +581,6 @@ class NodeSecurity:
 
 
 # ----- Java properties ---------------------------------------------------------------------
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value``; ``#`` and
-    ``!`` comments; a trailing backslash continues the line; ``\\t \\n \\\\`` escapes."""
-    result: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        match = re.match(r"((?:\\.|[^\s=:\\])*)\s*[=:]?\s*(.*)", entry, re.DOTALL)
-        assert match is not None
-        key, value = _unescape(match.group(1)), _unescape(match.group(2))
-        if key:
-            result[key] = value
-    return result
-
-
-def _unescape(text: str) -> str:
-    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-    return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), text)
 
 
 def load_properties(path: Path) -> dict[str, str]:

@@ -37,6 +37,8 @@ from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopic,
     DeleteTopicsRequest,
@@ -253,6 +255,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         operation: Callable[[int], ControllerResult[T]],
         *,
         linearizable: bool = True,
+        timeout_s: float | None = None,
     ) -> tuple[T, int]:
         """Run a controller operation as the active controller; wait until its records are
         committed. Returns the answer and the committing metadata offset.
@@ -262,10 +265,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         waits like a linearizable read (``_linearizable_offset``) until the image it was
         decided on is committed, so a refusal never rests on a change that is then lost.
         Heartbeats (``linearizable`` False) are answered at once, as Kafka's are: a broker
-        heartbeats again within its interval, and waiting would only delay its liveness."""
+        heartbeats again within its interval, and waiting would only delay its liveness.
+        ``timeout_s``: a bound of the request's own (Kafka's ``timeout_ms``) below the deadline."""
         driver = self._driver
         node = driver.node
-        budget = self._budget_s(context)
+
+        def remaining_s() -> float:
+            budget = self._budget_s(context)
+            return budget if timeout_s is None else min(budget, max(0.0, deadline - loop.time()))
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout_s or 0.0)
+        budget = remaining_s()
         if self._sm is None or not node.is_leader():
             raise self._not_controller()
         if not self._controller_ready():
@@ -306,7 +317,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 "(describe the topics to find out)",
             ) from None
         try:
-            async with asyncio.timeout(self._budget_s(context)):
+            async with asyncio.timeout(remaining_s()):
                 await driver.wait_committed(proposal)
         except NotLeaderError:
             raise self._not_controller(appended=True) from None
@@ -495,6 +506,70 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 continue
             result = next(results)
             response.topics.add(
+                name=result.name or "",
+                topic_id=_id_bytes(result.topic_id),
+                error_code=int(result.error_code),
+                error_message=result.error_message or "",
+            )
+        self._header(response)
+        response.metadata_offset = offset
+        return response
+
+    async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = admin_pb2.CreatePartitionsResponse()
+        return await self._guard(
+            response, context, self._create_partitions(request, context, response)
+        )
+
+    async def _create_partitions(
+        self, request: Any, context: grpc.aio.ServicerContext, response: Any
+    ) -> Any:
+        """Kafka's CreatePartitions: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED,
+        whether or not it exists), then the controller's ``create_partitions``."""
+        _check_count(len(request.topics), limits.CREATE_PARTITIONS_TOPICS_MAX, "create-partitions")
+        entries = tuple(
+            CreatePartitionsTopic(
+                name=t.name or None,
+                count=t.count,
+                assignments=tuple(tuple(a.broker_ids) for a in t.assignments)
+                if t.assignments
+                else None,
+                topic_id=_uuid(t.topic_id, "topic_id"),
+            )
+            for t in request.topics
+        )
+        caller = self._callers.caller(context)
+        image = self._image() if self._sm is not None else None
+        refused: dict[int, str] = {}
+        if image is not None:
+            refused = self._topic_refusals(
+                caller, image, AclOperation.ALTER, [_topic_name(image, e) for e in entries]
+            )
+        allowed = tuple(e for i, e in enumerate(entries) if i not in refused)
+        grow = CreatePartitionsRequest(allowed, validate_only=request.validate_only)
+        timeout_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
+        if allowed or not refused:
+            answer, offset = await self._write(
+                context,
+                lambda next_offset: self._controller().create_partitions(
+                    grow, next_offset=next_offset
+                ),
+                timeout_s=timeout_s,
+            )
+            results = iter(answer.results)
+        else:
+            results, offset = iter(()), self._image().offset
+        for index, entry in enumerate(entries):
+            if index in refused:
+                response.results.add(
+                    name="" if _by_id(entry) else entry.name or "",
+                    topic_id=_id_bytes(entry.topic_id),
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    error_message=refused[index],
+                )
+                continue
+            result = next(results)
+            response.results.add(
                 name=result.name or "",
                 topic_id=_id_bytes(result.topic_id),
                 error_code=int(result.error_code),
@@ -793,11 +868,13 @@ def _check_acl_entries(count: int, what: str) -> None:
         )
 
 
-def _by_id(entry: DeleteTopic | DescribeTopic) -> bool:
+def _by_id(entry: DeleteTopic | DescribeTopic | CreatePartitionsTopic) -> bool:
     return entry.topic_id != ZERO_UUID  # KIP-516: the id wins when both are given
 
 
-def _topic_name(image: MetadataImage, entry: DeleteTopic | DescribeTopic) -> tuple[str | None, str]:
+def _topic_name(
+    image: MetadataImage, entry: DeleteTopic | DescribeTopic | CreatePartitionsTopic
+) -> tuple[str | None, str]:
     """(the name a request entry means, what to call it): by name, or by the id of a live
     topic; None for an id no live topic has, which the controller answers UNKNOWN_TOPIC_ID."""
     if not _by_id(entry):

@@ -88,7 +88,11 @@ class ControllerNode:
         self._serving: bool | None = None
         self.state_machine = ControllerStateMachine(
             image,
-            config=ControllerConfig(broker_session_timeout_ms=config.broker_session_timeout_ms),
+            config=ControllerConfig(
+                broker_session_timeout_ms=config.broker_session_timeout_ms,
+                default_num_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor,
+            ),
         )
         # The epoch in which this node made the proposals the state machine holds as pending.
         self._proposing_epoch: int | None = None

@@ -81,6 +81,23 @@ def stop_on_signals() -> asyncio.Event:
     return stop
 
 
+def warn_unused_config(config: NodeConfig, logger: Any) -> None:
+    """One warning naming what a Kafka config holds that this node does not use: keys that
+    mean nothing here (quorum/config_kafka.py) and listeners it does not serve."""
+    if not config.ignored_keys and not config.unserved_listeners:
+        return
+    from quorum.config_kafka import NOT_APPLICABLE_KEYS  # noqa: PLC0415
+
+    logger.warning(
+        "config_keys_ignored",
+        keys=list(config.ignored_keys),
+        parts=sorted({NOT_APPLICABLE_KEYS[key] for key in config.ignored_keys}),
+        listeners_not_served=[str(listener) for listener in config.unserved_listeners],
+        serving=str(config.listener),
+        meaning="accepted for compatibility with Kafka's configs; their values are not used",
+    )
+
+
 class RaftManager:
     """The metadata log, the ``RaftNode`` on it, the clients to the voters, the ``RaftDriver``
     that runs the node and the ``Snapshotter``; built by ``open``."""
@@ -138,6 +155,7 @@ class RaftManager:
         The driver calls the node back with ``on_committed``, ``on_ready`` and
         ``on_proposed``. Raises ``StartupError``."""
         security = NodeSecurity(config)  # ConfigError before anything is locked or opened
+        warn_unused_config(config, logger)
         locks = lock_data_dirs(config)
         try:
             return cls._open_locked(

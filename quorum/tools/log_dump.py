@@ -1,13 +1,17 @@
 """``metaquorum log dump``: the records of metadata log segments as JSON lines.
 
 The equivalent of ``kafka-dump-log.sh --cluster-metadata-decoder --files ...``. Each record is
-one line::
+one line, ``type`` / ``version`` / ``data`` in the shape of Kafka's decoder payload::
 
-    {"offset": 3, "epoch": 1, "type": "TopicRecord", "version": 0, "data": {"name": "orders", ...}}
+    {"offset": 3, "epoch": 1, "type": "TOPIC_RECORD", "version": 0,
+     "data": {"name": "orders", "topicId": "ah0vHnqLTD2eDxEiM0RVZg", "internal": false}}
 
-Records of control batches (``LeaderChangeMessage``, ...) carry ``"control": true`` as well.
-``data`` is ``record_to_json_dict``: field names as in the record classes, a ``Uuid`` as its
-base64 text.
+Types are Kafka's UPPER_SNAKE names (``PARTITION_RECORD``, ``REGISTER_BROKER_RECORD``, control
+records ``LEADER_CHANGE``, ``SNAPSHOT_HEADER``, ``SNAPSHOT_FOOTER``) and ``data`` is
+``record_kafka_json``: Kafka's camelCase field names (``partitionId``, ``leaderEpoch``), a
+``Uuid`` as its base64 text; the metadata shell prints the same JSON. Records of control
+batches carry ``"control": true`` as well. ``offset`` and ``epoch`` are what Kafka prints in
+the lines around its payload.
 
 A dump never changes what it reads. It does not open the log with ``SegmentedLog`` (whose
 recovery cuts a torn tail and rewrites indexes); it walks the segments with the storage layer's
@@ -43,8 +47,8 @@ from quorum.metadata.batch import decode_log_batch
 from quorum.metadata.records import (
     Record,
     RecordDecodeError,
-    record_to_json_dict,
-    record_type_name,
+    record_kafka_json,
+    record_kafka_type,
 )
 from quorum.storage.frames import CorruptFrameError, Frame, Tail, read_frames
 from quorum.storage.frames import segment_files as log_segment_files
@@ -178,14 +182,14 @@ def record_json(dumped: DumpedRecord) -> dict[str, object]:
     line: dict[str, object] = {
         "offset": dumped.offset,
         "epoch": dumped.epoch,
-        "type": record_type_name(dumped.record),
+        "type": record_kafka_type(dumped.record),
         "version": dumped.record.VERSION,
     }
     if dumped.control:
         line["control"] = True
     if dumped.snapshot is not None:
         line["snapshot"] = dumped.snapshot
-    line["data"] = record_to_json_dict(dumped.record)
+    line["data"] = record_kafka_json(dumped.record)
     return line
 
 
@@ -210,7 +214,7 @@ class Summary:
             self.first_offset = dumped.offset
         self.last_offset = dumped.offset
         self.last_epoch = dumped.epoch
-        self.record_types[record_type_name(dumped.record)] += 1
+        self.record_types[record_kafka_type(dumped.record)] += 1
 
     def to_json(self) -> dict[str, object]:
         return {

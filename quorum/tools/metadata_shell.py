@@ -5,9 +5,25 @@ or a metadata log directory whose newest valid snapshot is taken) and/or the seg
 directory (``--log``), whose records after the snapshot's end offset are replayed on top of it
 (to the last complete batch: a log being written is read as ``log dump`` reads it, and what is
 replayed may include records not yet committed, since the high watermark is not on disk).
-Nothing is modified. The tree, following Kafka's metadata shell where it has an equivalent::
+Nothing is modified. Kafka's current shell (3.5 and later) puts the image under ``/image`` and
+this shell has the same paths::
 
-    /brokers/<id>/registration          JSON: brokerId, incarnationId, brokerEpoch, endpoints,
+    /image/topics/byName/<name>/name, id, creationOffset
+    /image/topics/byName/<name>/<partition>   JSON of the partition (as below)
+    /image/topics/byId/<topic id>/...         the same
+    /image/cluster/brokers/<id>               JSON of the broker's registration
+    /image/configs/BROKER                     the cluster-wide broker configs (Kafka's default
+                                              resource), BROKER:<id>, TOPIC:<name>: one file per
+                                              config key
+    /image/acls/byId/<acl id>                 JSON of the ACL
+    /image/provenance/offset, snapshot        what the image was loaded from
+    /local/version                            this tool's version
+
+The JSON of a partition, a registration or an ACL is the ``data`` that ``log dump`` prints for
+the record that would create it (``record_kafka_json``: Kafka's camelCase field names), so the
+two tools agree. The older tree, from Kafka's first metadata shell, stays::
+
+    /brokers/<id>/registration          JSON: brokerId, incarnationId, brokerEpoch, endPoints,
                                         rack, fenced
     /brokers/<id>/isFenced              true | false
     /configs/broker/<id>/<name>         per-broker configs; /configs/broker/default/<name>: the
@@ -24,8 +40,11 @@ Nothing is modified. The tree, following Kafka's metadata shell where it has an 
                                         leaderEpoch, partitionEpoch
 
 ``ls`` lists a directory (numbers in numeric order first, then names) or names a file; ``cat``
-prints a file. The interactive ``shell`` (``cmd.Cmd``) has ``ls``, ``cd``, ``cat``, ``pwd``,
-``help`` and ``exit``, with tab completion of paths.
+prints a file; ``find`` prints every path under a path, one per line; ``tree`` prints the tree
+under a path, a directory as ``name:`` and a file as ``name: content`` (JSON on one line), each
+level indented by two spaces, as Kafka's ``tree`` does. The interactive ``shell`` (``cmd.Cmd``)
+has ``ls``, ``cd``, ``cat``, ``find``, ``tree``, ``pwd``, ``help`` and ``exit``, with tab
+completion of paths.
 """
 
 from __future__ import annotations
@@ -34,7 +53,7 @@ import cmd
 import json
 import posixpath
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
@@ -43,7 +62,13 @@ from quorum.ids import InvalidUuidError, Uuid
 from quorum.metadata.batch import decode_log_batch
 from quorum.metadata.delta import MetadataDelta, MetadataReplayError
 from quorum.metadata.image import BrokerImage, MetadataImage, TopicImage
-from quorum.metadata.records import RecordDecodeError
+from quorum.metadata.records import (
+    AccessControlEntryRecord,
+    PartitionRecord,
+    RecordDecodeError,
+    RegisterBrokerRecord,
+    record_kafka_json,
+)
 from quorum.raft.messages import SnapshotId
 from quorum.storage.snapshots import (
     CorruptSnapshotError,
@@ -61,10 +86,12 @@ __all__ = [
     "MetadataShell",
     "MetadataShellError",
     "cat_paths",
+    "find_paths",
     "load_image",
     "ls_paths",
     "resolve",
     "run_shell",
+    "tree_paths",
 ]
 
 DEFAULT_CONFIG_RESOURCE: Final = "default"
@@ -241,16 +268,19 @@ def _uuid_name(name: str) -> Uuid | None:
 
 
 def _partition_json(topic: TopicImage, partition: int) -> dict[str, object]:
+    """The ``data`` of the PARTITION_RECORD that would create this partition's state."""
     state = topic.partitions[partition]
-    return {
-        "partitionId": state.partition,
-        "topicId": str(topic.topic_id),
-        "replicas": list(state.replicas),
-        "isr": list(state.isr),
-        "leader": state.leader,
-        "leaderEpoch": state.leader_epoch,
-        "partitionEpoch": state.partition_epoch,
-    }
+    return record_kafka_json(
+        PartitionRecord(
+            topic_id=topic.topic_id,
+            partition=state.partition,
+            replicas=state.replicas,
+            isr=state.isr,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+        )
+    )
 
 
 def _topic_node(topic: TopicImage) -> DirNode:
@@ -281,14 +311,17 @@ def _topic_node(topic: TopicImage) -> DirNode:
 
 
 def _broker_json(broker: BrokerImage) -> dict[str, object]:
-    return {
-        "brokerId": broker.broker_id,
-        "incarnationId": str(broker.incarnation_id),
-        "brokerEpoch": broker.broker_epoch,
-        "endpoints": [{"name": e.name, "host": e.host, "port": e.port} for e in broker.endpoints],
-        "rack": broker.rack,
-        "fenced": broker.fenced,
-    }
+    """The ``data`` of the REGISTER_BROKER_RECORD of this registration (fencing as now)."""
+    return record_kafka_json(
+        RegisterBrokerRecord(
+            broker_id=broker.broker_id,
+            incarnation_id=broker.incarnation_id,
+            broker_epoch=broker.broker_epoch,
+            endpoints=broker.endpoints,
+            rack=broker.rack,
+            fenced=broker.fenced,
+        )
+    )
 
 
 def _broker_node(broker: BrokerImage) -> DirNode:
@@ -298,6 +331,119 @@ def _broker_node(broker: BrokerImage) -> DirNode:
             "isFenced": lambda: _text("true" if broker.fenced else "false"),
         }
     )
+
+
+def _kafka_topic_node(topic: TopicImage) -> DirNode:
+    """Kafka's ``TopicImageNode``: name, id and one file per partition (plus the creation
+    offset, which with the id is the topic's identity here)."""
+    fixed: dict[str, Callable[[], Node]] = {
+        "name": lambda: _text(topic.name),
+        "id": lambda: _text(topic.topic_id),
+        "creationOffset": lambda: _text(topic.creation_offset),
+    }
+
+    def child(name: str) -> Node | None:
+        if name in fixed:
+            return fixed[name]()
+        partition = _int_name(name)
+        if partition is None or partition not in topic.partitions:
+            return None
+        return _json(lambda: _partition_json(topic, partition))
+
+    return DirNode(names=lambda: [*fixed, *map(str, topic.partitions)], child=child)
+
+
+def _config_resources(image: MetadataImage) -> dict[str, Mapping[str, str]]:
+    """Kafka's ``ConfigurationsImageNode`` names: ``BROKER`` (the default resource),
+    ``BROKER:<id>``, ``TOPIC:<name>``."""
+    resources: dict[str, Mapping[str, str]] = {}
+    for name, configs in image.broker_configs.items():
+        resources[f"BROKER:{name}" if name else "BROKER"] = configs
+    for topic in image.topics_by_id.values():
+        if topic.configs:
+            resources[f"TOPIC:{topic.name}"] = topic.configs
+    return resources
+
+
+def _acl_json(image: MetadataImage, acl_id: Uuid) -> dict[str, object]:
+    """The ``data`` of the ACCESS_CONTROL_ENTRY_RECORD of this ACL."""
+    acl = image.acls[acl_id]
+    return record_kafka_json(
+        AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=int(acl.resource_type),
+            resource_name=acl.resource_name,
+            pattern_type=int(acl.pattern_type),
+            principal=acl.principal,
+            host=acl.host,
+            operation=int(acl.operation),
+            permission_type=int(acl.permission_type),
+        )
+    )
+
+
+def _image_node(loaded: LoadedImage) -> DirNode:
+    """Kafka's ``MetadataImageNode`` (``/image``), with the parts this image has."""
+    image = loaded.image
+
+    def by_name(name: str) -> Node | None:
+        topic = image.topic_by_name(name)
+        return None if topic is None else _kafka_topic_node(topic)
+
+    def by_id(name: str) -> Node | None:
+        topic_id = _uuid_name(name)
+        topic = None if topic_id is None else image.topic(topic_id)
+        return None if topic is None else _kafka_topic_node(topic)
+
+    def broker(name: str) -> Node | None:
+        broker_id = _int_name(name)
+        found = None if broker_id is None else image.brokers.get(broker_id)
+        return None if found is None else _json(lambda: _broker_json(found))
+
+    def configs(name: str) -> Node | None:
+        found = _config_resources(image).get(name)
+        if found is None:
+            return None
+        return DirNode(
+            names=found.keys, child=lambda key: _text(found[key]) if key in found else None
+        )
+
+    def acl(name: str) -> Node | None:
+        acl_id = _uuid_name(name)
+        if acl_id is None or acl_id not in image.acls:
+            return None
+        return _json(lambda: _acl_json(image, acl_id))
+
+    return _fixed(
+        {
+            "acls": lambda: _fixed({"byId": lambda: DirNode(lambda: map(str, image.acls), acl)}),
+            "cluster": lambda: _fixed(
+                {"brokers": lambda: DirNode(lambda: map(str, image.brokers), broker)}
+            ),
+            "configs": lambda: DirNode(lambda: _config_resources(image).keys(), configs),
+            "provenance": lambda: _fixed(
+                {
+                    "offset": lambda: _text(image.offset),
+                    "snapshot": lambda: _text(loaded.snapshot.name if loaded.snapshot else "none"),
+                }
+            ),
+            "topics": lambda: _fixed(
+                {
+                    "byId": lambda: DirNode(lambda: map(str, image.topics_by_id), by_id),
+                    "byName": lambda: DirNode(image.topics_by_name.keys, by_name),
+                }
+            ),
+        }
+    )
+
+
+def _tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("metaquorum")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _root(loaded: LoadedImage) -> DirNode:
@@ -357,6 +503,8 @@ def _root(loaded: LoadedImage) -> DirNode:
                 {"broker": lambda: DirNode(broker_config_names, broker_configs)}
             ),
             "deletedTopics": lambda: DirNode(lambda: map(str, image.deleted_topics), deleted),
+            "image": lambda: _image_node(loaded),
+            "local": lambda: _fixed({"version": lambda: _text(_tool_version())}),
             "metadataQuorum": lambda: _fixed(quorum),
             "topicIds": lambda: DirNode(lambda: map(str, image.topics_by_id), topic_by_id),
             "topics": lambda: DirNode(image.topics_by_name.keys, topic_by_name),
@@ -428,6 +576,81 @@ def cat_paths(loaded: LoadedImage, paths: Sequence[str], out: TextIO, err: TextI
             status = 1
         else:
             print(node.read(), file=out)
+    return status
+
+
+def _walk(node: Node, path: str) -> Iterator[tuple[str, Node]]:
+    """``(path, node)`` for ``node`` and everything under it, depth first, sorted as ``ls``."""
+    yield path, node
+    if isinstance(node, DirNode):
+        for name in _sort_names(node.names()):
+            child = node.child(name)
+            if child is not None:
+                yield from _walk(child, posixpath.join(path, name))
+
+
+def _one_line(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text))
+    except ValueError:
+        return " ".join(text.splitlines())
+
+
+def _find_lines(root: DirNode, raw: str, cwd: str) -> list[str] | None:
+    path = normalize(raw, cwd)
+    node = resolve(root, path)
+    return None if node is None else [found for found, _ in _walk(node, path)]
+
+
+def _tree_lines(root: DirNode, raw: str, cwd: str) -> list[str] | None:
+    path = normalize(raw, cwd)
+    node = resolve(root, path)
+    if node is None:
+        return None
+    lines: list[str] = []
+    for found, child in _walk(node, path):
+        relative = posixpath.relpath(found, path)
+        depth = 0 if relative == "." else relative.count("/") + 1
+        name = posixpath.basename(found) or "/"
+        indent = "  " * depth
+        if isinstance(child, DirNode):
+            lines.append(f"{indent}{name}:")
+        else:
+            lines.append(f"{indent}{name}: {_one_line(child.read())}")
+    return lines
+
+
+def find_paths(loaded: LoadedImage, paths: Sequence[str], out: TextIO, err: TextIO) -> int:
+    """``find``: every path under each PATH (default /), itself first. Returns 0, or 1 if a
+    path does not exist."""
+    return _print_each(loaded, paths, out, err, command="find", lines_of=_find_lines)
+
+
+def tree_paths(loaded: LoadedImage, paths: Sequence[str], out: TextIO, err: TextIO) -> int:
+    """``tree``: the tree under each PATH (default /), directories as ``name:``, files as
+    ``name: content``. Returns 0, or 1 if a path does not exist."""
+    return _print_each(loaded, paths, out, err, command="tree", lines_of=_tree_lines)
+
+
+def _print_each(
+    loaded: LoadedImage,
+    paths: Sequence[str],
+    out: TextIO,
+    err: TextIO,
+    *,
+    command: str,
+    lines_of: Callable[[DirNode, str, str], list[str] | None],
+) -> int:
+    root = _root(loaded)
+    status = 0
+    for raw in list(paths) or ["/"]:
+        lines = lines_of(root, raw, "/")
+        if lines is None:
+            print(f"{command}: {raw}: No such file or directory", file=err)
+            status = 1
+            continue
+        for line in lines:
+            print(line, file=out)
     return status
 
 
@@ -517,7 +740,7 @@ class MetadataShell(cmd.Cmd):
         if args is None:
             return
         if not args:
-            self._say("cat: give a file, e.g. cat /topics/<name>/0/data")
+            self._say("cat: give a file, e.g. cat /image/topics/byName/<name>/0")
         for raw in args:
             node = resolve(self._root, normalize(raw, self.cwd))
             if node is None:
@@ -526,6 +749,28 @@ class MetadataShell(cmd.Cmd):
                 self._say(f"cat: {raw}: Is a directory")
             else:
                 self._say(node.read())
+
+    def _each(
+        self, arg: str, command: str, lines_of: Callable[[DirNode, str, str], list[str] | None]
+    ) -> None:
+        args = self._args(arg)
+        if args is None:
+            return
+        for raw in args or [self.cwd]:
+            lines = lines_of(self._root, raw, self.cwd)
+            if lines is None:
+                self._say(f"{command}: {raw}: No such file or directory")
+                continue
+            for line in lines:
+                self._say(line)
+
+    def do_find(self, arg: str) -> None:
+        """find [PATH...]: print every path under PATH (the current directory by default)."""
+        self._each(arg, "find", _find_lines)
+
+    def do_tree(self, arg: str) -> None:
+        """tree [PATH...]: print the tree under PATH, files with their content."""
+        self._each(arg, "tree", _tree_lines)
 
     def do_pwd(self, arg: str) -> None:
         """pwd: print the current directory."""
@@ -577,6 +822,8 @@ class MetadataShell(cmd.Cmd):
 
     complete_cd = complete_ls
     complete_cat = complete_ls
+    complete_find = complete_ls
+    complete_tree = complete_ls
 
 
 def run_shell(loaded: LoadedImage) -> int:

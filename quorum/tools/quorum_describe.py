@@ -1,6 +1,7 @@
 """``metaquorum quorum describe --status | --replication``, as ``kafka-metadata-quorum.sh``.
 
-The tool asks one controller (``--bootstrap-controller``; a comma-separated list is tried in
+The tool asks one node (``--bootstrap-controller``, or ``--bootstrap-server``: a broker, which
+forwards the request to the controllers as Kafka's brokers do; a comma-separated list is tried in
 order) for ``QuorumService.DescribeQuorum`` with an empty cluster id and topic id: the node
 fills in its own, and a node that does not lead forwards the request to the leader it knows.
 
@@ -232,7 +233,8 @@ def parse_bootstrap(text: str) -> list[str]:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) <= 65535:
             raise QuorumDescribeError(
-                f"--bootstrap-controller: {address!r} is not HOST:PORT (e.g. 127.0.0.1:19091)"
+                f"--bootstrap-controller / --bootstrap-server: {address!r} is not HOST:PORT (e.g. "
+                "127.0.0.1:19091)"
             )
         addresses.append(address)
     return addresses

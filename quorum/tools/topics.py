@@ -54,6 +54,7 @@ from typing import Any, Final, Literal, TextIO
 from quorum.admin import (
     AdminClient,
     AdminError,
+    NewPartitions,
     NewTopic,
     TopicCollection,
     TopicDescription,
@@ -68,8 +69,8 @@ from quorum.admin import (
 from quorum.ids import ZERO_UUID, InvalidUuidError, Uuid
 from quorum.security.tls import command_security
 
-Action = Literal["create", "describe", "delete", "list"]
-ACTIONS: Final[tuple[Action, ...]] = ("create", "describe", "delete", "list")
+Action = Literal["create", "alter", "describe", "delete", "list"]
+ACTIONS: Final[tuple[Action, ...]] = ("create", "alter", "describe", "delete", "list")
 ERROR_PREFIX: Final = "Error while executing topic command : "
 TIMEOUT_MS_DEFAULT: Final = 30_000
 NO_OFFSET: Final = -1
@@ -94,6 +95,9 @@ class TopicCommand:
     if_exists: bool = False
     if_not_exists: bool = False
     exclude_internal: bool = False
+    # --describe filters (kafka-topics'): only these partitions, and no topic lines.
+    under_replicated_partitions: bool = False
+    unavailable_partitions: bool = False
     timeout_s: float = TIMEOUT_MS_DEFAULT / 1000
     # --command-config: Kafka client properties (security.protocol, ssl.*); None: PLAINTEXT.
     command_config: Path | None = None
@@ -194,15 +198,15 @@ def command_from_args(args: argparse.Namespace) -> TopicCommand:
     config_entries: list[str] = args.config or []
     assignment_text: str | None = args.replica_assignment
     if partitions is not None:
-        _only_with("partitions", ("create",), action)
+        _only_with("partitions", ("create", "alter"), action)
     if replication_factor is not None:
         _only_with("replication-factor", ("create",), action)
     if config_entries:
         _only_with("config", ("create",), action)
     replica_assignment = None
     if assignment_text is not None:
-        _only_with("replica-assignment", ("create",), action)
-        if partitions is not None or replication_factor is not None:
+        _only_with("replica-assignment", ("create", "alter"), action)
+        if action == "create" and (partitions is not None or replication_factor is not None):
             raise TopicCommandError(
                 "Option --replica-assignment can't be used with --partitions or "
                 "--replication-factor"
@@ -211,15 +215,35 @@ def command_from_args(args: argparse.Namespace) -> TopicCommand:
     if args.if_not_exists:
         _only_with("if-not-exists", ("create",), action)
     if args.if_exists:
-        _only_with("if-exists", ("describe", "delete"), action)
+        _only_with("if-exists", ("describe", "alter", "delete"), action)
     if args.exclude_internal:
         _only_with("exclude-internal", ("describe", "list"), action)
+    under_replicated = bool(getattr(args, "under_replicated_partitions", False))
+    unavailable = bool(getattr(args, "unavailable_partitions", False))
+    if under_replicated:
+        _only_with("under-replicated-partitions", ("describe",), action)
+    if unavailable:
+        _only_with("unavailable-partitions", ("describe",), action)
 
     if action == "create":
         if len(topics) != 1:
             raise TopicCommandError("--create needs exactly one --topic")
     elif action == "delete" and not topics and topic_id is None:
         raise TopicCommandError("--delete needs --topic or --topic-id")
+    elif action == "alter":
+        if not topics:
+            raise TopicCommandError("--alter needs --topic")
+        if partitions is None:
+            raise TopicCommandError(
+                "--alter needs --partitions N, the new partition count (only adding partitions "
+                "is supported: configs change with --config on --create only)"
+            )
+        if replica_assignment is not None and len(replica_assignment) != partitions:
+            raise TopicCommandError(
+                f"--replica-assignment lists {len(replica_assignment)} partition(s) but "
+                f"--partitions is {partitions}: with --alter, give the replicas of every "
+                "partition, existing ones included (their entries are skipped)"
+            )
 
     timeout_ms: int = args.timeout_ms
     if timeout_ms <= 0:
@@ -236,6 +260,8 @@ def command_from_args(args: argparse.Namespace) -> TopicCommand:
         if_exists=bool(args.if_exists),
         if_not_exists=bool(args.if_not_exists),
         exclude_internal=bool(args.exclude_internal),
+        under_replicated_partitions=under_replicated,
+        unavailable_partitions=unavailable,
         timeout_s=timeout_ms / 1000,
         command_config=getattr(args, "command_config", None),
     )
@@ -279,10 +305,34 @@ def format_partition_line(topic: str, partition: TopicPartitionInfo) -> str:
     )
 
 
-def format_description(description: TopicDescription) -> str:
-    """A topic's whole description: its line, then one line per partition by index."""
-    lines = [format_topic_line(description)]
+def is_under_replicated(partition: TopicPartitionInfo) -> bool:
+    """kafka-topics' rule: fewer in-sync replicas than replicas."""
+    return len(partition.isr) < len(partition.replicas)
+
+
+def is_unavailable(partition: TopicPartitionInfo) -> bool:
+    """kafka-topics' rule: no leader, or a leader that is not a live broker (here: fenced or
+    unregistered, i.e. among the offline replicas)."""
+    return partition.leader is None or partition.leader in partition.offline_replicas
+
+
+def format_description(
+    description: TopicDescription,
+    *,
+    under_replicated: bool = False,
+    unavailable: bool = False,
+) -> str:
+    """A topic's whole description: its line, then one line per partition by index. With a
+    filter (``under_replicated`` / ``unavailable``), only the partitions it selects and no
+    topic line, as kafka-topics prints them; "" when none is selected."""
+    filtered = under_replicated or unavailable
+    lines = [] if filtered else [format_topic_line(description)]
     for partition in sorted(description.partitions, key=lambda p: p.partition):
+        if filtered and not (
+            (under_replicated and is_under_replicated(partition))
+            or (unavailable and is_unavailable(partition))
+        ):
+            continue
         lines.append(format_partition_line(description.name, partition))
     return "\n".join(lines)
 
@@ -317,6 +367,8 @@ def run_topic_command(
             match command.action:
                 case "create":
                     return _create(admin, command, out, err)
+                case "alter":
+                    return _alter(admin, command, err)
                 case "describe":
                     return _describe(admin, command, out, err)
                 case "delete":
@@ -356,6 +408,30 @@ def _create(admin: AdminClient, command: TopicCommand, out: TextIO, err: TextIO)
     return 1
 
 
+def _alter(admin: AdminClient, command: TopicCommand, err: TextIO) -> int:
+    """Kafka's ``alterTopic``: grow each topic to ``--partitions``; prints nothing on success.
+    With ``--replica-assignment`` the entries of the partitions a topic already has are
+    skipped (kafka-topics describes the topic first for that)."""
+    total = command.partitions
+    assert total is not None
+    growth: dict[str | Uuid, NewPartitions] = {}
+    outcomes: list[TopicOutcome[Any]] = []
+    if command.replica_assignment is None:
+        growth = {name: NewPartitions.increase_to(total) for name in command.topics}
+    else:
+        described = admin.describe_topics(TopicCollection.of_topic_names(command.topics))
+        for name, outcome in (described.topic_name_values() or {}).items():
+            if not outcome.ok:
+                outcomes.append(outcome)
+                continue
+            current = len(outcome.result().partitions)
+            new = [command.replica_assignment[p] for p in range(current, total)]
+            growth[name] = NewPartitions.increase_to(total, new)
+    if growth:
+        outcomes.extend(admin.create_partitions(growth).values().values())
+    return _report(outcomes, command, err)
+
+
 def _report(outcomes: Iterable[TopicOutcome[Any]], command: TopicCommand, err: TextIO) -> int:
     """Print every failed outcome (unknown topics are fine with --if-exists); the exit code."""
     status = 0
@@ -370,9 +446,17 @@ def _report(outcomes: Iterable[TopicOutcome[Any]], command: TopicCommand, err: T
     return status
 
 
-def _print_descriptions(descriptions: Iterable[TopicDescription], out: TextIO) -> None:
+def _print_descriptions(
+    descriptions: Iterable[TopicDescription], command: TopicCommand, out: TextIO
+) -> None:
     for description in descriptions:
-        print(format_description(description), file=out)
+        text = format_description(
+            description,
+            under_replicated=command.under_replicated_partitions,
+            unavailable=command.unavailable_partitions,
+        )
+        if text:
+            print(text, file=out)
 
 
 def _describe(admin: AdminClient, command: TopicCommand, out: TextIO, err: TextIO) -> int:
@@ -395,7 +479,7 @@ def _describe(admin: AdminClient, command: TopicCommand, out: TextIO, err: TextI
             if not isinstance(o.error, UnknownTopicIdError)
         ]
         _print_descriptions(
-            sorted((o.result() for o in outcomes if o.ok), key=lambda d: d.name), out
+            sorted((o.result() for o in outcomes if o.ok), key=lambda d: d.name), command, out
         )
         return _report(outcomes, command, err)
     described = [
@@ -403,7 +487,7 @@ def _describe(admin: AdminClient, command: TopicCommand, out: TextIO, err: TextI
         for o in outcomes
         if o.ok and not (command.exclude_internal and o.result().is_internal)
     ]
-    _print_descriptions(described, out)
+    _print_descriptions(described, command, out)
     return _report(outcomes, command, err)
 
 

@@ -132,6 +132,62 @@ class DeletableTopicResult(_message.Message):
     error_message: str
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsTopic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreatePartitionsTopic(_message.Message):
+    __slots__ = ("name", "count", "assignments", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    count: int
+    assignments: _containers.RepeatedCompositeFieldContainer[CreatePartitionsAssignment]
+    topic_id: bytes
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[CreatePartitionsAssignment, _Mapping]]] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
+
+class CreatePartitionsAssignment(_message.Message):
+    __slots__ = ("broker_ids",)
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    results: _containers.RepeatedCompositeFieldContainer[CreatePartitionsTopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., results: _Optional[_Iterable[_Union[CreatePartitionsTopicResult, _Mapping]]] = ...) -> None: ...
+
+class CreatePartitionsTopicResult(_message.Message):
+    __slots__ = ("name", "error_code", "error_message", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    error_code: int
+    error_message: str
+    topic_id: bytes
+    def __init__(self, name: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
+
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("topics", "min_metadata_offset")
     TOPICS_FIELD_NUMBER: _ClassVar[int]

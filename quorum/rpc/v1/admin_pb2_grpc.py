@@ -46,6 +46,11 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/CreatePartitions',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/quorum.rpc.v1.AdminService/DescribeTopics',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
@@ -104,6 +109,15 @@ class AdminServiceServicer:
     def DeleteTopics(self, request, context):
         """Delete topics by name or by id. A deletion is complete once its RemoveTopicRecord is
         committed: the name can be reused at once, and gets a new id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Grow topics' partition counts (Kafka's CreatePartitions): the new partitions are placed
+        like CreateTopics places them (or as assigned), written as PartitionRecords in one atomic
+        batch, answered once committed. Needs ALTER on each topic. Partitions are never removed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,6 +192,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
@@ -276,6 +295,33 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/DeleteTopics',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/CreatePartitions',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
