@@ -69,6 +69,9 @@ GC_YOUNG_THRESHOLD = 20_000
 # freeze keeps for good is only an object that was alive then and later ends in a cycle (a
 # request in flight at that moment), bounded by what was in flight per freeze.
 GC_FREEZE_RECORDS_MIN = 2_000
+# A loop turn lets handlers run (a yield) between operations, and between committed batches,
+# once its current stretch has held the event loop this long (``_Turn.yield_if_long``).
+YIELD_AFTER_S = 0.005
 
 
 class Clock:
@@ -183,6 +186,19 @@ class _Turn:
         self.longest_without_gc_s = max(self.longest_without_gc_s, stretch_s - gc_s)
         cpu_s = time.thread_time() - self._cpu_started_s
         self.longest_cpu_without_gc_s = max(self.longest_cpu_without_gc_s, cpu_s - gc_s)
+
+    def stretch_s(self) -> float:
+        """How long the current stretch has held the event loop so far."""
+        return time.perf_counter() - self._started_s
+
+    async def yield_if_long(self) -> None:
+        """End the stretch (let handlers run) if it has held the loop for ``YIELD_AFTER_S``:
+        a yield is a whole event-loop iteration, too dear to pay after every small operation
+        or batch under load, and pointless before the stretch is long."""
+        if self.stretch_s() >= YIELD_AFTER_S:
+            self.pause()
+            await asyncio.sleep(0)
+            self.resume()
 
 
 @dataclass
@@ -593,10 +609,10 @@ class RaftDriver:
         were proposed (at least one operation); the rest wait for the next turn. Returns the
         operations run and the records they proposed.
 
-        Replaying a proposal into the latest image (``on_proposed``) is a stretch of its own:
-        an operation of 1,000 topics costs about 40 ms to validate and 15 ms to replay, one
-        stretch is shorter. Handlers may run in between; they only enqueue, and nothing reads
-        the latest image outside this loop."""
+        Replaying a proposal into the latest image (``on_proposed``) starts a stretch of its
+        own once the current one is ``YIELD_AFTER_S`` long: an operation of 1,000 topics costs
+        about 40 ms to validate and 15 ms to replay, one stretch is shorter. Handlers may run
+        in between; they only enqueue, and nothing reads the latest image outside this loop."""
         queue = self._operations
         node = self.node
         ran = 0
@@ -622,10 +638,8 @@ class RaftDriver:
                     future.set_exception(exc)
                     continue
                 if self._on_proposed is not None:
-                    turn.pause()
                     yielded_s = time.perf_counter()
-                    await asyncio.sleep(0)
-                    turn.resume()
+                    await turn.yield_if_long()
                     started_s += time.perf_counter() - yielded_s  # not the handlers' time
                     self._on_proposed(records, proposal)
             if self.on_operation_timed is not None:
@@ -699,14 +713,12 @@ class RaftDriver:
 
     async def _apply(self, plan: ReadyPlan, turn: _Turn) -> None:
         """Apply the committed batches in order, one at a time, letting the event loop serve
-        handlers between two (nothing else changes the node meanwhile); then answer the
-        proposals they commit."""
+        handlers between two once a stretch is ``YIELD_AFTER_S`` long (nothing else changes the
+        node meanwhile); then answer the proposals they commit."""
         if plan.committed_batches and self._on_committed is not None:
             for index, batch in enumerate(plan.committed_batches):
                 if index > 0:
-                    turn.pause()
-                    await asyncio.sleep(0)
-                    turn.resume()
+                    await turn.yield_if_long()
                 self._on_committed((batch,))
         if not self._commits:
             return
