@@ -12,18 +12,12 @@ from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
-    CreatePartitionsRequest,
-    CreatePartitionsTopic,
-    CreateTopicsRequest,
-    DeleteTopic,
-    DeleteTopicsRequest,
     RegisterBrokerRequest,
 )
 from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
-from quorum.metadata.delta import replay_batches
-from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
+from quorum.metadata.image import NO_LEADER, PartitionImage
 from quorum.metadata.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -389,66 +383,3 @@ def test_forgetting_sessions_at_a_new_term_fences_nobody_heard_by_another_leader
     assert h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset).records == ()
     h.now_ms += SESSION_MS + 1  # a fresh session still expires
     assert fence(h) == (0, 1, 2)
-
-
-def _index_by_scan(image: object) -> dict[int, dict[Uuid, frozenset[int]]]:
-    found: dict[int, dict[Uuid, set[int]]] = {}
-    for topic in image.topics_by_id.values():  # type: ignore[attr-defined]
-        for state in topic.partitions.values():
-            for broker_id in state.replicas:
-                found.setdefault(broker_id, {}).setdefault(topic.topic_id, set()).add(
-                    state.partition
-                )
-    return {b: {t: frozenset(p) for t, p in topics.items()} for b, topics in found.items()}
-
-
-@pytest.mark.parametrize("seed", range(10))
-def test_the_broker_index_is_what_a_scan_of_every_partition_gives(seed: int) -> None:
-    """``MetadataImage.partitions_by_broker`` (what fencing and unfencing visit) equals a scan
-    of every partition after any mix of creates, deletes, partition growth, fences and
-    unfences, and after a snapshot round trip (it is rebuilt by replay)."""
-    rng = random.Random(seed)
-    h = make_cluster()
-    for step in range(80):
-        image = h.sm.latest_image
-        names = [f"i{i}" for i in range(5)]
-        choice = rng.random()
-        if choice < 0.4:
-            h.propose(
-                h.sm.create_topics(
-                    CreateTopicsRequest(
-                        (CreatableTopic(rng.choice(names), rng.randint(1, 4), rng.randint(1, 3)),)
-                    ),
-                    next_offset=h.next_offset,
-                    new_topic_id=h.new_id,
-                )
-            )
-        elif choice < 0.55 and (live := [n for n in names if image.topic_by_name(n)]):
-            h.propose(
-                h.sm.delete_topics(
-                    DeleteTopicsRequest((DeleteTopic(rng.choice(live), ZERO_UUID),)),
-                    next_offset=h.next_offset,
-                )
-            )
-        elif choice < 0.7 and (live := [n for n in names if image.topic_by_name(n)]):
-            name = rng.choice(live)
-            count = len(image.topic_by_name(name).partitions) + rng.randint(1, 2)  # type: ignore[union-attr]
-            h.propose(
-                h.sm.create_partitions(
-                    CreatePartitionsRequest((CreatePartitionsTopic(name, count),)),
-                    next_offset=h.next_offset,
-                )
-            )
-        elif choice < 0.85:
-            h.now_ms += SESSION_MS + 1  # every session expires: fence one broker
-            keep_alive(h, *rng.sample([0, 1, 2], 2))
-            fence(h)
-        else:
-            for broker_id in (0, 1, 2):
-                if h.sm.latest_image.brokers[broker_id].fenced:
-                    h.heartbeat(broker_id)
-        committed = h.sm.committed_image
-        index = {b: dict(t) for b, t in committed.partitions_by_broker.items()}
-        assert index == _index_by_scan(committed), f"seed {seed}, step {step}"
-    replayed = replay_batches(MetadataImage.EMPTY, h.committed_batches)
-    assert replayed.partitions_by_broker == h.sm.committed_image.partitions_by_broker

@@ -37,9 +37,7 @@ Rules (docs/architecture.md#the-controller):
   elect their first unfenced in-sync replica. Invariant: a fenced broker is in an ISR only as
   its sole member, and never leads.
 
-Fencing and unfencing visit only the broker's own partitions, through the image's
-``partitions_by_broker`` index (Kafka's ``BrokersToIsrs``): with a million partitions over a
-hundred brokers, a fence is about 30,000 partitions, not a million. The records
+Fencing and unfencing scan every partition: O(partitions) per event, which is rare. The records
 of one result are ordered so a split at any point leaves a safe state: partition changes before
 ``FenceBrokerRecord``, ``UnfenceBrokerRecord`` before partition changes.
 """
@@ -59,7 +57,7 @@ from quorum.controller.result import ControllerResult
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import INT32_MAX
-from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
+from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
 from quorum.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
@@ -148,21 +146,6 @@ def _change_record(
     )
 
 
-def _partitions_of(
-    image: MetadataImage, broker_ids: Iterable[int]
-) -> Iterable[tuple[TopicImage, PartitionImage]]:
-    """Every partition any of ``broker_ids`` is a replica of, once each, in a fixed order (by
-    topic id, then partition): from the image's broker index, not a scan of every partition."""
-    wanted: dict[Uuid, set[int]] = {}
-    for broker_id in broker_ids:
-        for topic_id, partitions in image.partitions_by_broker.get(broker_id, {}).items():
-            wanted.setdefault(topic_id, set()).update(partitions)
-    for topic_id in sorted(wanted, key=lambda t: t.bytes):
-        topic = image.topics_by_id[topic_id]
-        for partition in sorted(wanted[topic_id]):
-            yield topic, topic.partitions[partition]
-
-
 def fencing_changes(image: MetadataImage, broker_ids: Iterable[int]) -> list[PartitionChangeRecord]:
     """Changes taking ``broker_ids`` (in order) out of ISRs and leadership, one per partition."""
     leaving = list(broker_ids)
@@ -171,18 +154,19 @@ def fencing_changes(image: MetadataImage, broker_ids: Iterable[int]) -> list[Par
     leaving_set = set(leaving)
     unavailable = {b.broker_id for b in image.brokers.values() if b.fenced} | leaving_set
     records: list[PartitionChangeRecord] = []
-    for topic, state in _partitions_of(image, leaving):
-        if leaving_set.isdisjoint(state.isr):
-            continue  # the leader is in the ISR (or -1): nothing to change here
-        isr, leader = state.isr, state.leader
-        for broker_id in leaving:
-            if broker_id in isr:
-                isr = tuple(r for r in isr if r != broker_id) or isr  # keep the last one
-                if leader == broker_id:
-                    leader = _elect(state.replicas, isr, unavailable)
-        record = _change_record(topic.topic_id, state, isr, leader)
-        if record is not None:
-            records.append(record)
+    for topic in image.topics_by_id.values():
+        for state in topic.partitions.values():
+            if leaving_set.isdisjoint(state.isr):
+                continue  # the leader is in the ISR (or -1): nothing to change here
+            isr, leader = state.isr, state.leader
+            for broker_id in leaving:
+                if broker_id in isr:
+                    isr = tuple(r for r in isr if r != broker_id) or isr  # keep the last one
+                    if leader == broker_id:
+                        leader = _elect(state.replicas, isr, unavailable)
+            record = _change_record(topic.topic_id, state, isr, leader)
+            if record is not None:
+                records.append(record)
     return records
 
 
@@ -190,18 +174,23 @@ def unfencing_changes(image: MetadataImage, broker_id: int) -> list[PartitionCha
     """Changes putting ``broker_id`` back in the ISRs it replicates, electing leaders if none."""
     unavailable = {b.broker_id for b in image.brokers.values() if b.fenced} - {broker_id}
     records: list[PartitionChangeRecord] = []
-    for topic, state in _partitions_of(image, [broker_id]):
-        # The broker rejoins; a fenced broker kept as the last member leaves, so fenced
-        # brokers only ever remain in an ISR as its sole member.
-        isr = tuple(
-            r for r in state.replicas if r == broker_id or (r in state.isr and r not in unavailable)
-        )
-        leader = state.leader
-        if leader == NO_LEADER:
-            leader = _elect(state.replicas, isr, unavailable)
-        record = _change_record(topic.topic_id, state, isr, leader)
-        if record is not None:
-            records.append(record)
+    for topic in image.topics_by_id.values():
+        for state in topic.partitions.values():
+            if broker_id not in state.replicas:
+                continue
+            # The broker rejoins; a fenced broker kept as the last member leaves, so fenced
+            # brokers only ever remain in an ISR as its sole member.
+            isr = tuple(
+                r
+                for r in state.replicas
+                if r == broker_id or (r in state.isr and r not in unavailable)
+            )
+            leader = state.leader
+            if leader == NO_LEADER:
+                leader = _elect(state.replicas, isr, unavailable)
+            record = _change_record(topic.topic_id, state, isr, leader)
+            if record is not None:
+                records.append(record)
     return records
 
 

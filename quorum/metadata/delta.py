@@ -703,63 +703,7 @@ class MetadataDelta:
             )
             if self._acls
             else image.acls,
-            partitions_by_broker=self._apply_broker_index(),
         )
-
-    def _apply_broker_index(self) -> Mapping[int, Mapping[Uuid, frozenset[int]]]:
-        """``partitions_by_broker`` after this delta: only partitions whose replicas changed
-        (created, reassigned, removed with their topic) move in the index."""
-        image = self._image
-        added: dict[int, dict[Uuid, set[int]]] = {}
-        dropped: dict[int, dict[Uuid, set[int]]] = {}
-
-        def note(into: dict[int, dict[Uuid, set[int]]], brokers: Iterable[int], tid: Uuid,
-                 partition: int) -> None:  # fmt: skip
-            for broker_id in brokers:
-                into.setdefault(broker_id, {}).setdefault(tid, set()).add(partition)
-
-        for topic_id, change in self._topics.items():
-            base = change.base
-            for partition, state in change.partitions.items():
-                old = None if base is None else base.partitions.get(partition)
-                if old is not None and old.replicas == state.replicas:
-                    continue
-                if old is not None:
-                    note(dropped, set(old.replicas) - set(state.replicas), topic_id, partition)
-                    note(added, set(state.replicas) - set(old.replicas), topic_id, partition)
-                else:
-                    note(added, state.replicas, topic_id, partition)
-        for topic_id in self._removed:
-            old_topic = image.topics_by_id.get(topic_id)
-            if old_topic is None:
-                continue
-            for partition, state in old_topic.partitions.items():
-                note(dropped, state.replicas, topic_id, partition)
-        index = image.partitions_by_broker
-        if not added and not dropped:
-            return index
-        puts: dict[int, Mapping[Uuid, frozenset[int]]] = {}
-        removes: list[int] = []
-        for broker_id in added.keys() | dropped.keys():
-            topics = index.get(broker_id, empty_map())
-            topic_puts: dict[Uuid, frozenset[int]] = {}
-            topic_removes: list[Uuid] = []
-            changed = added.get(broker_id, {}).keys() | dropped.get(broker_id, {}).keys()
-            for topic_id in changed:
-                partitions = (
-                    topics.get(topic_id, frozenset())
-                    - dropped.get(broker_id, {}).get(topic_id, set())
-                ) | added.get(broker_id, {}).get(topic_id, set())
-                if partitions:
-                    topic_puts[topic_id] = frozenset(partitions)
-                else:
-                    topic_removes.append(topic_id)
-            updated = _updated(topics, topic_puts, topic_removes)
-            if updated:
-                puts[broker_id] = updated
-            else:
-                removes.append(broker_id)
-        return _updated(index, puts, removes)
 
     def _apply_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
         base = self._image.broker_configs

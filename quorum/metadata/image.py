@@ -432,13 +432,6 @@ class MetadataImage:
     acls: Mapping[Uuid, AclBinding] = field(default_factory=empty_map)
     """Every ACL by id (``AccessControlEntryRecord``s, docs/authorization.md)."""
 
-    partitions_by_broker: Mapping[int, Mapping[Uuid, frozenset[int]]] = field(
-        default_factory=empty_map
-    )
-    """broker id -> topic id -> the partitions of that topic the broker is a replica of (Kafka's
-    ``BrokersToIsrs``, by replica): fencing and unfencing a broker visit its own partitions, not
-    every partition of the cluster. Derived from the partitions by replay."""
-
     EMPTY: ClassVar[MetadataImage]
 
     __hash__ = None  # type: ignore[assignment]
