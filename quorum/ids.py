@@ -14,7 +14,7 @@ import binascii
 import random as _random
 import re
 import uuid as _uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 UUID_BYTES: Final = 16
@@ -36,12 +36,20 @@ class Uuid:
 
     most_significant_bits: int
     least_significant_bits: int
+    # The hash, computed once: images key millions of entries by topic id, and the hash the
+    # dataclass would generate builds a tuple on every dict lookup.
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("most_significant_bits", "least_significant_bits"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value < 1 << 64:
                 raise InvalidUuidError(f"{name} must be an unsigned 64-bit int, got {value!r}")
+        most, least = self.most_significant_bits, self.least_significant_bits
+        object.__setattr__(self, "_hash", hash((most, least)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     # ----- construction -------------------------------------------------------------------
 

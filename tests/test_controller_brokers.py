@@ -12,12 +12,17 @@ from quorum.controller.requests import (
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    DeleteTopic,
+    DeleteTopicsRequest,
     RegisterBrokerRequest,
 )
 from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
-from quorum.metadata.image import NO_LEADER, PartitionImage
+from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
 from quorum.metadata.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -383,3 +388,60 @@ def test_forgetting_sessions_at_a_new_term_fences_nobody_heard_by_another_leader
     assert h.sm.fence_stale_brokers(now_ms=h.now_ms, next_offset=h.next_offset).records == ()
     h.now_ms += SESSION_MS + 1  # a fresh session still expires
     assert fence(h) == (0, 1, 2)
+
+
+def _index_by_scan(image: MetadataImage) -> dict[int, dict[Uuid, frozenset[int]]]:
+    found: dict[int, dict[Uuid, set[int]]] = {}
+    for topic in image.topics_by_id.values():
+        for state in topic.partitions.values():
+            for broker_id in state.replicas:
+                found.setdefault(broker_id, {}).setdefault(topic.topic_id, set()).add(
+                    state.partition
+                )
+    return {b: {t: frozenset(p) for t, p in topics.items()} for b, topics in found.items()}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_broker_index_follows_the_latest_image(seed: int) -> None:
+    """The active controller's ``BrokerPartitionIndex`` (what fencing and unfencing visit)
+    equals a scan of every partition of its latest image after any mix of creates, deletes,
+    partition growth, fences, unfences, proposals held pending and lost leaderships."""
+    rng = random.Random(seed)
+    h = make_cluster()
+    names = [f"i{i}" for i in range(5)]
+    for step in range(80):
+        image = h.sm.latest_image
+        live = [n for n in names if image.topic_by_name(n) is not None]
+        hold = rng.random() < 0.3
+        choice = rng.random()
+        if choice < 0.4:
+            topic = CreatableTopic(rng.choice(names), rng.randint(1, 4), rng.randint(1, 3))
+            h.propose(
+                h.sm.create_topics(
+                    CreateTopicsRequest((topic,)), next_offset=h.next_offset, new_topic_id=h.new_id
+                ),
+                hold=hold,
+            )
+        elif choice < 0.55 and live:
+            delete = DeleteTopicsRequest((DeleteTopic(rng.choice(live), ZERO_UUID),))
+            h.propose(h.sm.delete_topics(delete, next_offset=h.next_offset), hold=hold)
+        elif choice < 0.7 and live:
+            name = rng.choice(live)
+            count = len(image.topic_by_name(name).partitions) + rng.randint(1, 2)  # type: ignore[union-attr]
+            grow = CreatePartitionsRequest((CreatePartitionsTopic(name, count),))
+            h.propose(h.sm.create_partitions(grow, next_offset=h.next_offset), hold=hold)
+        elif choice < 0.8:
+            h.now_ms += SESSION_MS + 1  # every session expires but two
+            keep_alive(h, *rng.sample([0, 1, 2], 2))
+            fence(h)
+        elif choice < 0.9:
+            for broker_id in (0, 1, 2):
+                if h.sm.latest_image.brokers[broker_id].fenced:
+                    h.heartbeat(broker_id)
+        elif h.held:
+            h.lose_leadership()
+        if not hold and rng.random() < 0.5:
+            h.commit_held()
+        assert h.sm._index.as_dict() == _index_by_scan(h.sm.latest_image), (
+            f"seed {seed}, step {step}"
+        )

@@ -37,7 +37,9 @@ Rules (docs/architecture.md#the-controller):
   elect their first unfenced in-sync replica. Invariant: a fenced broker is in an ISR only as
   its sole member, and never leads.
 
-Fencing and unfencing scan every partition: O(partitions) per event, which is rare. The records
+Fencing and unfencing visit the broker's own partitions, from the active controller's
+``BrokerPartitionIndex`` (Kafka's ``BrokersToIsrs``; without one, an index of the image is built
+first, O(partitions)). The records
 of one result are ordered so a split at any point leaves a safe state: partition changes before
 ``FenceBrokerRecord``, ``UnfenceBrokerRecord`` before partition changes.
 """
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from quorum.controller.broker_index import BrokerPartitionIndex
 from quorum.controller.names import quote
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
@@ -146,51 +149,53 @@ def _change_record(
     )
 
 
-def fencing_changes(image: MetadataImage, broker_ids: Iterable[int]) -> list[PartitionChangeRecord]:
-    """Changes taking ``broker_ids`` (in order) out of ISRs and leadership, one per partition."""
+def fencing_changes(
+    image: MetadataImage, broker_ids: Iterable[int], index: BrokerPartitionIndex | None = None
+) -> list[PartitionChangeRecord]:
+    """Changes taking ``broker_ids`` (in order) out of ISRs and leadership, one per partition.
+    ``index``: the image's ``BrokerPartitionIndex`` (None: built here)."""
     leaving = list(broker_ids)
     if not leaving:
         return []
     leaving_set = set(leaving)
     unavailable = {b.broker_id for b in image.brokers.values() if b.fenced} | leaving_set
     records: list[PartitionChangeRecord] = []
-    for topic in image.topics_by_id.values():
-        for state in topic.partitions.values():
-            if leaving_set.isdisjoint(state.isr):
-                continue  # the leader is in the ISR (or -1): nothing to change here
-            isr, leader = state.isr, state.leader
-            for broker_id in leaving:
-                if broker_id in isr:
-                    isr = tuple(r for r in isr if r != broker_id) or isr  # keep the last one
-                    if leader == broker_id:
-                        leader = _elect(state.replicas, isr, unavailable)
-            record = _change_record(topic.topic_id, state, isr, leader)
-            if record is not None:
-                records.append(record)
+    index = BrokerPartitionIndex(image) if index is None else index
+    for topic, state in index.partitions_of(image, leaving):
+        if leaving_set.isdisjoint(state.isr):
+            continue  # the leader is in the ISR (or -1): nothing to change here
+        isr, leader = state.isr, state.leader
+        for broker_id in leaving:
+            if broker_id in isr:
+                isr = tuple(r for r in isr if r != broker_id) or isr  # keep the last one
+                if leader == broker_id:
+                    leader = _elect(state.replicas, isr, unavailable)
+        record = _change_record(topic.topic_id, state, isr, leader)
+        if record is not None:
+            records.append(record)
     return records
 
 
-def unfencing_changes(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
-    """Changes putting ``broker_id`` back in the ISRs it replicates, electing leaders if none."""
+def unfencing_changes(
+    image: MetadataImage, broker_id: int, index: BrokerPartitionIndex | None = None
+) -> list[PartitionChangeRecord]:
+    """Changes putting ``broker_id`` back in the ISRs it replicates, electing leaders if none.
+    ``index``: the image's ``BrokerPartitionIndex`` (None: built here)."""
     unavailable = {b.broker_id for b in image.brokers.values() if b.fenced} - {broker_id}
     records: list[PartitionChangeRecord] = []
-    for topic in image.topics_by_id.values():
-        for state in topic.partitions.values():
-            if broker_id not in state.replicas:
-                continue
-            # The broker rejoins; a fenced broker kept as the last member leaves, so fenced
-            # brokers only ever remain in an ISR as its sole member.
-            isr = tuple(
-                r
-                for r in state.replicas
-                if r == broker_id or (r in state.isr and r not in unavailable)
-            )
-            leader = state.leader
-            if leader == NO_LEADER:
-                leader = _elect(state.replicas, isr, unavailable)
-            record = _change_record(topic.topic_id, state, isr, leader)
-            if record is not None:
-                records.append(record)
+    index = BrokerPartitionIndex(image) if index is None else index
+    for topic, state in index.partitions_of(image, [broker_id]):
+        # The broker rejoins; a fenced broker kept as the last member leaves, so fenced
+        # brokers only ever remain in an ISR as its sole member.
+        isr = tuple(
+            r for r in state.replicas if r == broker_id or (r in state.isr and r not in unavailable)
+        )
+        leader = state.leader
+        if leader == NO_LEADER:
+            leader = _elect(state.replicas, isr, unavailable)
+        record = _change_record(topic.topic_id, state, isr, leader)
+        if record is not None:
+            records.append(record)
     return records
 
 
@@ -204,6 +209,7 @@ def register_broker(
     *,
     next_offset: int,
     now_ms: int,
+    index: BrokerPartitionIndex | None = None,
 ) -> ControllerResult[RegisterBrokerResponse]:
     """Possible codes: NONE, INVALID_REQUEST, DUPLICATE_BROKER_REGISTRATION."""
     broker_id = request.broker_id
@@ -240,7 +246,7 @@ def register_broker(
                     "session has expired",
                 )
         if not existing.fenced:
-            records.extend(fencing_changes(image, [broker_id]))
+            records.extend(fencing_changes(image, [broker_id], index))
     broker_epoch = next_offset + len(records)
     records.append(
         RegisterBrokerRecord(
@@ -268,6 +274,7 @@ def broker_heartbeat(
     request: BrokerHeartbeatRequest,
     *,
     now_ms: int,
+    index: BrokerPartitionIndex | None = None,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
     """Possible codes: NONE, STALE_BROKER_EPOCH."""
     existing = image.brokers.get(request.broker_id)
@@ -295,7 +302,7 @@ def broker_heartbeat(
         sessions.end(request.broker_id)
         records: list[MetadataRecord] = []
         if not existing.fenced:
-            records.extend(fencing_changes(image, [existing.broker_id]))
+            records.extend(fencing_changes(image, [existing.broker_id], index))
             records.append(
                 FenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
             )
@@ -312,7 +319,7 @@ def broker_heartbeat(
     records = [
         UnfenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
     ]
-    records.extend(unfencing_changes(image, existing.broker_id))
+    records.extend(unfencing_changes(image, existing.broker_id, index))
     return ControllerResult(
         tuple(records), BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False), is_atomic=False
     )
@@ -324,6 +331,7 @@ def fence_stale_brokers(
     *,
     now_ms: int,
     max_brokers: int | None = None,
+    index: BrokerPartitionIndex | None = None,
 ) -> ControllerResult[tuple[int, ...]]:
     """Fence unfenced brokers whose session expired, the longest silent first, at most
     ``max_brokers`` of them (None: all); the response lists them in id order. The active
@@ -343,7 +351,7 @@ def fence_stale_brokers(
     if max_brokers is not None:
         stale.sort(key=lambda b: (sessions.last_contact_ms(b), b))
         stale = sorted(stale[:max_brokers])
-    records: list[MetadataRecord] = list(fencing_changes(image, stale))
+    records: list[MetadataRecord] = list(fencing_changes(image, stale, index))
     records.extend(
         FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch) for b in stale
     )

@@ -42,6 +42,7 @@ from quorum.controller import brokers as broker_ops
 from quorum.controller import partitions as partition_ops
 from quorum.controller import topics as topic_ops
 from quorum.controller.acls import AclOutcome
+from quorum.controller.broker_index import BrokerPartitionIndex
 from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
@@ -100,6 +101,9 @@ class ControllerStateMachine:
         # (base offset, last offset, latest image after it) of each pending proposal
         self._pending: deque[tuple[int, int, MetadataImage]] = deque()
         self._sessions = broker_ops.BrokerSessions(config.broker_session_timeout_ms)
+        # Which partitions each broker replicates in ``_latest`` (fencing and unfencing visit
+        # a broker's own partitions): moved by every delta that changes ``_latest``.
+        self._index = BrokerPartitionIndex(image)
 
     # ----- images -----------------------------------------------------------------------------
 
@@ -121,6 +125,8 @@ class ControllerStateMachine:
         delta.replay_batch(batch)
         self._committed = delta.apply()
         pending = self._pending
+        if not pending:  # the latest image is the committed one: its index moves too
+            self._index.move(*delta.replica_moves())
         if pending and _changes_metadata(batch):
             # While proposals are pending, a committed batch that changes metadata must start
             # inside the oldest of them (one batch may carry several proposals, and a
@@ -174,6 +180,7 @@ class ControllerStateMachine:
         for index, record in enumerate(records):
             delta.replay(record, base_offset + index)
         self._latest = delta.apply()
+        self._index.move(*delta.replica_moves())
         self._pending.append((base_offset, base_offset + len(records) - 1, self._latest))
 
     def reset_to_image(self, image: MetadataImage) -> None:
@@ -182,6 +189,7 @@ class ControllerStateMachine:
         self._latest = image
         self._pending.clear()
         self._sessions.clear()
+        self._index.rebuild(image)
 
     def forget_broker_sessions(self) -> None:
         """A new term of leadership starts: heartbeats seen in an earlier term say nothing about
@@ -190,6 +198,8 @@ class ControllerStateMachine:
 
     def reset_to_committed(self) -> None:
         """Forget uncommitted proposals and broker sessions (leadership lost or resigned)."""
+        if self._latest is not self._committed:
+            self._index.rebuild(self._committed)  # O(partitions), once per lost leadership
         self._latest = self._committed
         self._pending.clear()
         self._sessions.clear()
@@ -279,7 +289,12 @@ class ControllerStateMachine:
         DUPLICATE_BROKER_REGISTRATION."""
         self._check_next_offset(next_offset)
         return broker_ops.register_broker(
-            self._latest, self._sessions, request, next_offset=next_offset, now_ms=now_ms
+            self._latest,
+            self._sessions,
+            request,
+            next_offset=next_offset,
+            now_ms=now_ms,
+            index=self._index,
         )
 
     def broker_heartbeat(
@@ -287,7 +302,9 @@ class ControllerStateMachine:
     ) -> ControllerResult[BrokerHeartbeatResponse]:
         """See ``quorum.controller.brokers``. Codes: NONE, STALE_BROKER_EPOCH."""
         self._check_next_offset(next_offset)
-        return broker_ops.broker_heartbeat(self._latest, self._sessions, request, now_ms=now_ms)
+        return broker_ops.broker_heartbeat(
+            self._latest, self._sessions, request, now_ms=now_ms, index=self._index
+        )
 
     def fence_stale_brokers(
         self, *, now_ms: int, next_offset: int, max_brokers: int | None = None
@@ -297,7 +314,7 @@ class ControllerStateMachine:
         partitions lose them from ISRs and move leadership."""
         self._check_next_offset(next_offset)
         return broker_ops.fence_stale_brokers(
-            self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers
+            self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers, index=self._index
         )
 
     def next_session_expiry_ms(self) -> int | None:

@@ -705,6 +705,42 @@ class MetadataDelta:
             else image.acls,
         )
 
+    def replica_moves(self) -> tuple[dict[int, dict[Uuid, int]], dict[int, dict[Uuid, int]]]:
+        """Where replicas came and went in this delta, as (added, dropped): broker id -> topic
+        id -> bit mask of partitions (bit p: partition p). Only partitions whose replicas
+        changed count (created, reassigned, removed with their topic): what keeps the active
+        controller's broker index (``quorum.controller.broker_index``) in step, at the cost
+        of the changes, not of the image."""
+        added: dict[int, dict[Uuid, int]] = {}
+        dropped: dict[int, dict[Uuid, int]] = {}
+        for topic_id, change in self._topics.items():
+            if change.base is None:  # created here: every replica is new (the common case)
+                masks: dict[int, int] = {}
+                for partition, state in change.partitions.items():
+                    bit = 1 << partition
+                    for broker_id in state.replicas:
+                        masks[broker_id] = masks.get(broker_id, 0) | bit
+                for broker_id, mask in masks.items():
+                    topics = added.get(broker_id)
+                    if topics is None:
+                        topics = added[broker_id] = {}
+                    topics[topic_id] = mask
+                continue
+            base = change.base.partitions
+            for partition, state in change.partitions.items():
+                old = base.get(partition)
+                if old is None:
+                    _note(added, state.replicas, topic_id, partition)
+                elif old.replicas != state.replicas:
+                    _note(added, set(state.replicas) - set(old.replicas), topic_id, partition)
+                    _note(dropped, set(old.replicas) - set(state.replicas), topic_id, partition)
+        for topic_id in self._removed:
+            old_topic = self._image.topics_by_id.get(topic_id)
+            if old_topic is not None:
+                for partition, state in old_topic.partitions.items():
+                    _note(dropped, state.replicas, topic_id, partition)
+        return added, dropped
+
     def _apply_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
         base = self._image.broker_configs
         if not self._broker_configs:
@@ -843,6 +879,17 @@ def _with_fenced(broker: BrokerImage, *, fenced: bool) -> BrokerImage:
         rack=broker.rack,
         fenced=fenced,
     )
+
+
+def _note(
+    into: dict[int, dict[Uuid, int]], brokers: Iterable[int], topic_id: Uuid, partition: int
+) -> None:
+    bit = 1 << partition
+    for broker_id in brokers:
+        topics = into.get(broker_id)
+        if topics is None:
+            topics = into[broker_id] = {}
+        topics[topic_id] = topics.get(topic_id, 0) | bit
 
 
 def _updated(
