@@ -384,8 +384,12 @@ class FaultProxy:
             for connection in list(link._open):
                 connection.abort()
             link._notify()
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        if tasks:  # let them end here, not be destroyed pending when the loop closes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 2)
         for link in self.links():
             if link._server is not None:
                 with contextlib.suppress(Exception):
