@@ -32,16 +32,12 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
-from prometheus_client import Counter, Histogram
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
-from broker.kafka.apis import KafkaApis
-from broker.kafka.forwarding import Forwarder
-from broker.kafka.server import KafkaListenerServer, KafkaTls
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
@@ -58,14 +54,14 @@ from quorum.security.identity import CallerResolver
 from quorum.security.tls import KeyStore, PemFiles
 from quorum.server.admin_service import AdminServicer
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
-from quorum.server.metrics import (
-    GrpcMetricsInterceptor,
-    broker_families,
-    node_metrics,
-    reconciliation_metrics,
-    serve_metrics,
-)
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Histogram
+
+    from broker.kafka.apis import KafkaApis
+    from broker.kafka.server import KafkaListenerServer, KafkaTls
+    from quorum.server.metrics import NodeMetrics
 
 REGISTER_RETRY_S = 0.5
 # Controlled shutdown (Kafka's): on a stop signal a registered broker asks the active
@@ -167,15 +163,23 @@ class BrokerNode:
         self.image_changed = asyncio.Event()
         self._removed: set[tuple[Uuid, int]] = set()
         self.stats = ReconcileStats()
-        # Prometheus metrics (metrics.listener; docs/operating.md#metrics).
-        self.metrics = node_metrics(config, self.raft, "broker")
         # log dir -> (directories, bytes) in its deleting/, as of the last scan or run.
         self.pending_deletions: dict[str, tuple[int, int]] = {}
+        # Prometheus metrics (metrics.listener; docs/operating.md#metrics). The module (and
+        # prometheus_client, 12 MB of RSS) is imported only by nodes that serve them.
+        self.metrics: NodeMetrics | None = None
         self._reconciliations: tuple[Counter, Histogram] | None = None
-        if self.metrics is not None:
-            self._reconciliations = reconciliation_metrics(self.metrics.registry)
-            self.metrics.add_source(
-                self._read_metrics, lambda data: broker_families(data, wall_ms())
+        interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+        if config.metrics_listener is not None:
+            from quorum.server import metrics as prometheus  # noqa: PLC0415 - metrics only
+
+            metrics = prometheus.node_metrics(config, self.raft, "broker")
+            assert metrics is not None  # metrics.listener is set
+            self.metrics = metrics
+            interceptors = (prometheus.GrpcMetricsInterceptor(metrics),)
+            self._reconciliations = prometheus.reconciliation_metrics(metrics.registry)
+            metrics.add_source(
+                self._read_metrics, lambda data: prometheus.broker_families(data, wall_ms())
             )
         self.grpc = GrpcServer(
             config.listener,
@@ -183,18 +187,23 @@ class BrokerNode:
             self.log,
             security=self.raft.security,
             health_listener=config.health_listener,
-            interceptors=() if self.metrics is None else (GrpcMetricsInterceptor(self.metrics),),
+            interceptors=interceptors,
         )
-        self.kafka_listeners = [
-            KafkaListenerServer(
-                listener,
-                self._kafka_apis(),
-                CallerResolver(config.ssl_principal_mapping_rules),
-                tls=self._kafka_tls() if config.protocol_of(listener) == SSL else None,
-                logger=self.log,
-            )
-            for listener in config.kafka_listeners
-        ]
+        self.kafka_listeners: list[KafkaListenerServer] = []
+        if config.kafka_listeners:
+            # The Kafka codec (kio) is imported only by brokers with a Kafka listener.
+            from broker.kafka.server import KafkaListenerServer  # noqa: PLC0415
+
+            self.kafka_listeners = [
+                KafkaListenerServer(
+                    listener,
+                    self._kafka_apis(),
+                    CallerResolver(config.ssl_principal_mapping_rules),
+                    tls=self._kafka_tls() if config.protocol_of(listener) == SSL else None,
+                    logger=self.log,
+                )
+                for listener in config.kafka_listeners
+            ]
 
     # ----- metadata -------------------------------------------------------------------------
 
@@ -434,6 +443,9 @@ class BrokerNode:
     # ----- Kafka listeners (docs/kafka-listener.md) -----------------------------------------
 
     def _kafka_apis(self) -> KafkaApis:
+        from broker.kafka.apis import KafkaApis  # noqa: PLC0415
+        from broker.kafka.forwarding import Forwarder  # noqa: PLC0415
+
         return KafkaApis(
             broker_id=self.broker_id,
             cluster_id=self.cluster_id,
@@ -447,6 +459,8 @@ class BrokerNode:
 
     def _kafka_tls(self) -> KafkaTls:
         """The node's keystore and truststore serve its SSL Kafka listeners too."""
+        from broker.kafka.server import KafkaTls  # noqa: PLC0415
+
         files = self.raft.security.files
         if files is None:  # the gRPC listener is PLAINTEXT: load them here
             config = self.config
@@ -533,6 +547,8 @@ class BrokerNode:
         self._count_pending_deletions()
         await self.grpc.start(self._add_servicers, cluster_id=self.cluster_id)
         if self.metrics is not None:
+            from quorum.server.metrics import serve_metrics  # noqa: PLC0415
+
             serve_metrics(self.metrics, self.config, self.log)
         tasks = {
             asyncio.create_task(self.driver.run(), name="raft-observer"),

@@ -672,9 +672,7 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
     process until it stops. Start-up refusals become a one-line error."""
     import asyncio
 
-    from broker.server import run_broker
     from quorum.logs import configure_logging
-    from quorum.server.controller import run_controller
     from quorum.server.raft_manager import StartupError
 
     config = config_from_args(args)
@@ -690,7 +688,11 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
     import signal
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    run = run_controller if role == "controller" else run_broker
+    # Only the role's own modules: a controller needs no Kafka codec, a broker no controller.
+    if role == "controller":
+        from quorum.server.controller import run_controller as run
+    else:
+        from broker.server import run_broker as run
     try:
         return asyncio.run(run(config))
     except StartupError as exc:

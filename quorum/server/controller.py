@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -29,15 +30,11 @@ from quorum.security.identity import CallerResolver
 from quorum.server.admin_service import AdminServicer
 from quorum.server.driver import ShuttingDownError
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
-from quorum.server.metrics import (
-    GrpcMetricsInterceptor,
-    controller_families,
-    node_metrics,
-    serve_metrics,
-    wall_ms,
-)
 from quorum.server.raft_manager import RaftManager, stop_on_signals
 from quorum.server.service import QuorumServicer
+
+if TYPE_CHECKING:
+    from quorum.server.metrics import NodeMetrics
 
 # A leader waits at most this long for a successor before it exits anyway.
 RESIGN_WAIT_S = 2.0
@@ -72,8 +69,16 @@ class ControllerNode:
         self.driver = self.raft.driver
         if image.metadata_topic_id is not None:
             self.node.set_metadata_topic_id(image.metadata_topic_id)
-        # Prometheus metrics (metrics.listener; docs/operating.md#metrics).
-        self.metrics = node_metrics(config, self.raft, "controller")
+        # Prometheus metrics (metrics.listener; docs/operating.md#metrics). The module (and
+        # prometheus_client, 12 MB of RSS) is imported only by nodes that serve them.
+        self.metrics: NodeMetrics | None = None
+        interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
+        if config.metrics_listener is not None:
+            from quorum.server import metrics as prometheus  # noqa: PLC0415 - metrics only
+
+            self.metrics = prometheus.node_metrics(config, self.raft, "controller")
+            assert self.metrics is not None  # metrics.listener is set
+            interceptors = (prometheus.GrpcMetricsInterceptor(self.metrics),)
         # Kafka's TimedOutBrokerHeartbeatCount and NewActiveControllersCount.
         self.timed_out_heartbeats = 0
         self.new_active_controllers = 0
@@ -83,7 +88,7 @@ class ControllerNode:
             self.log,
             security=self.raft.security,
             health_listener=config.health_listener,
-            interceptors=() if self.metrics is None else (GrpcMetricsInterceptor(self.metrics),),
+            interceptors=interceptors,
         )
         self._serving: bool | None = None
         self.state_machine = ControllerStateMachine(
@@ -100,6 +105,8 @@ class ControllerNode:
         self._leading_epoch: int | None = None
         self._metadata_topic_task: asyncio.Task[None] | None = None
         if self.metrics is not None:
+            from quorum.server.metrics import controller_families, wall_ms  # noqa: PLC0415
+
             metrics = self.metrics
             self.driver.on_operation_timed = metrics.observe_operation
             metrics.add_source(
@@ -278,6 +285,8 @@ class ControllerNode:
     async def run(self, stop: asyncio.Event) -> None:
         await self.grpc.start(self._add_servicers, cluster_id=self.cluster_id)
         if self.metrics is not None:
+            from quorum.server.metrics import serve_metrics  # noqa: PLC0415
+
             serve_metrics(self.metrics, self.config, self.log)
         driver_task = asyncio.create_task(self.driver.run(), name="raft-driver")
         fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
