@@ -142,6 +142,9 @@ PREFERRED_SUCCESSORS_MAX: Final = 1_000
 # choice: a new controller catches a 100 MB log up in seconds on a LAN; ten minutes leaves room
 # for a slow link without letting one forgotten request block every other change for long.
 VOTER_CHANGE_TIMEOUT_MS_MAX: Final = 600_000
+# Endpoints one voter may name in AddRaftVoter / UpdateRaftVoter (one per listener; Kafka has no
+# bound, ours keeps a VotersRecord small).
+VOTER_ENDPOINTS_MAX: Final = 16
 
 assert 0 < EPOCH_MAX < INT32_MAX
 assert FETCH_PURGATORY_MAX <= INBOX_ENVELOPES_MAX

@@ -251,6 +251,10 @@ class ControllerNode:
                 leader_stub=raft.peers.stub,
                 snapshot_dir=raft.directory,
                 callers=callers,
+                # KIP-853: leader endpoints, and who may add or remove voters.
+                peers=raft.peers,
+                authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
+                image=lambda: self.state_machine.committed_image,
             ),
             server,
         )
@@ -259,7 +263,7 @@ class ControllerNode:
                 self.driver,
                 self.state_machine,
                 cluster_id=self.cluster_id,
-                voters=self.config.controller_quorum_voters,
+                voters=raft.peers.voter_addresses,  # live: the voter set may change (KIP-853)
                 controller_ready=self.controller_ready,
                 # Brokers forward their Kafka clients' writes with the client's principal
                 # (KIP-590; docs/security.md#forwarded-requests).
