@@ -19,8 +19,8 @@ loopback settings for local runs are not applied.
 
 Outputs in ``--out``: one Parquet directory per job (``topic_lifecycle/``, ``name_reuse/``,
 ``partitions_per_broker_over_time/``, ``leadership_timeline/``, ``broker_events/``,
-``state_as_of/``, ``voters_as_of/``), ``report.md`` and its PNG plots. The decoded log is persisted once
-(memory, then disk) and every job runs on it.
+``state_as_of/``, ``voters_as_of/``), ``report.md`` and its PNG plots. The decoded log is
+persisted once (memory, then disk) and every job runs on it.
 
 Snapshots. By default (``include_snapshots=None``, no flag) the ``.checkpoint`` files are read
 too exactly when the log does not start at offset 0: a controller deletes the segments before
