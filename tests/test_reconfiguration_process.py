@@ -277,3 +277,18 @@ def test_wiped_controller_cannot_vote_until_added_again(tmp_path: Path) -> None:
             lambda: cluster.leader([leader, victim]), 30, "a leader elected with the new replica"
         )
         assert new_leader in (leader, victim)
+
+
+def test_auto_join_adds_a_controller_once_caught_up(tmp_path: Path) -> None:
+    """controller.quorum.auto.join.enable (Kafka 4.1): a controller formatted to join adds
+    itself (its own certificate may add its own id), and is then a voter."""
+    with process_cluster(tmp_path, voters=2, dynamic=True) as cluster:
+        cluster.format(1, extra=["--standalone"])
+        cluster.format(2, extra=["--no-initial-controllers"])
+        config = cluster.nodes[2].config
+        config.write_text(config.read_text() + '"controller.quorum.auto.join.enable" = true\n')
+        cluster.start_all()
+        wait_until(lambda: cluster.leader([1]), 30, "controller 1 leading")
+        expected = {n: directory_id(cluster, n) for n in (1, 2)}
+        wait_until(lambda: voters_of(cluster, 1) == expected, 30, "controller 2 joining")
+        assert "auto_join_done" in cluster.logs(2)

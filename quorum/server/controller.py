@@ -280,6 +280,8 @@ class ControllerNode:
         if self.metrics is not None:
             serve_metrics(self.metrics, self.config, self.log)
         driver_task = asyncio.create_task(self.driver.run(), name="raft-driver")
+        if self.config.controller_quorum_auto_join_enable:  # KIP-853 (Kafka 4.1)
+            self.raft.spawn(self.raft.auto_join())
         fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
         stop_task = asyncio.create_task(stop.wait(), name="stop-signal")
         done, _ = await asyncio.wait(

@@ -23,14 +23,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from quorum import meta_properties
 from quorum.config import HostPort, NodeConfig, raft_config
 from quorum.ids import Uuid
 from quorum.limits import INT32_MAX
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import Record
-from quorum.raft.messages import SnapshotId
+from quorum.metadata.records import BrokerEndpoint, Record
+from quorum.raft.messages import AddRaftVoterRequest, SnapshotId
 from quorum.raft.node import Proposal, RaftNode, Ready
 from quorum.raft.voters import KRAFT_VERSION_DYNAMIC, KRAFT_VERSION_STATIC, VoterSet
 from quorum.security.tls import NodeSecurity
@@ -53,6 +55,10 @@ from quorum.storage.dirlock import (
 )
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
+# controller.quorum.auto.join.enable: how often a controller that is not a voter asks to be
+# added, and how long the leader may wait for it to catch up each time.
+AUTO_JOIN_RETRY_S = 1.0
+AUTO_JOIN_TIMEOUT_MS = 30_000
 
 
 class StartupError(Exception):
@@ -334,6 +340,45 @@ class RaftManager:
         )
         if not installed:
             self.metadata_load_errors += 1
+
+    async def auto_join(self) -> None:
+        """``controller.quorum.auto.join.enable`` (Kafka 4.1, KIP-853): a controller that is
+        not a voter of a dynamic quorum asks the leader, every ``AUTO_JOIN_RETRY_S``, to add
+        it (AddRaftVoter for itself, which its node certificate may send); the leader waits for
+        it to catch up. It stops once added, so a later remove-controller is not undone. A node
+        id that is a voter under another directory is left to the operator (remove it first)."""
+        node = self.node
+        directory_id = node.local_key.directory_id
+        listener = self.config.advertised(self.config.listener)
+        endpoint = BrokerEndpoint(listener.name, listener.host, listener.port)
+        while not node.is_voter:
+            await asyncio.sleep(AUTO_JOIN_RETRY_S)
+            leader = node.leader_id
+            if (
+                not node.is_dynamic
+                or directory_id is None
+                or leader is None
+                or node.node_id in node.voters
+                or node.is_voter
+            ):
+                continue
+            request = AddRaftVoterRequest(
+                self.cluster_id, node.node_id, directory_id, (endpoint,), AUTO_JOIN_TIMEOUT_MS
+            )
+            try:
+                answer, _ = await self.peers.send_voter_change(
+                    leader, request, AUTO_JOIN_TIMEOUT_MS / 1000 + 5
+                )
+            except (grpc.aio.AioRpcError, OSError) as exc:
+                self.log.info("auto_join_failed", leader_id=leader, reason=repr(exc))
+                continue
+            self.log.info(
+                "auto_join_answered",
+                leader_id=leader,
+                error=answer.error_code.name,
+                message=answer.error_message,
+            )
+        self.log.info("auto_join_done", voters=sorted(node.voters))
 
     def spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
         """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched)."""
