@@ -150,7 +150,9 @@ class BrokerNode:
         self._full_requested = False
         self.log_dirs = LogDirs(config.log_dirs, self.log)
         self.controllers = ControllerClient(
-            config.controller_quorum_voters, self.raft.security.client
+            config.controller_quorum_voters
+            or dict(enumerate(config.controller_quorum_bootstrap_servers)),
+            self.raft.security.client,
         )
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
@@ -507,7 +509,7 @@ class BrokerNode:
                 self.driver,
                 None,
                 cluster_id=self.cluster_id,
-                voters=self.config.controller_quorum_voters,
+                voters=self.raft.peers.voter_addresses,
                 controller_ready=lambda: False,
                 image=lambda: self.image,
                 serve_reads_without_offset=True,

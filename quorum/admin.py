@@ -113,7 +113,7 @@ from quorum.errors import (
 )
 from quorum.ids import UUID_BYTES, ZERO_UUID, Uuid
 from quorum.limits import ACL_REQUEST_ENTRIES_MAX
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.security.acl_wire import binding_from_proto, binding_to_proto, filter_to_proto
 from quorum.security.acls import AclBinding, AclBindingFilter
 from quorum.security.tls import ClientSecurity, SyncChannels
@@ -1057,6 +1057,64 @@ class AdminClient:
             raise UnknownServerError(f"malformed DescribeQuorum answer: {exc}") from exc
         return description
 
+    # ----- the voter set (KIP-853) -------------------------------------------------------------
+
+    def add_raft_voter(
+        self,
+        voter_id: int,
+        voter_directory_id: Uuid,
+        endpoints: Sequence[tuple[str, str, int]],
+        *,
+        timeout_s: float | None = None,
+    ) -> int:
+        """Add a controller to the voter set (Kafka's ``addRaftVoter``): it must run as an
+        observer (formatted with --no-initial-controllers) with this directory id; the leader
+        waits, within the call's timeout, for it to catch up, then commits the new voter set.
+        ``endpoints``: (listener name, host, port) where it serves Raft RPCs. Returns the high
+        watermark at which the change committed. Raises ``DuplicateVoterError``,
+        ``UnsupportedVersionError`` (a static quorum), ``RequestTimedOutError`` (another
+        change under way, or the controller did not catch up in time), ..."""
+        deadline = self._deadline(timeout_s)
+        timeout_ms = max(1, int((deadline - self._clock()) * 1000) - 1_000)
+        request = raft_pb2.AddRaftVoterRequest(
+            cluster_id="",
+            timeout_ms=timeout_ms,
+            voter_id=voter_id,
+            voter_directory_id=voter_directory_id.bytes,
+            endpoints=[
+                raft_pb2.VoterEndpoint(name=name, host=host, port=port)
+                for name, host, port in endpoints
+            ],
+        )
+        return self._voter_change("AddRaftVoter", request, deadline)
+
+    def remove_raft_voter(
+        self, voter_id: int, voter_directory_id: Uuid, *, timeout_s: float | None = None
+    ) -> int:
+        """Remove a voter (Kafka's ``removeRaftVoter``): both its id and its directory id must
+        match. A removed leader hands over once the removal commits. Returns the high watermark
+        at which the change committed. Raises ``VoterNotFoundError``, ..."""
+        deadline = self._deadline(timeout_s)
+        request = raft_pb2.RemoveRaftVoterRequest(
+            cluster_id="", voter_id=voter_id, voter_directory_id=voter_directory_id.bytes
+        )
+        return self._voter_change("RemoveRaftVoter", request, deadline)
+
+    def _voter_change(self, method: str, request: Any, deadline: float) -> int:
+        """Send a voter change to the leader; the cluster id comes from DescribeQuorum (a
+        client with a certificate is told it)."""
+        description = self.describe_quorum(timeout_s=max(0.1, deadline - self._clock()))
+        if not description.cluster_id:
+            raise AdminTransportError(
+                f"{method} needs the cluster id, which the quorum tells only a client with a "
+                "certificate (docs/security.md#what-a-node-may-claim)",
+                status="UNAUTHENTICATED",
+                failures=[],
+            )
+        request.cluster_id = description.cluster_id
+        response = self._call(method, request, deadline, mutation=True)
+        return int(response.high_watermark)
+
     # ----- ACLs (docs/authorization.md) ------------------------------------------------------
 
     def create_acls(
@@ -1136,7 +1194,7 @@ class AdminClient:
 
     def _invoke(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
         channel = self._channel(address)
-        if method == "DescribeQuorum":
+        if method in _QUORUM_SERVICE_METHODS:
             stub: Any = raft_pb2_grpc.QuorumServiceStub(channel)
         else:
             stub = admin_pb2_grpc.AdminServiceStub(channel)
@@ -1212,7 +1270,22 @@ class AdminClient:
                 last_error = NotLeaderOrFollowerError(message)
                 address = self._after(address)
                 continue
+            if method in _VOTER_CHANGE_METHODS and code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                # Voter changes go to the Raft leader (the active controller): follow it.
+                failures.append(f"{address}: NOT_LEADER_OR_FOLLOWER ({message})")
+                last_error = NotLeaderOrFollowerError(message)
+                endpoint = response.leader_endpoint or None
+                if endpoint is not None and endpoint != address:
+                    self._learn(endpoint)
+                    fresh_redirect = endpoint not in redirected_to
+                    redirected_to.add(endpoint)
+                    address = endpoint
+                else:
+                    address = self._after(address)
+                continue
             if code == ErrorCode.NONE:
+                if method in _VOTER_CHANGE_METHODS:
+                    return response
                 if mutation:
                     # Only the active controller accepts mutations: remember it.
                     self._controller = address
@@ -1274,6 +1347,10 @@ class AdminClient:
         if mutation:
             message += "; its outcome is unknown: describe the topics to find out"
         return AdminTimeoutError(message, status="DEADLINE_EXCEEDED", failures=failures)
+
+
+_VOTER_CHANGE_METHODS: Final = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
+_QUORUM_SERVICE_METHODS: Final = frozenset({"DescribeQuorum", *_VOTER_CHANGE_METHODS})
 
 
 # ----- per-topic mapping -------------------------------------------------------------------------

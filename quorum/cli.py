@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from quorum import meta_properties
 from quorum.config import ConfigError, NodeConfig, load_config
@@ -32,6 +32,9 @@ from quorum.meta_properties import (
     MetaPropertiesError,
     UnformattedDirectoryError,
 )
+from quorum.metadata.records import BrokerEndpoint
+from quorum.raft.voters import ReplicaKey, VoterNode, VoterSet
+from quorum.storage.bootstrap import partition_dir_of, write_bootstrap
 
 if TYPE_CHECKING:
     from quorum.storage.dirlock import DirLock
@@ -147,6 +150,31 @@ def add_storage_commands(subparsers: Subparsers) -> None:
         metavar="ID",
         help=f"the cluster id (e.g. from `{PROG} storage random-uuid`); the same for every node",
     )
+    initial = format_parser.add_mutually_exclusive_group()
+    initial.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="(a controller with controller.quorum.bootstrap.servers) format a one-controller "
+        "quorum whose voter set is in the log: this controller alone, to grow with "
+        "`quorum add-controller` (KIP-853). Never format two controllers of one cluster this way",
+    )
+    initial.add_argument(
+        "--initial-controllers",
+        "-I",
+        metavar="ID@HOST:PORT:DIRID,...",
+        help="(a controller with controller.quorum.bootstrap.servers) the first voters, each "
+        "as node id, address and directory id (`storage random-uuid`); this controller must be "
+        "among them and its directory gets the id given for it",
+    )
+    initial.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="(a controller with controller.quorum.bootstrap.servers) no voter set: this "
+        "controller starts as an observer and joins an existing quorum with "
+        "`quorum add-controller`",
+    )
     format_parser.add_argument(
         "--ignore-formatted",
         "-g",
@@ -176,6 +204,7 @@ def storage_format(args: argparse.Namespace) -> int:
     cluster_id = parse_cluster_id(args.cluster_id)
     ignore_formatted: bool = args.ignore_formatted
     config = config_from_args(args)
+    bootstrap = _bootstrap_voters(config, args)
     if config.cluster_id is not None and config.cluster_id != cluster_id:
         raise CommandError(
             f"--cluster-id {cluster_id} differs from cluster.id {config.cluster_id} in "
@@ -189,13 +218,100 @@ def storage_format(args: argparse.Namespace) -> int:
     # its directories, and format must not touch them. Held until the command ends.
     locks: list[DirLock] = []
     try:
-        return _format_locked(config, cluster_id, ignore_formatted, locks)
+        return _format_locked(config, cluster_id, ignore_formatted, locks, bootstrap)
     finally:
         release_all(locks)
 
 
+def _bootstrap_voters(
+    config: NodeConfig, args: argparse.Namespace
+) -> tuple[VoterSet | None, Uuid | None]:
+    """KIP-853's format modes: the bootstrap voter set to write (None: none) and the directory
+    id the metadata log directory must get (None: a random one). Kafka's rules: a controller of
+    a quorum whose voters are in the log (controller.quorum.bootstrap.servers) needs exactly one
+    of --standalone, --initial-controllers and --no-initial-controllers; a static quorum
+    (controller.quorum.voters) and a broker take none."""
+    standalone: bool = args.standalone
+    initial: str | None = args.initial_controllers
+    none_given: bool = args.no_initial_controllers
+    chosen = standalone or initial is not None or none_given
+    if chosen and not config.is_controller:
+        raise CommandError(
+            "--standalone, --initial-controllers and --no-initial-controllers are for "
+            "controllers; this node's process.roles has no 'controller'"
+        )
+    if chosen and not config.dynamic_quorum:
+        raise CommandError(
+            "--standalone, --initial-controllers and --no-initial-controllers format a quorum "
+            "whose voters are in the log; this config has the static controller.quorum.voters. "
+            "Replace it with controller.quorum.bootstrap.servers (host:port of controllers), or "
+            "drop the option to format a static quorum"
+        )
+    if config.is_controller and config.dynamic_quorum and not chosen:
+        raise CommandError(
+            "Because controller.quorum.voters is not set on this controller, give one of "
+            "--standalone (a new one-controller quorum), --initial-controllers (the first "
+            "voters) or --no-initial-controllers (a controller that will join a quorum)"
+        )
+    listener = config.advertised(config.listener)
+    if standalone:
+        directory_id = Uuid.random()
+        endpoint = BrokerEndpoint(listener.name, listener.host, listener.port)
+        return VoterSet([VoterNode(ReplicaKey(config.node_id, directory_id), (endpoint,))]), (
+            directory_id
+        )
+    if initial is not None:
+        voters = parse_initial_controllers(initial, listener.name)
+        me = voters.voter(config.node_id)
+        if me is None:
+            raise CommandError(
+                f"--initial-controllers {initial!r} does not name node.id {config.node_id}: "
+                "a controller formatted with it must be one of the initial voters (format the "
+                "others with --no-initial-controllers and add them later)"
+            )
+        return voters, me.key.directory_id
+    return None, None
+
+
+def parse_initial_controllers(text: str, listener_name: str) -> VoterSet:
+    """``1@host:port:DIRID,2@host:port:DIRID`` (Kafka's --initial-controllers) as a voter set
+    whose endpoints are on ``listener_name``."""
+    nodes: list[VoterNode] = []
+    example = "1@127.0.0.1:19091:pbvuBlaTTwKRxS5NLJwRFQ"
+    for entry in (e.strip() for e in text.split(",")):
+        node_id_text, at, rest = entry.partition("@")
+        address, colon, directory_text = rest.rpartition(":")
+        host, colon2, port_text = address.rpartition(":")
+        problem = ""
+        if not (at and colon and colon2 and host) or not node_id_text.isdigit():
+            problem = f"is not of the form id@host:port:directory-id, e.g. {example}"
+        elif not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+            problem = f"has port {port_text!r}, not a port from 1 to 65535"
+        if problem:
+            raise CommandError(f"--initial-controllers: {entry!r} {problem}")
+        node_id = int(node_id_text)
+        try:
+            directory_id = Uuid.parse(directory_text)
+        except InvalidUuidError:
+            raise CommandError(
+                f"--initial-controllers: {entry!r}: {directory_text!r} is not a directory id "
+                f"(22 characters of URL-safe base64, from `{PROG} storage random-uuid`)"
+            ) from None
+        if directory_id in RESERVED_UUIDS:
+            raise CommandError(f"--initial-controllers: {entry!r}: {directory_id} is reserved")
+        if any(n.node_id == node_id for n in nodes):
+            raise CommandError(f"--initial-controllers: node id {node_id} appears twice")
+        endpoint = BrokerEndpoint(listener_name, host.strip("[]"), int(port_text))
+        nodes.append(VoterNode(ReplicaKey(node_id, directory_id), (endpoint,)))
+    return VoterSet(nodes)
+
+
 def _format_locked(
-    config: NodeConfig, cluster_id: Uuid, ignore_formatted: bool, locks: list[DirLock]
+    config: NodeConfig,
+    cluster_id: Uuid,
+    ignore_formatted: bool,
+    locks: list[DirLock],
+    bootstrap: tuple[VoterSet | None, Uuid | None] = (None, None),
 ) -> int:
     from quorum.storage.dirlock import (
         LOCK_FILE_NAME,
@@ -266,13 +382,29 @@ def _format_locked(
     if not to_format:
         print("All of the log directories are already formatted.")
         return 0
+    voters, metadata_directory_id = bootstrap
     for directory in to_format:
-        kind = "metadata" if directory == config.metadata_log_dir else "data"
+        is_metadata = directory == config.metadata_log_dir
+        kind = "metadata" if is_metadata else "data"
         print(f"Formatting {kind} directory {directory} with metadata.version {METADATA_VERSION}.")
+        directory_id = Uuid.random()
+        if is_metadata and voters is not None:
+            # The voter set first, meta.properties last: a crash in between leaves a directory
+            # without meta.properties, which format refuses until --ignore-formatted (or
+            # emptying it) redoes both.
+            assert metadata_directory_id is not None
+            directory_id = metadata_directory_id
+            path = write_bootstrap(partition_dir_of(directory), voters)
+            print(
+                f"Wrote the bootstrap voter set {[str(k) for k in voters.voter_keys()]} "
+                f"(kraft.version 1) to {path}."
+            )
+        elif is_metadata and metadata_directory_id is not None:
+            directory_id = metadata_directory_id
         meta_properties.write(
             directory,
             MetaProperties(
-                cluster_id=cluster_id, node_id=config.node_id, directory_id=Uuid.random()
+                cluster_id=cluster_id, node_id=config.node_id, directory_id=directory_id
             ),
         )
     return 0
@@ -435,6 +567,65 @@ def add_quorum_commands(subparsers: Subparsers) -> None:
     )
     describe.set_defaults(handler=quorum_describe)
 
+    add = commands.add_parser(
+        "add-controller",
+        help="add a controller to the voter set (KIP-853)",
+        description="Add the controller whose config is given to the voter set, as "
+        "kafka-metadata-quorum add-controller does. It must run already, formatted with "
+        "--no-initial-controllers: the leader waits for it to catch up as an observer, then "
+        "commits the new voter set. Needs ALTER on the cluster.",
+    )
+    add_config_arguments(add)
+    add.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    add_command_config_argument(add, only_when_given=True)
+    add.add_argument(
+        "--timeout-s",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the controller to catch up and the change to commit "
+        "(default 120)",
+    )
+    add.set_defaults(handler=quorum_add_controller)
+
+    remove = commands.add_parser(
+        "remove-controller",
+        help="remove a voter from the voter set (KIP-853)",
+        description="Remove the voter with this node id and directory id, as "
+        "kafka-metadata-quorum remove-controller does (`quorum describe --status` shows both). "
+        "A removed leader hands over once the removal commits. Needs ALTER on the cluster.",
+    )
+    remove.add_argument(
+        "--controller-id", "-i", type=int, required=True, metavar="ID", help="its node id"
+    )
+    remove.add_argument(
+        "--controller-directory-id",
+        "-d",
+        required=True,
+        metavar="DIRID",
+        help="its directory id (directoryId in `quorum describe --status`)",
+    )
+    remove.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    add_command_config_argument(remove, only_when_given=True)
+    remove.add_argument(
+        "--timeout-s",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the change to commit (default 60)",
+    )
+    remove.set_defaults(handler=quorum_remove_controller)
+
 
 def quorum_describe(args: argparse.Namespace) -> int:
     # Imported here: loading gRPC costs every other command about a tenth of a second.
@@ -470,6 +661,75 @@ def quorum_describe(args: argparse.Namespace) -> int:
         )
     except QuorumDescribeError as exc:
         raise CommandError(str(exc)) from exc
+
+
+def _voter_admin(args: argparse.Namespace) -> Any:
+    from quorum.admin import AdminClient
+    from quorum.security.tls import command_security
+
+    bootstrap: str | None = args.bootstrap_controller
+    if bootstrap is None:
+        raise CommandError("--bootstrap-controller HOST:PORT is required")
+    timeout_s: float = args.timeout_s
+    return AdminClient(
+        bootstrap, security=command_security(args.command_config), timeout_s=timeout_s
+    )
+
+
+def quorum_add_controller(args: argparse.Namespace) -> int:
+    from quorum.errors import AdminError
+
+    config = config_from_args(args)
+    if not config.is_controller:
+        raise CommandError(
+            f"{config.describe_source()} is not a controller's config (process.roles has no "
+            "'controller'); only controllers can be voters"
+        )
+    properties = meta_properties.read(config.metadata_log_dir)
+    if properties.directory_id is None:
+        raise CommandError(
+            f"{config.metadata_log_dir}/{META_PROPERTIES_FILE} has no directory.id; format the "
+            f"controller with `{PROG} storage format --no-initial-controllers` first"
+        )
+    listener = config.advertised(config.listener)
+    endpoints = [(listener.name, listener.host, listener.port)]
+    with _voter_admin(args) as admin:
+        try:
+            admin.add_raft_voter(config.node_id, properties.directory_id, endpoints)
+        except AdminError as exc:
+            raise CommandError(f"could not add controller {config.node_id}: {exc}") from exc
+    print(
+        f"Added controller {config.node_id} with directory id {properties.directory_id} and "
+        f"endpoints: {listener.name}://{listener.host}:{listener.port}"
+    )
+    return 0
+
+
+def quorum_remove_controller(args: argparse.Namespace) -> int:
+    from quorum.errors import AdminError
+
+    controller_id: int = args.controller_id
+    directory_id = parse_directory_id(args.controller_directory_id)
+    with _voter_admin(args) as admin:
+        try:
+            admin.remove_raft_voter(controller_id, directory_id)
+        except AdminError as exc:
+            raise CommandError(f"could not remove controller {controller_id}: {exc}") from exc
+    print(f"Removed KRaft controller {controller_id} with directory id {directory_id}")
+    return 0
+
+
+def parse_directory_id(text: str) -> Uuid:
+    try:
+        directory_id = Uuid.parse(text)
+    except InvalidUuidError:
+        raise CommandError(
+            f"--controller-directory-id {text!r} is not a directory id (22 characters of "
+            "URL-safe base64, as `quorum describe --status` prints it)"
+        ) from None
+    if directory_id in RESERVED_UUIDS:
+        raise CommandError(f"--controller-directory-id {directory_id} is reserved")
+    return directory_id
 
 
 # ----- topics ------------------------------------------------------------------------------------

@@ -157,8 +157,9 @@ class NodeConfig:
     # What this node runs: "controller" (a voter of the metadata quorum), "broker" (an
     # observer that fetches the metadata log and keeps partition directories), or both.
     process_roles: frozenset[str]
-    # The static voter set, node id -> address of its listener. Every node needs it: voters to
-    # elect, brokers and tools to find the leader.
+    # The static voter set, node id -> address of its listener: voters to elect, brokers and
+    # tools to find the leader. Empty when controller.quorum.bootstrap.servers is given instead
+    # (a dynamic quorum, KIP-853); one of the two is required.
     controller_quorum_voters: Mapping[int, HostPort]
     # Where this node's gRPC server listens, then, on a broker, its Kafka wire-protocol
     # listeners; Kafka's listener keys pick the served one (see the module docstring).
@@ -172,6 +173,14 @@ class NodeConfig:
     # The cluster id this node must belong to. Optional: `storage format --cluster-id` writes
     # the id into meta.properties, which is what startup checks against.
     cluster_id: Uuid | None = None
+    # KIP-853: controllers to ask for the quorum (host:port each) when the voter set lives in
+    # the log (a quorum formatted with --standalone or --initial-controllers). With
+    # controller.quorum.voters also given (Kafka's example configs have both), the static
+    # voters are the voter set and these are only accepted.
+    controller_quorum_bootstrap_servers: tuple[HostPort, ...] = ()
+    # Kafka 4.1 (KIP-853 follow-up): a controller that is not a voter adds itself with
+    # AddRaftVoter once it has caught up as an observer.
+    controller_quorum_auto_join_enable: bool = False
     # T: a voter waits a random time in [T, 2T) without a leader before it starts an election.
     controller_quorum_election_timeout_ms: int = 1_000
     # A follower with no successful Fetch for this long starts an election (check-quorum for
@@ -248,9 +257,6 @@ class NodeConfig:
     # controller the first one that is among `listeners` is the served listener; on a
     # broker-only node none may be among its own listeners (Kafka's rule).
     controller_listener_names: tuple[str, ...] = ()
-    # Kafka's dynamic-quorum bootstrap list (KIP-853). Accepted next to the static
-    # controller.quorum.voters, which is what every node uses; alone it is refused.
-    controller_quorum_bootstrap_servers: tuple[HostPort, ...] = ()
     # The listener a broker-only node serves when `listeners` has several (Kafka's listener
     # between brokers).
     inter_broker_listener_name: str | None = None
@@ -349,6 +355,12 @@ class NodeConfig:
         return frozenset(self.controller_quorum_voters)
 
     @property
+    def dynamic_quorum(self) -> bool:
+        """Whether the voter set lives in the log (controller.quorum.bootstrap.servers given
+        instead of controller.quorum.voters, KIP-853)."""
+        return not self.controller_quorum_voters
+
+    @property
     def data_dirs(self) -> tuple[Path, ...]:
         """Every directory that holds a meta.properties: the metadata log dir, then log.dirs."""
         return tuple(dict.fromkeys((self.metadata_log_dir, *self.log_dirs)))
@@ -372,7 +384,10 @@ KEYS: Final[Mapping[str, str]] = {
     if f.name not in ("config_file", "ignored_keys")
 }
 assert not set(KEYS) & set(NOT_APPLICABLE_KEYS), set(KEYS) & set(NOT_APPLICABLE_KEYS)
-REQUIRED_KEYS: Final = ("node.id", "process.roles", "controller.quorum.voters", "listeners")
+REQUIRED_KEYS: Final = ("node.id", "process.roles", "listeners")
+# At least one of these says where the quorum is (KIP-853); with both, the static voters are
+# the voter set and the bootstrap servers only another way to find it.
+QUORUM_KEYS: Final = ("controller.quorum.voters", "controller.quorum.bootstrap.servers")
 
 # Lower bounds of the integer keys (all are at most INT32_MAX except the byte sizes).
 _INT_MINIMUMS: Final[Mapping[str, int]] = {
@@ -442,12 +457,16 @@ def _validate(config: NodeConfig) -> None:
         )
 
     voters = config.controller_quorum_voters
-    if not voters:
+    bootstrap = config.controller_quorum_bootstrap_servers
+    if not voters and not bootstrap:
         raise ConfigError(
             "controller.quorum.voters is empty; give every controller as id@host:port, "
-            "e.g. ['1@127.0.0.1:9093']",
+            "e.g. ['1@127.0.0.1:9093'], or give controller.quorum.bootstrap.servers "
+            "(host:port each) for a quorum whose voters are in the log (KIP-853)",
             key="controller.quorum.voters",
         )
+    for address in bootstrap:
+        _check_port("controller.quorum.bootstrap.servers", address.port, minimum=1)
     for voter_id, address in voters.items():
         _check_int("controller.quorum.voters", voter_id, minimum=0, maximum=INT32_MAX)
         _check_port("controller.quorum.voters", address.port, minimum=1)
@@ -460,7 +479,7 @@ def _validate(config: NodeConfig) -> None:
             key="controller.quorum.voters",
         )
     voter_list = _format_voters(voters)
-    if config.is_controller and config.node_id not in voters:
+    if config.is_controller and voters and config.node_id not in voters:
         raise ConfigError(
             f"node.id {config.node_id} is not among controller.quorum.voters ({voter_list}); "
             "a node whose process.roles includes 'controller' must be one of the voters: fix "
@@ -1043,18 +1062,16 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
                 "mean nothing here: quorum/config_kafka.py)",
                 key=key,
             )
-    if "controller.quorum.voters" not in settings and "controller.quorum.bootstrap.servers" in (
-        settings
-    ):
-        raise ConfigError(
-            "controller.quorum.voters is required: controller.quorum.bootstrap.servers alone "
-            "means a dynamic quorum (KIP-853), which is not supported; give the static voter "
-            "set, e.g. controller.quorum.voters=1@host1:9093,2@host2:9093,3@host3:9093",
-            key="controller.quorum.voters",
-        )
     for key in REQUIRED_KEYS:
         if key not in settings:
             raise ConfigError(f"{key} is required but missing; {_REQUIRED_HELP[key]}", key=key)
+    if not any(key in settings for key in QUORUM_KEYS):
+        raise ConfigError(
+            "controller.quorum.voters is required but missing; "
+            f"{_REQUIRED_HELP['controller.quorum.voters']} (or give "
+            "controller.quorum.bootstrap.servers for a quorum whose voters are in the log)",
+            key="controller.quorum.voters",
+        )
 
     parsed: dict[str, object] = {}
     for key, setting in settings.items():
@@ -1077,6 +1094,7 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
                 key="metadata.log.dir",
             )
         parsed["metadata_log_dir"] = log_dirs[0]
+    parsed.setdefault("controller_quorum_voters", {})  # given bootstrap servers instead
     return NodeConfig(
         **parsed,  # type: ignore[arg-type]
         config_file=config_file,
@@ -1085,17 +1103,19 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
 
 
 _REQUIRED_HELP: Final[Mapping[str, str]] = {
+    "controller.quorum.voters": "give every controller as id@host:port, e.g. ['1@127.0.0.1:9093']",
     "node.id": "give this node's integer id, e.g. 1",
     "process.roles": "allowed: ['controller'], ['broker'] or ['broker', 'controller']",
-    "controller.quorum.voters": "give every controller as id@host:port, e.g. ['1@127.0.0.1:9093']",
     "listeners": "give this node's gRPC address, e.g. ['CONTROLLER://127.0.0.1:9093']",
 }
-assert set(_REQUIRED_HELP) == set(REQUIRED_KEYS)
+assert set(_REQUIRED_HELP) == {*REQUIRED_KEYS, "controller.quorum.voters"}
 
 _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "node.id": lambda key, s: _parse_int(key, s.value),
     "process.roles": lambda key, s: _parse_roles(key, s.value),
     "controller.quorum.voters": lambda key, s: _parse_voters(key, s.value),
+    "controller.quorum.bootstrap.servers": lambda key, s: _parse_bootstrap_servers(key, s.value),
+    "controller.quorum.auto.join.enable": lambda key, s: _parse_bool(key, s.value),
     "listeners": lambda key, s: _parse_listeners(key, s.value),
     "advertised.listeners": lambda key, s: _parse_listeners(key, s.value),
     "metadata.log.dir": lambda key, s: _parse_path(key, s.value, s.base_dir),
@@ -1116,7 +1136,6 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "metrics.listener": lambda key, s: _parse_metrics_listener(key, s.value),
     "health.listener": lambda key, s: _parse_health_listener(key, s.value),
     "controller.listener.names": lambda key, s: _parse_names(key, s.value),
-    "controller.quorum.bootstrap.servers": lambda key, s: _parse_bootstrap_servers(key, s.value),
     "inter.broker.listener.name": lambda key, s: (
         _parse_names(key, [s.value])[0] if isinstance(s.value, str) else _parse_text(key, s.value)
     ),

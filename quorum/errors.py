@@ -55,6 +55,9 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_CLUSTER_ID = 104
     POSITION_OUT_OF_RANGE = 99
     SNAPSHOT_NOT_FOUND = 98
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
     @property
     def retriable(self) -> bool:
@@ -310,6 +313,25 @@ class InconsistentClusterIdError(KafkaError):
     default_error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
 
 
+class InvalidVoterKeyError(KafkaError):
+    """INVALID_VOTER_KEY (125): the voter key (node id, directory id) a request is addressed to
+    is not the receiver's (KIP-853)."""
+
+    default_error_code = ErrorCode.INVALID_VOTER_KEY
+
+
+class DuplicateVoterError(KafkaError):
+    """DUPLICATE_VOTER (126): the node id is already a voter (KIP-853)."""
+
+    default_error_code = ErrorCode.DUPLICATE_VOTER
+
+
+class VoterNotFoundError(KafkaError):
+    """VOTER_NOT_FOUND (127): no voter has this node id and directory id (KIP-853)."""
+
+    default_error_code = ErrorCode.VOTER_NOT_FOUND
+
+
 class ServerFailedError(KafkaError):
     """UNKNOWN_SERVER_ERROR (-1): the server failed in a way it could not classify."""
 
@@ -327,6 +349,9 @@ _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
     for cls in (
         ServerFailedError,
         UnsupportedVersionError,
+        InvalidVoterKeyError,
+        DuplicateVoterError,
+        VoterNotFoundError,
         UnknownTopicOrPartitionError,
         NotLeaderOrFollowerError,
         RequestTimedOutError,

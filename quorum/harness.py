@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -286,6 +286,19 @@ class ProcessCluster:
     # Kafka wire-protocol listeners every broker gets, listener name -> security protocol
     # ("SSL" or "PLAINTEXT"), e.g. {"KAFKA": "SSL"} (docs/kafka-listener.md).
     kafka_listeners: dict[str, str] = field(default_factory=dict)
+    # KIP-853: every node gets controller.quorum.bootstrap.servers (every controller's address)
+    # instead of controller.quorum.voters; format the controllers with --standalone,
+    # --initial-controllers or --no-initial-controllers (``format(..., extra=...)``).
+    dynamic: bool = False
+
+    def _quorum_for(self, node_id: int, ports: dict[int, int]) -> dict[str, Any]:
+        """Where node ``node_id`` finds the quorum: the static voters, or (``dynamic``) the
+        bootstrap servers."""
+        if self.dynamic:
+            return {
+                "controller.quorum.bootstrap.servers": [f"127.0.0.1:{p}" for p in ports.values()]
+            }
+        return {"controller.quorum.voters": self._voters_for(node_id, ports)}
 
     def _voters_for(self, node_id: int, ports: dict[int, int]) -> list[str]:
         """``controller.quorum.voters`` as node ``node_id`` sees it: through its proxy links."""
@@ -319,7 +332,7 @@ class ProcessCluster:
                 {
                     "node.id": node_id,
                     "process.roles": ["controller"],
-                    "controller.quorum.voters": self._voters_for(node_id, ports),
+                    **self._quorum_for(node_id, ports),
                     "listeners": [f"CONTROLLER://127.0.0.1:{port}"],
                     "metadata.log.dir": str(data_dir),
                 },
@@ -338,7 +351,7 @@ class ProcessCluster:
                 {
                     "node.id": node_id,
                     "process.roles": ["broker"],
-                    "controller.quorum.voters": self._voters_for(node_id, ports),
+                    **self._quorum_for(node_id, ports),
                     "listeners": [f"BROKER://127.0.0.1:{port}"]
                     + [f"{name}://127.0.0.1:{p}" for name, p in kafka_ports.items()],
                     "log.dirs": [str(data_dir / "logs")],
@@ -426,12 +439,16 @@ class ProcessCluster:
 
     # ----- lifecycle ------------------------------------------------------------------------
 
-    def format(self, node_id: int | None = None, cluster_id: str | None = None) -> None:
+    def format(
+        self, node_id: int | None = None, cluster_id: str | None = None, extra: Sequence[str] = ()
+    ) -> None:
+        """``storage format`` node ``node_id`` (default: every node); ``extra``: more flags
+        (``--standalone``, ``--no-initial-controllers``, ...)."""
         for nid in [node_id] if node_id else list(self.nodes):
             node = self.nodes[nid]
             run_cli(
                 "storage", "format", "--config", str(node.config),
-                "--cluster-id", cluster_id or self.cluster_id,
+                "--cluster-id", cluster_id or self.cluster_id, *extra,
             )  # fmt: skip
 
     def start(

@@ -137,6 +137,15 @@ OBSERVERS_TRACKED_MAX: Final = 10_000
 FETCH_PURGATORY_MAX: Final = 1_000
 # Preferred successors an EndQuorumEpoch may name (at most the other voters, who are fewer).
 PREFERRED_SUCCESSORS_MAX: Final = 1_000
+# How long the leader works on one AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (KIP-853):
+# waiting for a new voter to catch up, then for the new VotersRecord to commit. The request
+# asks for its own timeout (Kafka's AddRaftVoter ``timeout``); the leader caps it here. Our
+# choice: a new controller catches a 100 MB log up in seconds on a LAN; ten minutes leaves room
+# for a slow link without letting one forgotten request block every other change for long.
+VOTER_CHANGE_TIMEOUT_MS_MAX: Final = 600_000
+# Endpoints one voter may name in AddRaftVoter / UpdateRaftVoter (one per listener; Kafka has no
+# bound, ours keeps a VotersRecord small).
+VOTER_ENDPOINTS_MAX: Final = 16
 
 assert 0 < EPOCH_MAX < INT32_MAX
 assert FETCH_PURGATORY_MAX <= INBOX_ENVELOPES_MAX

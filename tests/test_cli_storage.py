@@ -495,3 +495,66 @@ def test_check_rejects_copied_directory_ids(tmp_path: Path) -> None:
     meta_properties.write(tmp_path / "data" / "d2", props(node_id=2, directory_id=2))
     with pytest.raises(MetaPropertiesError, match=re.escape("have the same directory.id")):
         meta_properties.check(config)
+
+
+# ----- KIP-853 format modes -------------------------------------------------------------------
+
+
+def write_dynamic_config(directory: Path) -> Path:
+    path = directory / "dynamic.toml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            "node.id" = 1
+            "process.roles" = ["controller"]
+            "controller.quorum.bootstrap.servers" = ["127.0.0.1:19191"]
+            "listeners" = ["CONTROLLER://127.0.0.1:19191"]
+            "metadata.log.dir" = "data/meta"
+            """
+        )
+    )
+    return path
+
+
+def test_format_modes_follow_kafkas_rules(tmp_path: Path) -> None:
+    """--standalone writes this controller alone as the bootstrap voter set, with the metadata
+    directory's own id; --initial-controllers gives this controller the listed directory id;
+    a dynamic controller needs one of the three options, a static one takes none."""
+    from quorum.storage.bootstrap import partition_dir_of, read_bootstrap  # noqa: PLC0415
+
+    cluster_id = str(Uuid.random())
+    static = write_controller_config(tmp_path)
+    refused = metaquorum("storage", "format", "-c", static, "-t", cluster_id, "--standalone")
+    assert refused.returncode == 1 and "controller.quorum.voters" in refused.stderr
+    dynamic = write_dynamic_config(tmp_path)
+    refused = metaquorum("storage", "format", "-c", dynamic, "-t", cluster_id)
+    assert refused.returncode == 1 and "--no-initial-controllers" in refused.stderr
+
+    done = metaquorum("storage", "format", "-c", dynamic, "-t", cluster_id, "--standalone")
+    assert done.returncode == 0, done.stderr
+    meta = tmp_path / "data" / "meta"
+    properties = meta_properties.read(meta)
+    found = read_bootstrap(partition_dir_of(meta))
+    assert found is not None
+    kraft_version, voters = found
+    assert kraft_version == 1
+    assert [str(k) for k in voters.voter_keys()] == [f"1:{properties.directory_id}"]
+
+    directory_id = Uuid.random()
+    other = tmp_path / "other"
+    other.mkdir()
+    initial = f"1@127.0.0.1:19191:{directory_id},2@127.0.0.1:19192:{Uuid.random()}"
+    done = metaquorum(
+        "storage", "format", "-c", write_dynamic_config(other), "-t", cluster_id,
+        "--initial-controllers", initial,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert meta_properties.read(other / "data" / "meta").directory_id == directory_id
+    found = read_bootstrap(partition_dir_of(other / "data" / "meta"))
+    assert found is not None and found[1].ids == {1, 2}
+    (tmp_path / "x").mkdir()
+    bad = metaquorum(
+        "storage", "format", "-c", write_dynamic_config(tmp_path / "x"), "-t", cluster_id,
+        "--initial-controllers", "2@127.0.0.1:1:" + str(Uuid.random()),
+    )  # fmt: skip
+    assert bad.returncode == 1 and "does not name node.id 1" in bad.stderr

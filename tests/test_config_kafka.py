@@ -197,11 +197,14 @@ def test_only_the_supported_value_of_kafkas_switches() -> None:
 
 
 def test_bootstrap_servers_alone_mean_a_dynamic_quorum() -> None:
-    problem = error(
+    """Kafka's KIP-853 key: alone, the voter set lives in the log; next to
+    controller.quorum.voters (Kafka's example configs have both) the static voters rule."""
+    dynamic = build(
         controller_quorum_voters=None, controller_quorum_bootstrap_servers="127.0.0.1:9093"
     )
-    assert problem.key == "controller.quorum.voters"
-    assert "dynamic quorum (KIP-853), which is not supported" in str(problem)
+    assert dynamic.dynamic_quorum and dynamic.controller_quorum_voters == {}
+    both = build(controller_quorum_bootstrap_servers="127.0.0.1:9093")
+    assert not both.dynamic_quorum and set(both.controller_quorum_voters) == {1}
     assert "bootstrap" in str(error(controller_quorum_bootstrap_servers="nohost"))
 
 

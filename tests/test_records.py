@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.ids import METADATA_TOPIC_ID, Uuid
+from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from quorum.metadata import records as records_module
 from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
@@ -27,6 +27,7 @@ from quorum.metadata.records import (
     ConfigResourceType,
     FenceBrokerRecord,
     InvalidRecordError,
+    KRaftVersionRecord,
     LeaderChangeMessage,
     NoOpRecord,
     PartitionChangeRecord,
@@ -43,6 +44,8 @@ from quorum.metadata.records import (
     UnknownRecordTypeError,
     UnregisterBrokerRecord,
     UnsupportedRecordVersionError,
+    VoterEntry,
+    VotersRecord,
     decode_record,
     encode_record,
     is_control_record,
@@ -130,6 +133,25 @@ control_records: st.SearchStrategy[Record] = st.one_of(
     st.builds(LeaderChangeMessage, broker_ids, epochs, id_tuples),
     st.builds(SnapshotHeader, st.integers(0, 32767), st.integers(0, INT64_MAX)),
     st.builds(SnapshotFooter, st.integers(0, 32767)),
+    st.builds(KRaftVersionRecord, st.integers(0, 32767), st.integers(0, 32767)),
+    st.builds(
+        VotersRecord,
+        st.integers(0, 32767),
+        st.lists(
+            st.builds(
+                VoterEntry,
+                broker_ids,
+                uuids,
+                st.lists(
+                    st.builds(BrokerEndpoint, texts, texts, st.integers(0, 65535)), max_size=2
+                ).map(tuple),
+                st.just(0),
+                st.integers(0, 1),
+            ),
+            max_size=5,
+            unique_by=lambda v: v.voter_id,
+        ).map(tuple),
+    ),
 )
 
 all_records = metadata_records | control_records
@@ -154,6 +176,14 @@ def one_of_each() -> list[Record]:
         LeaderChangeMessage(1, 3, (1, 2, 3)),
         SnapshotHeader(0, 1_700_000_000_000),
         SnapshotFooter(0),
+        KRaftVersionRecord(0, 1),
+        VotersRecord(
+            0,
+            (
+                VoterEntry(1, OTHER_ID, (BrokerEndpoint("CONTROLLER", "h1", 9093),), 0, 1),
+                VoterEntry(2, ZERO_UUID, (), 0, 1),
+            ),
+        ),
     ]
 
 
@@ -184,8 +214,10 @@ def test_type_codes_are_kafkas() -> None:
         1002: "LeaderChangeMessage",
         1003: "SnapshotHeader",
         1004: "SnapshotFooter",
+        1005: "KRaftVersionRecord",
+        1006: "VotersRecord",
     }
-    assert sorted(CONTROL_RECORD_TYPES) == [1002, 1003, 1004]
+    assert sorted(CONTROL_RECORD_TYPES) == [1002, 1003, 1004, 1005, 1006]
     assert (ConfigResourceType.TOPIC, ConfigResourceType.BROKER) == (2, 4)
 
 
@@ -510,6 +542,8 @@ def test_is_control_record() -> None:
         LeaderChangeMessage,
         SnapshotHeader,
         SnapshotFooter,
+        KRaftVersionRecord,
+        VotersRecord,
     ]
 
 

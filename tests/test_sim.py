@@ -1,8 +1,9 @@
 """Deterministic simulation of the real Raft core under faults (docs/invariants.md F1-F8, F10,
 F12), driven the way the production driver drives it (``quorum.raft.ready_plan``).
 
-Every family runs ``SIM_SEEDS`` seeds (default 100; 13 families = 1,300 schedules), with the
-invariants I1-I8 and I13 checked after every event and liveness checked after healing. Seeds with
+Every family runs ``SIM_SEEDS`` seeds (default 100; 14 families = 1,400 schedules), with the
+invariants I1-I8 and I13 checked after every event (I18 too in the ``reconfiguration`` family,
+whose quorum changes its voters, KIP-853) and liveness checked after healing. Seeds with
 ``seed % 4 == 3`` run five voters, the others three, always with one observer.
 
 - Replay one schedule exactly: ``SIM_SEED=17 .venv/bin/pytest tests/test_sim.py -k bridge``
@@ -41,6 +42,17 @@ def make_cluster(
     if family == "figure8":
         # One batch per Fetch response, so an old-epoch entry can travel alone.
         config = dataclasses.replace(config or sim_config(), fetch_max_bytes=1)
+    if family == "reconfiguration":
+        # KIP-853: voters in the log, two spare controllers to add.
+        return SimCluster(
+            seed=seed,
+            voters=voters,
+            observers=1,
+            config=config,
+            unsafe=unsafe,
+            dynamic=True,
+            spares=2,
+        )
     return SimCluster(seed=seed, voters=voters, observers=1, config=config, unsafe=unsafe)
 
 
@@ -135,12 +147,19 @@ def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
             {"unsafe": Unsafe(reads_without_fence=True)},
             ("I17",),
         ),
+        (
+            "start a voter change while the previous one is uncommitted",
+            "reconfiguration",
+            {"config": sim_config(unsafe_allow_concurrent_voter_changes=True)},
+            ("I18", "I5", "I4"),
+        ),
     ],
     ids=[
         "commit_previous_epoch",
         "skip_vote_persist",
         "ack_before_fsync",
         "reads_without_fence",
+        "concurrent_voter_changes",
     ],
 )
 def test_negative_control_is_caught(
@@ -166,6 +185,20 @@ def test_negative_control_send_all_before_flush_is_caught(monkeypatch: pytest.Mo
         violation = find_violation(family, 100)
         assert violation is not None, f"{family}: sending before the flush not caught in 100 seeds"
         assert any(tag in violation for tag in expected), violation
+
+
+def test_reconfiguration_family_changes_voters() -> None:
+    """The reconfiguration family really changes the voter set: adds and removes commit,
+    concurrent or premature changes are refused (REQUEST_TIMED_OUT), and some changes meet a
+    leader change (NOT_LEADER_OR_FOLLOWER or no answer)."""
+    outcomes: dict[str, int] = {}
+    for seed in range(20):
+        cluster = run_family("reconfiguration", seed)
+        for outcome, count in cluster.reconfiguration_outcomes.items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + count
+    assert outcomes.get("NONE", 0) > 40, outcomes
+    assert outcomes.get("REQUEST_TIMED_OUT", 0) > 0, outcomes
+    assert outcomes.get("NOT_LEADER_OR_FOLLOWER", 0) + outcomes.get("no answer", 0) > 0, outcomes
 
 
 def test_same_seed_same_schedule() -> None:

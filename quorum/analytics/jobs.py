@@ -20,6 +20,8 @@ job                             one row per
 ``broker_events``               RegisterBroker/UnregisterBroker/FenceBroker/UnfenceBroker record
 ``state_as_of(df, offset)``     (topic_id, partition) of the image after applying every record
                                 at or below ``offset``
+``voters_as_of(df, offset)``    the voter set in force there (KIP-853: the last VotersRecord,
+                                else a static quorum's last LeaderChangeMessage voters)
 ==============================  ===============================================================
 
 Snapshots. Retention deletes the log segments before a snapshot (metadata.max.retention.*),
@@ -93,6 +95,7 @@ REMOVE_ACL: Final = "RemoveAccessControlEntryRecord"
 PARTITION: Final = "PartitionRecord"
 PARTITION_CHANGE: Final = "PartitionChangeRecord"
 LEADER_CHANGE: Final = "LeaderChangeMessage"
+VOTERS: Final = "VotersRecord"
 BROKER_EVENTS: Final = {
     "RegisterBrokerRecord": "registered",
     "UnregisterBrokerRecord": "unregistered",
@@ -613,6 +616,47 @@ def acls_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> 
             _named("permission_type").alias("permission_type"),
         )
         .orderBy("resource_type", "resource_name", "principal", "operation", "acl_id")
+    )
+
+
+VOTER_COLUMNS: Final = ("voter_id", "directory_id", "endpoints", "since_offset")
+_VOTER_SET_SCHEMA: Final = "array<struct<id:int,directoryId:string,endpoints:array<string>>>"
+
+
+def voters_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> DataFrame:
+    """The voter set in force after every record at or below ``offset`` (KIP-853), one row per
+    voter with ``VOTER_COLUMNS`` (``since_offset``: the offset of the record that set it), from
+    the same base as ``state_as_of``: the last ``VotersRecord`` there (in the log, or the one
+    the base snapshot holds, placed at its end offset - 1). A static quorum (kraft.version 0)
+    writes none: its voters are then the last ``LeaderChangeMessage``'s, without directory ids
+    or endpoints. Empty when neither is found. One small action decides which applies."""
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    coverage = Coverage.of(df) if coverage is None else coverage
+    upto = _from_base(df, coverage.base_for(offset), offset)
+    last = upto.filter(_is(VOTERS)).orderBy(F.col("offset").desc()).limit(1)
+    if last.count():
+        voter = F.explode(F.from_json(F.col("voter_set"), _VOTER_SET_SCHEMA)).alias("voter")
+        return (
+            last.select(F.col("offset").alias("since_offset"), voter)
+            .select(
+                F.col("voter.id").alias("voter_id"),
+                F.col("voter.directoryId").alias("directory_id"),
+                F.col("voter.endpoints").alias("endpoints"),
+                "since_offset",
+            )
+            .orderBy("voter_id")
+        )
+    static = upto.filter(_is(LEADER_CHANGE)).orderBy(F.col("offset").desc()).limit(1)
+    return (
+        static.select(F.col("offset").alias("since_offset"), F.explode("voters").alias("voter_id"))
+        .select(
+            "voter_id",
+            F.lit(None).cast("string").alias("directory_id"),
+            F.lit(None).cast("array<string>").alias("endpoints"),
+            "since_offset",
+        )
+        .orderBy("voter_id")
     )
 
 

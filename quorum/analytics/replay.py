@@ -26,8 +26,8 @@ loopback settings for local runs are not applied.
 
 Outputs in ``--out``: one Parquet directory per job (``topic_lifecycle/``, ``name_reuse/``,
 ``partitions_per_broker_over_time/``, ``leadership_timeline/``, ``broker_events/``,
-``state_as_of/``), ``report.md`` and its PNG plots. The decoded log is persisted once
-(memory, then disk) and every job runs on it.
+``state_as_of/``, ``voters_as_of/``), ``report.md`` and its PNG plots. The decoded log is
+persisted once (memory, then disk) and every job runs on it.
 
 Snapshots. By default (``include_snapshots=None``, no flag) the ``.checkpoint`` files are read
 too exactly when the log does not start at offset 0: a controller deletes the segments before
@@ -187,8 +187,8 @@ def run_replay(
     out_path.mkdir(parents=True, exist_ok=True)
     from quorum.analytics.jobs import JOBS  # noqa: PLC0415
 
-    # Spark, decoding, each job, state_as_of, acls_as_of, the report.
-    progress = _Progress(total=len(JOBS) + 5, out=out_stream)
+    # Spark, decoding, each job, state_as_of, acls_as_of, voters_as_of, the report.
+    progress = _Progress(total=len(JOBS) + 6, out=out_stream)
     try:
         with progress.stage(f"starting Spark ({master or 'from spark-submit'})"):
             from pyspark.sql import SparkSession  # noqa: PLC0415
@@ -291,6 +291,7 @@ def _replay(
         as_of_n = as_of
         write("state_as_of", lambda: jobs.state_as_of(records, as_of_n, coverage))
         write("acls_as_of", lambda: jobs.acls_as_of(records, as_of_n, coverage))
+        write("voters_as_of", lambda: jobs.voters_as_of(records, as_of_n, coverage))
 
     with progress.stage("report and plots"):
         summary, reuse_rows = _report(

@@ -76,6 +76,10 @@ config_value STRING             ConfigRecord.value (NULL: the config was deleted
 leader_id INT                   LeaderChangeMessage.leader_id (the quorum leader)
 quorum_epoch INT                LeaderChangeMessage.epoch
 voters ARRAY<INT>               LeaderChangeMessage.voters
+kraft_version INT               KRaftVersionRecord.kraft_version (KIP-853)
+voter_set STRING                VotersRecord.voters as JSON: [{"id", "directoryId",
+                                "endpoints": ["NAME://host:port"]}] (directoryId omitted for none)
+control_version INT             KRaftVersionRecord.version, VotersRecord.version
 snapshot_version INT            SnapshotHeader.version, SnapshotFooter.version
 last_contained_log_timestamp_ms BIGINT   SnapshotHeader
 acl_id STRING                   AccessControlEntryRecord, RemoveAccessControlEntryRecord (id)
@@ -140,6 +144,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gc
+import json
 import os
 import re
 import types
@@ -184,7 +189,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quorum.ids import UUID_BASE64_CHARS, UUID_BYTES
+from quorum.ids import UUID_BASE64_CHARS, UUID_BYTES, ZERO_UUID, Uuid
 from quorum.metadata.batch import BATCH_KEYS, LogBatch, decode_log_batch, encode_batch
 from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
@@ -201,6 +206,7 @@ from quorum.metadata.records import (
     DeletedTopicRecord,
     FenceBrokerRecord,
     InvalidRecordError,
+    KRaftVersionRecord,
     LeaderChangeMessage,
     NoOpRecord,
     PartitionChangeRecord,
@@ -216,6 +222,8 @@ from quorum.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    VoterEntry,
+    VotersRecord,
 )
 from quorum.storage.frames import (
     INDEX_ENTRY,
@@ -316,6 +324,10 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("acl_host", "STRING"),
     ("acl_operation", "INT"),
     ("acl_permission_type", "INT"),
+    # The voter set (KIP-853): KRaftVersionRecord, VotersRecord (control records).
+    ("kraft_version", "INT"),
+    ("voter_set", "STRING"),
+    ("control_version", "INT"),
 )
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 _COLUMN_TYPES: Final = dict(COLUMNS)
@@ -397,7 +409,9 @@ class _Field:
     maximum: int = INT32_MAX
 
 
-_KINDS: Final = frozenset({"int", "int?", "bool", "str", "str?", "uuid", "ints", "ints?", "eps"})
+_KINDS: Final = frozenset(
+    {"int", "int?", "bool", "str", "str?", "uuid", "ints", "ints?", "eps", "voters"}
+)
 _TOPIC_ID: Final = _Field("topic_id", "topic_id", "uuid")
 _PARTITION: Final = _Field("partition", "partition", "int")
 _BROKER_ID: Final = _Field("broker_id", "broker_id", "int")
@@ -476,6 +490,14 @@ _RECORD_COLUMNS: Final[Mapping[type[Record], tuple[_Field, ...]]] = {
         ),
     ),
     SnapshotFooter: (_Field("version", "snapshot_version", "int", 0, INT16_MAX),),
+    KRaftVersionRecord: (
+        _Field("version", "control_version", "int", 0, INT16_MAX),
+        _Field("kraft_version", "kraft_version", "int", 0, INT16_MAX),
+    ),
+    VotersRecord: (
+        _Field("version", "control_version", "int", 0, INT16_MAX),
+        _Field("voters", "voter_set", "voters"),
+    ),
     TopicIdentityRecord: (
         _TOPIC_ID,
         _Field("creation_offset", "creation_offset", "int", 0, INT64_MAX),
@@ -498,6 +520,7 @@ _KIND_SQL_TYPES: Final = {
     "ints": ("ARRAY<INT>",),
     "ints?": ("ARRAY<INT>",),
     "eps": (f"ARRAY<{_ENDPOINT_STRUCT}>",),
+    "voters": ("STRING",),
 }
 
 
@@ -951,6 +974,8 @@ class _NotFast(Exception):  # a control-flow signal, not an error to report
 
 _Int32Element: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
 _EndpointWire: TypeAlias = tuple[str, str, int]  # BrokerEndpoint checks the values
+# A VotersRecord voter: id, directory id, endpoints, kraft.version range (VoterEntry checks).
+_VoterWire: TypeAlias = tuple[int, bytes, tuple[_EndpointWire, ...], int, int]
 
 
 def _wire_type(spec: _Field) -> Any:
@@ -968,6 +993,8 @@ def _wire_type(spec: _Field) -> Any:
         wire = Annotated[bytes, msgspec.Meta(min_length=UUID_BYTES, max_length=UUID_BYTES)]
     elif kind in ("ints", "ints?"):
         wire = tuple[_Int32Element, ...]
+    elif kind == "voters":
+        wire = tuple[_VoterWire, ...]
     else:
         assert kind == "eps", kind
         wire = tuple[_EndpointWire, ...]
@@ -1139,8 +1166,41 @@ def _convert(column: Sequence[Any], spec: _Field, sql: str) -> pa.Array:
         return _uuid_texts(column)
     if kind in ("ints", "ints?"):
         return _INT_ARRAYS[kind == "ints?"].take(column)
+    if kind == "voters":
+        return pa.array([_voter_set_json(value) for value in column], pa.string())
     assert kind == "eps", kind
     return pa.array([_endpoints(value) for value in column], _arrow_type(sql))
+
+
+def _voter_set_json(value: Sequence[Any]) -> str:
+    """A VotersRecord's voters as the ``voter_set`` column's JSON text (ids in order)."""
+    voters = []
+    for wire in value:
+        try:
+            voter = VoterEntry(
+                wire[0],
+                Uuid.from_bytes(wire[1]),
+                tuple(BrokerEndpoint(*e) for e in wire[2]),
+                wire[3],
+                wire[4],
+            )
+        except (InvalidRecordError, ValueError, TypeError):
+            raise _NotFast("voter") from None
+        voters.append(voter)
+    return voter_set_json(voters)
+
+
+def voter_set_json(voters: Sequence[VoterEntry]) -> str:
+    """``[{"id": 1, "directoryId": "...", "endpoints": ["CONTROLLER://h:p"]}, ...]`` by id: the
+    ``voter_set`` column (``directoryId`` left out when the voter has none)."""
+    entries = []
+    for voter in sorted(voters, key=lambda v: v.voter_id):
+        entry: dict[str, object] = {"id": voter.voter_id}
+        if voter.directory_id != ZERO_UUID:
+            entry["directoryId"] = str(voter.directory_id)
+        entry["endpoints"] = [f"{e.name}://{e.host}:{e.port}" for e in voter.endpoints]
+        entries.append(entry)
+    return json.dumps(entries, separators=(",", ":"))
 
 
 _null_arrays: dict[str, pa.Array] = {}

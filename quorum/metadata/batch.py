@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgpack
+
 from quorum.limits import INT32_MAX
 from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
@@ -223,6 +225,30 @@ def decode_log_batch(batch: LogBatch) -> DecodedBatch:
             f"header (base_offset, epoch, record_count) = {header} disagrees with the body's {body}"
         )
     return decoded
+
+
+# The batch body's map before "records" (four keys, three int64 values and a bool) fits in this.
+_HEADER_PEEK_BYTES: Final = 96
+
+
+def is_control_batch(data: bytes) -> bool:
+    """Whether a batch body (``encode_batch``) is a control batch, read from the map's leading
+    keys without decoding its records (the Raft core looks for voter changes this way in every
+    batch it appends). Falls back to a full decode for a body not laid out as
+    ``encode_batch`` writes it."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=False)
+    unpacker.feed(data[:_HEADER_PEEK_BYTES])
+    try:
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "records":
+                break
+            value = unpacker.unpack()
+            if key == "control" and type(value) is bool:
+                return value
+    except (msgpack.OutOfData, ValueError, msgpack.UnpackException):
+        pass
+    return decode_batch(data).control
 
 
 def iter_records(decoded: DecodedBatch) -> Iterator[tuple[int, Record]]:

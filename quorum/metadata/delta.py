@@ -57,6 +57,7 @@ from quorum.metadata.records import (
     ConfigResourceType,
     DeletedTopicRecord,
     FenceBrokerRecord,
+    KRaftVersionRecord,
     LeaderChangeMessage,
     NoOpRecord,
     PartitionChangeRecord,
@@ -71,6 +72,7 @@ from quorum.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    VotersRecord,
 )
 from quorum.security.acls import AclBinding, binding_from_record
 
@@ -854,6 +856,8 @@ _LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
     LeaderChangeMessage: _ignore,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
+    KRaftVersionRecord: _ignore,
+    VotersRecord: _ignore,
     TopicIdentityRecord: _only_in_snapshots,
     DeletedTopicRecord: _only_in_snapshots,
 }
@@ -867,6 +871,9 @@ _SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
+    # The voter set in force at the snapshot's end (KIP-853): read by the Raft layer.
+    KRaftVersionRecord: _ignore,
+    VotersRecord: _ignore,
 }
 
 

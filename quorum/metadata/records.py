@@ -15,8 +15,11 @@ decoder keeps, per type code, the versions it can read. A type or version this b
 is reported (``UnknownRecordTypeError``, ``UnsupportedRecordVersionError``), never skipped: a
 reader that skipped records would build a different image from the controller's.
 
-Control records (``LeaderChangeMessage``, ``SnapshotHeader``, ``SnapshotFooter``) use type codes
-from 1000 up, apart from Kafka's metadata record codes; they appear only in control batches.
+Control records (``LeaderChangeMessage``, ``SnapshotHeader``, ``SnapshotFooter``, and KIP-853's
+``KRaftVersionRecord`` and ``VotersRecord``) use type codes from 1000 up, apart from Kafka's
+metadata record codes; they appear only in control batches. The Raft layer reads the last two
+(the voter set in force is the latest ``VotersRecord`` in the log, ``quorum.raft.voters``); the
+metadata image ignores every control record.
 
 Snapshot-only records (``TopicIdentityRecord`` 200, ``DeletedTopicRecord`` 201) are metaquorum's
 own, numbered far from Kafka's metadata codes (which stay below 100) and from the control codes.
@@ -61,6 +64,7 @@ __all__ = [
     "DeletedTopicRecord",
     "FenceBrokerRecord",
     "InvalidRecordError",
+    "KRaftVersionRecord",
     "LeaderChangeMessage",
     "MetadataRecord",
     "NoOpRecord",
@@ -80,6 +84,8 @@ __all__ = [
     "UnknownRecordTypeError",
     "UnregisterBrokerRecord",
     "UnsupportedRecordVersionError",
+    "VoterEntry",
+    "VotersRecord",
     "decode_record",
     "encode_record",
     "is_control_record",
@@ -441,6 +447,69 @@ class SnapshotFooter:
 
 
 @dataclass(frozen=True, slots=True)
+class KRaftVersionRecord:
+    """Control record (KIP-853): the ``kraft.version`` in force from its offset on. 0: the voter
+    set is static (``controller.quorum.voters``); 1: it is in the log (``VotersRecord``) and
+    AddRaftVoter / RemoveRaftVoter may change it."""
+
+    version: int
+    kraft_version: int
+
+    TYPE: ClassVar[int] = 1005
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_int(self, "version", self.version, 0, INT16_MAX)
+        _check_int(self, "kraft_version", self.kraft_version, 0, INT16_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class VoterEntry:
+    """One voter of a ``VotersRecord`` (Kafka's ``VotersRecord.Voter``): its node id, the
+    ``directory.id`` of its metadata log directory (``ZERO_UUID`` for none), the endpoints it
+    serves Raft RPCs on (``BrokerEndpoint``: listener name, host, port) and the kraft.version
+    range it supports."""
+
+    voter_id: int
+    directory_id: Uuid
+    endpoints: tuple[BrokerEndpoint, ...]
+    kraft_version_min: int
+    kraft_version_max: int
+
+    def __post_init__(self) -> None:
+        _check_int(self, "voter_id", self.voter_id, 0, INT32_MAX)
+        _check_uuid(self, "directory_id", self.directory_id)
+        if type(self.endpoints) is not tuple or any(
+            type(e) is not BrokerEndpoint for e in self.endpoints
+        ):
+            _fail(self, "endpoints", "a tuple of BrokerEndpoint", self.endpoints)
+        _check_int(self, "kraft_version_min", self.kraft_version_min, 0, INT16_MAX)
+        _check_int(self, "kraft_version_max", self.kraft_version_max, 0, INT16_MAX)
+        if self.kraft_version_min > self.kraft_version_max:
+            _fail(self, "kraft_version_max", f">= {self.kraft_version_min}", self.kraft_version_max)
+
+
+@dataclass(frozen=True, slots=True)
+class VotersRecord:
+    """Control record (KIP-853): the whole voter set in force from its offset on, even before it
+    is committed (rolled back if the log is truncated before it). Voter ids are distinct."""
+
+    version: int
+    voters: tuple[VoterEntry, ...]
+
+    TYPE: ClassVar[int] = 1006
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        _check_int(self, "version", self.version, 0, INT16_MAX)
+        if type(self.voters) is not tuple or any(type(v) is not VoterEntry for v in self.voters):
+            _fail(self, "voters", "a tuple of VoterEntry", self.voters)
+        ids = [v.voter_id for v in self.voters]
+        if len(set(ids)) != len(ids):
+            _fail(self, "voters", "distinct voter ids", ids)
+
+
+@dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
     """An ACL (docs/authorization.md), as KRaft stores it: a resource pattern and an access
     control entry under an id. The enum fields hold Kafka's codes (``quorum.security.acls``)."""
@@ -551,7 +620,9 @@ MetadataRecord: TypeAlias = (
 """The records that change the metadata image; they go only in non-control batches (the last
 two, ``SnapshotOnlyRecord``, only in snapshots)."""
 
-ControlRecord: TypeAlias = LeaderChangeMessage | SnapshotHeader | SnapshotFooter
+ControlRecord: TypeAlias = (
+    LeaderChangeMessage | SnapshotHeader | SnapshotFooter | KRaftVersionRecord | VotersRecord
+)
 """The records of the Raft layer and snapshots; they go only in control batches."""
 
 Record: TypeAlias = MetadataRecord | ControlRecord
@@ -575,6 +646,8 @@ RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
             LeaderChangeMessage,
             SnapshotHeader,
             SnapshotFooter,
+            KRaftVersionRecord,
+            VotersRecord,
         )
     }
 )
@@ -594,7 +667,13 @@ _ALL_RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
 )
 
 CONTROL_RECORD_TYPES: Final[frozenset[int]] = frozenset(
-    {LeaderChangeMessage.TYPE, SnapshotHeader.TYPE, SnapshotFooter.TYPE}
+    {
+        LeaderChangeMessage.TYPE,
+        SnapshotHeader.TYPE,
+        SnapshotFooter.TYPE,
+        KRaftVersionRecord.TYPE,
+        VotersRecord.TYPE,
+    }
 )
 
 
@@ -683,6 +762,26 @@ def _snapshot_footer_to_wire(r: SnapshotFooter) -> list[object]:
     return [r.version]
 
 
+def _kraft_version_to_wire(r: KRaftVersionRecord) -> list[object]:
+    return [r.version, r.kraft_version]
+
+
+def _voters_to_wire(r: VotersRecord) -> list[object]:
+    return [
+        r.version,
+        [
+            [
+                v.voter_id,
+                v.directory_id.bytes,
+                [_endpoint_to_wire(endpoint) for endpoint in v.endpoints],
+                v.kraft_version_min,
+                v.kraft_version_max,
+            ]
+            for v in r.voters
+        ],
+    ]
+
+
 def _acl_to_wire(r: AccessControlEntryRecord) -> list[object]:
     return [
         r.id.bytes,
@@ -724,6 +823,8 @@ _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     LeaderChangeMessage: _leader_change_to_wire,
     SnapshotHeader: _snapshot_header_to_wire,
     SnapshotFooter: _snapshot_footer_to_wire,
+    KRaftVersionRecord: _kraft_version_to_wire,
+    VotersRecord: _voters_to_wire,
     TopicIdentityRecord: _topic_identity_to_wire,
     DeletedTopicRecord: _deleted_topic_to_wire,
 }
@@ -865,6 +966,24 @@ def _snapshot_footer_from_wire(f: Sequence[Any]) -> SnapshotFooter:
     return SnapshotFooter(f[0])
 
 
+def _kraft_version_from_wire(f: Sequence[Any]) -> KRaftVersionRecord:
+    return KRaftVersionRecord(f[0], f[1])
+
+
+def _voter_from_wire(value: object) -> VoterEntry:
+    if (type(value) is not list and type(value) is not tuple) or len(value) != 5:
+        raise InvalidRecordError(
+            "a VotersRecord voter is the array [voter_id, directory_id, endpoints, "
+            f"kraft_version_min, kraft_version_max], got {value!r}"
+        )
+    endpoints = tuple(_endpoint_from_wire(endpoint) for endpoint in _tuple_from_wire(value[2]))
+    return VoterEntry(value[0], _uuid_from_wire(value[1]), endpoints, value[3], value[4])
+
+
+def _voters_from_wire(f: Sequence[Any]) -> VotersRecord:
+    return VotersRecord(f[0], tuple(_voter_from_wire(v) for v in _tuple_from_wire(f[1])))
+
+
 def _acl_from_wire(f: Sequence[Any]) -> AccessControlEntryRecord:
     return AccessControlEntryRecord(_uuid_from_wire(f[0]), f[1], f[2], f[3], f[4], f[5], f[6], f[7])
 
@@ -901,6 +1020,8 @@ _DECODERS: Final[dict[int, dict[int, tuple[int, _Decoder]]]] = {
     LeaderChangeMessage.TYPE: {0: (3, _leader_change_from_wire)},
     SnapshotHeader.TYPE: {0: (2, _snapshot_header_from_wire)},
     SnapshotFooter.TYPE: {0: (1, _snapshot_footer_from_wire)},
+    KRaftVersionRecord.TYPE: {0: (2, _kraft_version_from_wire)},
+    VotersRecord.TYPE: {0: (2, _voters_from_wire)},
     TopicIdentityRecord.TYPE: {0: (2, _topic_identity_from_wire)},
     DeletedTopicRecord.TYPE: {0: (4, _deleted_topic_from_wire)},
 }
@@ -1022,6 +1143,11 @@ def _json_value(value: object) -> object:
         return [_json_value(element) for element in value]
     if isinstance(value, BrokerEndpoint):
         return {"name": value.name, "host": value.host, "port": value.port}
+    if isinstance(value, VoterEntry):
+        return {
+            field.name: _json_value(getattr(value, field.name))
+            for field in dataclasses.fields(value)
+        }
     return value
 
 

@@ -190,11 +190,14 @@ class SnapshotBatchBuilder:
         self._pending: list[Record] = []
         self._finished = False
 
-    def header(self) -> LogBatch:
-        """The control batch holding ``SnapshotHeader`` (position 0)."""
+    def header(self, voters: Sequence[Record] = ()) -> LogBatch:
+        """The control batch holding ``SnapshotHeader`` (position 0), then ``voters``: the
+        ``KRaftVersionRecord`` and ``VotersRecord`` in force at the snapshot's end offset, for
+        a quorum whose voters live in the log (KIP-853; Kafka writes them right after the
+        header too)."""
         assert self._next_offset == 0, "the header is the first batch, written once"
         header = SnapshotHeader(SNAPSHOT_HEADER_VERSION, self._timestamp_ms)
-        return self._control_batch(header)
+        return self._control_batch(header, *voters)
 
     def add(self, record: Record) -> list[LogBatch]:
         """Take one record; returns the batches it completed (most calls: none)."""
@@ -214,12 +217,12 @@ class SnapshotBatchBuilder:
         self._finished = True
         return batches
 
-    def _control_batch(self, record: Record) -> LogBatch:
+    def _control_batch(self, *records: Record) -> LogBatch:
         batch = encode_batch(
             base_offset=self._next_offset,
             epoch=self._epoch,
             timestamp_ms=self._timestamp_ms,
-            records=(record,),
+            records=records,
             control=True,
         )
         self._next_offset = batch.end_offset

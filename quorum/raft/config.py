@@ -62,6 +62,9 @@ class RaftConfig:
     # They exist so the simulator can prove its checkers catch the bug each one introduces.
     # Never set in production: no configuration key reaches them (`quorum.config.raft_config`).
     unsafe_commit_previous_epoch: bool = False
+    # The leader starts a voter change while the previous one is still uncommitted (two
+    # changes in flight: two majorities that need not meet, KIP-853's one-at-a-time rule).
+    unsafe_allow_concurrent_voter_changes: bool = False
 
     def __post_init__(self) -> None:
         assert self.election_timeout_ms > 0, self

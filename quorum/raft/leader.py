@@ -13,12 +13,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from quorum import limits
+from quorum.ids import Uuid
 from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.log import RaftLog
 from quorum.raft.majority import committed_offset, has_majority, majority_size
-from quorum.raft.messages import ReplicaState
+from quorum.raft.messages import Envelope, ReplicaState
 from quorum.raft.purgatory import FetchPurgatory
+from quorum.raft.voters import VoterNode
 
 
 @dataclass(slots=True)
@@ -29,11 +31,35 @@ class ReplicaProgress:
     log_end_offset: int = -1
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None
+    directory_id: Uuid | None = None  # as its last Fetch said (KIP-853)
 
     def view(self) -> ReplicaState:
         return ReplicaState(
-            self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms
+            self.replica_id,
+            self.log_end_offset,
+            self.last_fetch_ms,
+            self.last_caught_up_ms,
+            self.directory_id,
         )
+
+
+@dataclass(slots=True)
+class PendingVoterChange:
+    """The one voter change (KIP-853) a leader works on: AddRaftVoter waits for the new voter to
+    fetch up to ``catch_up_offset``; then (and at once for the others) the new voter set is
+    appended at ``offset``; the request ``envelope`` is answered once the high watermark passes
+    it, or at ``deadline_ms`` with REQUEST_TIMED_OUT."""
+
+    kind: str  # "add", "remove" or "update"
+    envelope: Envelope
+    voter: VoterNode
+    deadline_ms: int
+    catch_up_offset: int | None = None
+    offset: int | None = None
+
+    def describe(self) -> str:
+        where = f" at offset {self.offset}" if self.offset is not None else ""
+        return f"{self.kind} {self.voter.key}{where}"
 
 
 @dataclass(slots=True)
@@ -67,6 +93,10 @@ class LeaderState:
     # (every response carrying it is built after all of them), afterwards they need a new one.
     read_fence_sent: bool = True
     read_fence_echoes: dict[int, int] = field(default_factory=dict)  # voter -> newest echo
+    # KIP-853: the voter change being worked on, and whether this leader, removed from the
+    # voter set by a change now committed, must resign.
+    voter_change: PendingVoterChange | None = None
+    resign_requested: bool = False
 
     name = "leader"
 
@@ -86,7 +116,8 @@ class LeaderState:
         # Give every voter a full check-quorum window before it counts as silent.
         for p in progress.values():
             p.last_fetch_ms = now_ms
-        progress[local_id].log_end_offset = log_end_offset
+        if local_id in progress:
+            progress[local_id].log_end_offset = log_end_offset
         return cls(
             epoch,
             local_id,
@@ -108,10 +139,16 @@ class LeaderState:
         log_end_offset: int,
         now_ms: int,
         config: RaftConfig,
+        *,
+        voter: bool | None = None,
+        directory_id: Uuid | None = None,
     ) -> None:
         """A valid Fetch from ``replica_id`` at ``fetch_offset`` (the leader's log ends at
-        ``log_end_offset``). A voter's Fetch also acknowledges the epoch."""
-        if replica_id in self.voters:
+        ``log_end_offset``). A voter's Fetch also acknowledges the epoch. ``voter``: whether
+        the fetcher is a voter (its directory matching; default: its id is a voter's)."""
+        if voter is None:
+            voter = replica_id in self.voters
+        if voter:
             progress = self.voters[replica_id]
             self.acknowledged.add(replica_id)
         else:
@@ -124,8 +161,24 @@ class LeaderState:
             self._expire_observers(now_ms - config.observer_expiry_ms)
         progress.log_end_offset = fetch_offset
         progress.last_fetch_ms = now_ms
+        progress.directory_id = directory_id
         if fetch_offset >= log_end_offset:
             progress.last_caught_up_ms = now_ms
+
+    def update_voters(self, voter_ids: frozenset[int], now_ms: int) -> None:
+        """The voter set changed (KIP-853): a new voter's progress comes from its observer
+        entry (it caught up as one) and gets a full check-quorum window; a removed voter's
+        goes back to the observers. The high watermark counts the new set from now on."""
+        for voter_id in voter_ids - self.voters.keys():
+            progress = self.observers.pop(voter_id, None) or ReplicaProgress(voter_id)
+            progress.last_fetch_ms = now_ms
+            self.voters[voter_id] = progress
+        for voter_id in self.voters.keys() - voter_ids:
+            progress = self.voters.pop(voter_id)
+            self.acknowledged.discard(voter_id)
+            self.read_fence_echoes.pop(voter_id, None)
+            if voter_id != self.leader_id:
+                self.observers[voter_id] = progress
 
     def _expire_observers(self, horizon_ms: int) -> None:
         """Drop observers silent since before ``horizon_ms``, and the least recently heard
@@ -152,14 +205,15 @@ class LeaderState:
     def describe_quorum(
         self, now_ms: int, log_end_offset: int
     ) -> tuple[tuple[ReplicaState, ...], tuple[ReplicaState, ...]]:
-        """Voters and observers as DescribeQuorum shows them, the leader itself up to date."""
-        me = self.voters[self.leader_id]
+        """Voters and observers as DescribeQuorum shows them, the leader itself up to date
+        (among the observers while it leads after its own removal, KIP-853)."""
+        me = self.voters.get(self.leader_id) or ReplicaProgress(self.leader_id)
         me.log_end_offset = log_end_offset
         me.last_fetch_ms = me.last_caught_up_ms = now_ms
-        return (
-            tuple(self.voters[v].view() for v in sorted(self.voters)),
-            tuple(p.view() for _, p in sorted(self.observers.items())),
-        )
+        observers = [p.view() for _, p in sorted(self.observers.items())]
+        if self.leader_id not in self.voters:
+            observers.insert(0, me.view())
+        return tuple(self.voters[v].view() for v in sorted(self.voters)), tuple(observers)
 
     # ----- read fences ---------------------------------------------------------------------
 
@@ -200,7 +254,9 @@ class LeaderState:
         counting only what it has made durable, I8), once that is past the start of this epoch
         (Raft's rule against committing an older epoch's entries by counting). Returns whether
         it moved."""
-        self.voters[self.leader_id].log_end_offset = durable_end_offset
+        me = self.voters.get(self.leader_id)
+        if me is not None:  # a leader removed from the voter set does not count (KIP-853)
+            me.log_end_offset = durable_end_offset
         candidate = committed_offset([p.log_end_offset for p in self.voters.values()])
         if candidate <= self.epoch_start_offset and not config.unsafe_commit_previous_epoch:
             return False
@@ -246,7 +302,8 @@ class LeaderState:
             (p.last_fetch_ms or 0 for v, p in self.voters.items() if v != self.leader_id),
             reverse=True,
         )
-        needed = majority_size(len(self.voters)) - 1  # the leader counts itself
+        # The leader counts itself (unless it was removed from the voter set, KIP-853).
+        needed = majority_size(len(self.voters)) - (1 if self.leader_id in self.voters else 0)
         if needed == 0:
             return now_ms + timeout_ms
         return others[needed - 1] + timeout_ms + 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch
+from quorum.metadata.records import BrokerEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,10 @@ class VoteRequest:
     last_offset: int  # the candidate's log end offset
     pre_vote: bool
     voter_id: int  # the voter this request is addressed to
+    # KIP-853: the directory ids of the candidate and of the addressee (None: not known, as in
+    # a static quorum). An addressee whose own directory differs answers INVALID_VOTER_KEY.
+    candidate_directory_id: Uuid | None = None
+    voter_directory_id: Uuid | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class BeginQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     voter_id: int
+    voter_directory_id: Uuid | None = None  # KIP-853, as in VoteRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,9 @@ class FetchRequest:
     max_bytes: int
     high_watermark: int = 0  # what the fetcher knows; behind the leader's = answer at once
     read_fence: int = 0  # the newest read fence seen from this leader in this epoch (echoed)
+    # KIP-853: the directory id of the fetcher's metadata log. A voter's id fetching from
+    # another directory is an observer (a wiped disk is not the voter it replaced).
+    replica_directory_id: Uuid | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +150,8 @@ class ReplicaState:
     log_end_offset: int  # -1 when unknown
     last_fetch_ms: int | None  # in the core's clock; the shell converts to wall time
     last_caught_up_ms: int | None
+    directory_id: Uuid | None = None  # KIP-853; None when unknown
+    endpoints: tuple[BrokerEndpoint, ...] = ()  # a voter's, from the voter set
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +162,57 @@ class DescribeQuorumResponse:
     high_watermark: int
     voters: tuple[ReplicaState, ...] = ()
     observers: tuple[ReplicaState, ...] = ()
+
+
+# ----- voter changes (KIP-853) -------------------------------------------------------------------
+#
+# Handled by the leader only, one uncommitted change at a time; each is answered once the new
+# VotersRecord commits (or fails). Kafka's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    cluster_id: str
+    voter_id: int
+    voter_directory_id: Uuid
+    endpoints: tuple[BrokerEndpoint, ...]  # where the new voter serves Raft RPCs
+    timeout_ms: int  # how long the leader waits for it to catch up and for the commit
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    cluster_id: str
+    voter_id: int
+    voter_directory_id: Uuid
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """A voter tells the leader its current endpoints and kraft.version range."""
+
+    cluster_id: str
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: Uuid
+    endpoints: tuple[BrokerEndpoint, ...]
+    kraft_version_min: int
+    kraft_version_max: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeResponse:
+    """The answer to AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: Kafka's error code with
+    a message a person can act on, and the leader this node knows (for NOT_LEADER_OR_FOLLOWER).
+    ``high_watermark`` is the offset at which the change committed (0 when it did not)."""
+
+    error_code: ErrorCode
+    error_message: str
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int = 0
+
+
+VoterChangeRequest = AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
 
 
 # ----- transport signals -------------------------------------------------------------------------
@@ -176,6 +238,9 @@ Request = (
     | EndQuorumEpochRequest
     | FetchRequest
     | DescribeQuorumRequest
+    | AddRaftVoterRequest
+    | RemoveRaftVoterRequest
+    | UpdateRaftVoterRequest
 )
 Response = (
     VoteResponse
@@ -183,6 +248,7 @@ Response = (
     | EndQuorumEpochResponse
     | FetchResponse
     | DescribeQuorumResponse
+    | VoterChangeResponse
     | RequestFailed
 )
 Message = Request | Response
@@ -210,5 +276,8 @@ class Envelope:
             | BeginQuorumEpochRequest
             | EndQuorumEpochRequest
             | FetchRequest
-            | DescribeQuorumRequest,
+            | DescribeQuorumRequest
+            | AddRaftVoterRequest
+            | RemoveRaftVoterRequest
+            | UpdateRaftVoterRequest,
         )

@@ -24,6 +24,7 @@ the fetching side of followers and observers is a ``Fetcher``; requests awaiting
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,17 +32,24 @@ from typing import Any, ClassVar
 
 from quorum import limits
 from quorum.errors import ErrorCode
-from quorum.ids import METADATA_TOPIC_ID, Uuid
+from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from quorum.metadata.batch import LogBatch, encode_batch
-from quorum.metadata.records import LeaderChangeMessage, NoOpRecord, Record, encode_record
+from quorum.metadata.records import (
+    KRaftVersionRecord,
+    LeaderChangeMessage,
+    NoOpRecord,
+    Record,
+    encode_record,
+)
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.fetcher import Fetcher
 from quorum.raft.inflight import InflightRequest, InflightRequests, RequestKind
-from quorum.raft.leader import LeaderState
+from quorum.raft.leader import LeaderState, PendingVoterChange
 from quorum.raft.log import FetchPosition, RaftLog
 from quorum.raft.majority import VoteResult, vote_result
 from quorum.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -53,9 +61,12 @@ from quorum.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    RemoveRaftVoterRequest,
     RequestFailed,
     RequestHeader,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -69,6 +80,15 @@ from quorum.raft.state import (
     UnattachedState,
     check_transition,
     election_state_of,
+)
+from quorum.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    KRAFT_VERSION_STATIC,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
+    VoterSetHistory,
+    voter_changes_in,
 )
 
 
@@ -145,7 +165,7 @@ class RaftNode:
         self,
         *,
         node_id: int,
-        voters: frozenset[int],
+        voters: frozenset[int] | VoterSet,
         cluster_id: str,
         config: RaftConfig,
         rng: random.Random,
@@ -153,12 +173,44 @@ class RaftNode:
         election_state: ElectionState | None = None,
         batches: Sequence[LogBatch] = (),
         snapshot: SnapshotId | None = None,
+        directory_id: Uuid | None = None,
+        kraft_version: int = KRAFT_VERSION_STATIC,
+        snapshot_voters: tuple[int, VoterSet] | None = None,
+        bootstrap_ids: Sequence[int] = (),
+        persists_election: bool | None = None,
     ) -> None:
-        """``snapshot``: the newest local snapshot; ``batches`` then continue from its end."""
-        assert voters, "the voter set cannot be empty"
+        """``snapshot``: the newest local snapshot; ``batches`` then continue from its end.
+
+        The voter set (KIP-853, ``quorum.raft.voters``): ``voters`` is the bootstrap set, a
+        plain set of ids for the static ``controller.quorum.voters`` (``kraft_version`` 0) or a
+        ``VoterSet`` with directory ids and endpoints (``storage format --standalone`` or
+        ``--initial-controllers``, ``kraft_version`` 1), or empty for a node that learns it
+        from the log (``--no-initial-controllers``, or a broker). ``snapshot_voters``, the
+        kraft.version and voter set the snapshot holds, overrides it; every ``VotersRecord``
+        in ``batches`` and in what the node appends later overrides both. ``directory_id``:
+        this node's (``meta.properties``), None for a static quorum. ``bootstrap_ids``: whom
+        an observer that knows no voter asks for the leader
+        (``controller.quorum.bootstrap.servers``; the driver maps the ids to addresses).
+        ``persists_election``: whether this node keeps election state durably and so may
+        grant votes (controllers; default: whether it is a voter now)."""
         assert node_id >= 0
         self.node_id = node_id
-        self.voters = voters
+        bootstrap = voters if isinstance(voters, VoterSet) else VoterSet.static(voters)
+        assert bootstrap or kraft_version >= KRAFT_VERSION_DYNAMIC or bootstrap_ids, (
+            "a static voter set cannot be empty"
+        )
+        self._bootstrap_voters = bootstrap
+        self._bootstrap_kraft_version = kraft_version
+        self._bootstrap_ids = tuple(bootstrap_ids)
+        self.local_key = ReplicaKey(node_id, directory_id)
+        self.voter_history = VoterSetHistory(bootstrap, kraft_version)
+        if snapshot_voters is not None:
+            self.voter_history.reset(snapshot_voters[1], snapshot_voters[0], from_log=True)
+        for batch in batches:
+            self._add_voter_changes(batch)
+        self.voter_set = self.voter_history.latest()
+        self.voters: frozenset[int] = self.voter_set.ids
+        self._is_voter = self.voter_set.is_voter(self.local_key)
         self.cluster_id = cluster_id
         self.config = config
         self._rng = rng
@@ -191,15 +243,34 @@ class RaftNode:
         self.durable_end_offset = self.log.log_end_offset
         self._applied_offset = self.log.log_start_offset
         self._persisted = election_state
+        self._persists_election = (
+            persists_election if persists_election is not None else self._is_voter
+        )
         self.state: EpochState = self._initial_state(election_state, now_ms)
-        if election_state is None and self.is_voter:
-            self._out_election = election_state_of(self.state, voters, node_id)
+        if election_state is None and self._persists_election:
+            self._out_election = election_state_of(self.state, self._persisted_voters(), node_id)
 
     # ----- views ----------------------------------------------------------------------------
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        """Whether this replica (node id and directory id) is in the voter set in force."""
+        return self._is_voter
+
+    @property
+    def kraft_version(self) -> int:
+        return self.voter_history.kraft_version()
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the voter set lives in the log (kraft.version 1) rather than in the static
+        controller.quorum.voters."""
+        return self.voter_history.kraft_version() >= KRAFT_VERSION_DYNAMIC
+
+    def _persisted_voters(self) -> frozenset[int]:
+        """The voters ``quorum-state`` records: the static set, so a restart with another
+        controller.quorum.voters is caught; none for a quorum whose voters are in the log."""
+        return frozenset() if self.is_dynamic else self.voters
 
     @property
     def epoch(self) -> int:
@@ -395,16 +466,31 @@ class RaftNode:
         assert snapshot.end_offset <= self._applied_offset, (snapshot, self._applied_offset)
         assert snapshot.end_offset <= self.log.high_watermark, (snapshot, self.log)
         self.log.delete_before(snapshot.end_offset)
+        self.voter_history.compact_to(snapshot.end_offset)
         assert self.log.snapshot_epoch == snapshot.epoch, (snapshot, self.log)
         self._emit("log_compacted", log_start_offset=snapshot.end_offset)
 
-    def install_snapshot(self, snapshot: SnapshotId, now_ms: int) -> None:
+    def install_snapshot(
+        self,
+        snapshot: SnapshotId,
+        now_ms: int,
+        voters: tuple[int, VoterSet] | None = None,
+    ) -> None:
         """The driver fetched the leader's snapshot and made it the node's state (durably,
-        with the local log emptied to start at its end): continue fetching after it."""
+        with the local log emptied to start at its end): continue fetching after it.
+        ``voters``: the kraft.version and voter set the snapshot holds (KIP-853); None for a
+        snapshot of a static quorum, which holds none."""
         assert not self._awaiting_advance
         assert not self.is_leader(), "a leader never loads a snapshot (I13)"
         self._now_ms = max(self._now_ms, now_ms)
         self.log.reset_to_snapshot(snapshot.end_offset, snapshot.epoch)
+        if voters is not None:
+            self.voter_history.reset(voters[1], voters[0], from_log=True)
+        else:
+            self.voter_history.reset(
+                self._bootstrap_voters, self._bootstrap_kraft_version, from_log=False
+            )
+        self._voter_set_changed("snapshot installed")
         self.durable_end_offset = snapshot.end_offset
         self._applied_offset = snapshot.end_offset
         self._fetcher.fetching_snapshot = None
@@ -486,11 +572,45 @@ class RaftNode:
     def _append_local(self, batch: LogBatch) -> None:
         self.log.append(batch)
         self._out_entries.append(batch)
+        if self._add_voter_changes(batch):
+            self._voter_set_changed(f"voters record at offset {batch.base_offset}")
+
+    def _add_voter_changes(self, batch: LogBatch) -> bool:
+        """Record the kraft.version and voter set a control batch sets (KIP-853: in force from
+        its offset on, committed or not). Returns whether it held a VotersRecord."""
+        kraft_version, voters = voter_changes_in(batch)
+        if kraft_version is None and voters is None:
+            return False
+        self.voter_history.add(batch.base_offset, kraft_version, voters)
+        return voters is not None
+
+    def _voter_set_changed(self, reason: str) -> None:
+        """The voter set in force may have changed (appended, truncated, snapshot): update the
+        views, the leader's replica progress, and tell the driver (its address book)."""
+        new = self.voter_history.latest()
+        if new == self.voter_set:
+            return
+        old = self.voter_set
+        self.voter_set = new
+        self.voters = new.ids
+        self._is_voter = new.is_voter(self.local_key)
+        leader = self.maybe_leader_state()
+        if leader is not None:
+            leader.update_voters(new.ids, self._now_ms)
+        self._emit(
+            "voter_set_changed",
+            voters=[str(key) for key in new.voter_keys()],
+            previous=[str(key) for key in old.voter_keys()],
+            reason=reason,
+            is_voter=self._is_voter,
+        )
 
     def _truncate_local(self, offset: int) -> None:
         if offset >= self.log.log_end_offset:
             return
         self.log.truncate_to(offset)
+        if self.voter_history.truncate_to(offset):
+            self._voter_set_changed(f"log truncated to {offset}")
         self._out_entries = [b for b in self._out_entries if b.base_offset < offset]
         self._out_truncate = (
             offset if self._out_truncate is None else min(self._out_truncate, offset)
@@ -505,8 +625,8 @@ class RaftNode:
         if leader is not None:
             self._abandon_leadership(leader)
         self.state = new
-        if self.is_voter:
-            durable = election_state_of(new, self.voters, self.node_id)
+        if self._persists_election:
+            durable = election_state_of(new, self._persisted_voters(), self.node_id)
             if durable != self._current_persisted():
                 self._out_election = durable
         self._inflight.retain_fetches_of(new.epoch)
@@ -520,6 +640,16 @@ class RaftNode:
         with it (nothing in it was promised)."""
         for envelope in leader.fetch_purgatory.pop_all():
             self._reply(envelope, self._fetch_response(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        change = leader.voter_change
+        if change is not None:
+            leader.voter_change = None
+            self._answer_voter_change(
+                change.envelope,
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {self.node_id} stopped leading epoch {leader.epoch} before the voter "
+                f"change {change.describe()} committed; it may still take effect: run "
+                "`metaquorum quorum describe --status` and retry if it did not",
+            )
 
     def _election_deadline(self, now_ms: int) -> int:
         timeout = self.config.election_timeout_ms
@@ -609,14 +739,22 @@ class RaftNode:
             ),
             "won election",
         )
+        records: list[Record] = [
+            LeaderChangeMessage(self.node_id, state.epoch, tuple(sorted(self.voters)))
+        ]
+        history = self.voter_history
+        if self.is_dynamic and history.latest_offset() is None and not history.base_from_log:
+            # The voter set came from the bootstrap (storage format --standalone or
+            # --initial-controllers): the first leader writes it into the log, as Kafka's
+            # does, so every replica, snapshot and replay finds it there.
+            records.append(KRaftVersionRecord(0, self.kraft_version))
+            records.append(self.voter_set.to_record())
         self._append_local(
             encode_batch(
                 base_offset=epoch_start,
                 epoch=state.epoch,
                 timestamp_ms=now + self.wall_clock_offset_ms,
-                records=[
-                    LeaderChangeMessage(self.node_id, state.epoch, tuple(sorted(self.voters)))
-                ],
+                records=records,
                 control=True,
             )
         )
@@ -718,6 +856,11 @@ class RaftNode:
 
     def _handle_request(self, envelope: Envelope) -> None:
         message = envelope.message
+        if isinstance(
+            message, AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
+        ):
+            self.handle_voter_change_request(envelope, message)
+            return
         assert isinstance(
             message,
             VoteRequest
@@ -763,12 +906,10 @@ class RaftNode:
         a Vote for a higher epoch without error and without moving (leader stickiness)."""
         error = header_error
         reason = ""
-        if error is ErrorCode.NONE and (
-            request.candidate_id not in self.voters
-            or request.voter_id != self.node_id
-            or not self.is_voter
-        ):
-            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "candidate or addressee not a voter"
+        if error is ErrorCode.NONE:
+            error, reason = self._addressee_problem(request.voter_id, request.voter_directory_id)
+        if error is ErrorCode.NONE:
+            error, reason = self._candidate_problem(request)
         if error is ErrorCode.NONE:
             reason = self._vote_request_problem(request)
             if reason:
@@ -825,6 +966,48 @@ class RaftNode:
             self._emit("vote_granted", candidate_id=request.candidate_id)
         self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, False))
 
+    def _addressee_problem(
+        self, voter_id: int, voter_directory_id: Uuid | None
+    ) -> tuple[ErrorCode, str]:
+        """Whether this node may act as the voter a Vote or BeginQuorumEpoch is addressed to.
+        A static quorum: only its voters. A dynamic one (KIP-853): any controller, voter or
+        not, as its own voter set may be stale, as long as the request names this replica:
+        the same node id and, when both are known, the same directory (INVALID_VOTER_KEY)."""
+        if voter_id != self.node_id:
+            return ErrorCode.INCONSISTENT_VOTER_SET, f"addressed to node {voter_id}"
+        if not self.is_dynamic:
+            if not self.is_voter:
+                return ErrorCode.INCONSISTENT_VOTER_SET, "this node is not a voter"
+            return ErrorCode.NONE, ""
+        if not self._persists_election:
+            return ErrorCode.INCONSISTENT_VOTER_SET, "this node is not a controller"
+        mine = self.local_key.directory_id
+        if voter_directory_id is not None and mine is not None and voter_directory_id != mine:
+            return (
+                ErrorCode.INVALID_VOTER_KEY,
+                f"addressed to voter {voter_id}:{voter_directory_id}, but this node's "
+                f"directory id is {mine} (its disk was formatted again)",
+            )
+        return ErrorCode.NONE, ""
+
+    def _candidate_problem(self, request: VoteRequest) -> tuple[ErrorCode, str]:
+        """Whether the candidate may ask this node. A static quorum: only its voters. A dynamic
+        one: a voter of this node's set, or a replica whose log is strictly ahead of this
+        node's (it may hold a voter set this node has not fetched yet, KIP-853); a removed
+        controller, or a wiped one under a new directory id, is refused."""
+        key = ReplicaKey(request.candidate_id, request.candidate_directory_id)
+        if self.voter_set.is_voter(key):
+            return ErrorCode.NONE, ""
+        if self.is_dynamic and (request.last_offset_epoch, request.last_offset) > (
+            self.log.last_fetched_epoch,
+            self.log.log_end_offset,
+        ):
+            return ErrorCode.NONE, ""
+        return (
+            ErrorCode.INCONSISTENT_VOTER_SET,
+            f"candidate {key} is not a voter of {self.voter_set!r}",
+        )
+
     def _maybe_voter_ahead(self, voter_id: int, voter_epoch: int) -> None:
         """A voter's request says it is in an epoch above the one this node leads. Sticky
         leaders (see ``handle_vote_request``) would leave such a voter out for good: it cannot
@@ -869,12 +1052,11 @@ class RaftNode:
         FENCED_LEADER_EPOCH (a leader of an older epoch)."""
         error = header_error
         reason = ""
-        if error is ErrorCode.NONE and (
-            request.leader_id not in self.voters
-            or request.voter_id != self.node_id
-            or not self.is_voter
-        ):
-            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader or addressee not a voter"
+        if error is ErrorCode.NONE:
+            error, reason = self._addressee_problem(request.voter_id, request.voter_directory_id)
+        if error is ErrorCode.NONE and not self.is_dynamic and request.leader_id not in self.voters:
+            # A dynamic quorum follows a leader outside its voter set: that set may be stale.
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader not a voter"
         if error is ErrorCode.NONE:
             reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
             if reason:
@@ -917,15 +1099,24 @@ class RaftNode:
         distinct other voters), FENCED_LEADER_EPOCH (an older epoch)."""
         error = header_error
         reason = ""
-        if error is ErrorCode.NONE and (request.leader_id not in self.voters or not self.is_voter):
+        if (
+            error is ErrorCode.NONE
+            and not self.is_dynamic
+            and (request.leader_id not in self.voters or not self.is_voter)
+        ):
             error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader or this node not a voter"
+        if error is ErrorCode.NONE and self.is_dynamic and not self._persists_election:
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "this node is not a controller"
         if error is ErrorCode.NONE:
             reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
             successors = request.preferred_successors
+            # A dynamic quorum's successors may include voters this node does not know yet.
+            known = self.voters - {request.leader_id} if not self.is_dynamic else None
             if not reason and (
-                len(successors) > len(self.voters)
+                len(successors) > max(len(self.voters), limits.PREFERRED_SUCCESSORS_MAX)
                 or len(set(successors)) != len(successors)
-                or not set(successors) <= self.voters - {request.leader_id}
+                or request.leader_id in successors
+                or (known is not None and not set(successors) <= known)
             ):
                 reason = "preferred successors are not distinct other voters"
             if reason:
@@ -1015,16 +1206,24 @@ class RaftNode:
         if not self.log.is_batch_boundary(request.fetch_offset):
             self._reply(envelope, self._fetch_response(ErrorCode.INVALID_REQUEST))
             return
+        # A voter's id fetching from another directory (a wiped disk) is an observer.
+        is_voter = self.voter_set.is_voter(
+            ReplicaKey(request.replica_id, request.replica_directory_id)
+        )
         leader.update_replica_state(
             request.replica_id,
             request.fetch_offset,
             self.log.log_end_offset,
             self._now_ms,
             self.config,
+            voter=is_voter,
+            directory_id=request.replica_directory_id,
         )
-        if request.replica_id in self.voters:
+        if is_voter:
             leader.record_fence_echo(request.replica_id, request.read_fence)
             self._maybe_advance_high_watermark()
+        elif leader.voter_change is not None:
+            self._maybe_add_caught_up_voter(leader)
         old = leader.fetch_purgatory.pop(request.replica_id)
         if old is not None:
             self._complete_fetch(old)
@@ -1038,10 +1237,7 @@ class RaftNode:
             or hw_news_now
         ):
             self._complete_fetch(envelope)
-        elif (
-            request.replica_id not in self.voters
-            and len(leader.fetch_purgatory) >= self.config.fetch_purgatory_max
-        ):
+        elif not is_voter and len(leader.fetch_purgatory) >= self.config.fetch_purgatory_max:
             # The purgatory is full of observers: answer at once instead of parking.
             self._complete_fetch(envelope)
         else:
@@ -1100,6 +1296,15 @@ class RaftNode:
             )
             return
         voters, observers = leader.describe_quorum(self._now_ms, self.log.log_end_offset)
+        voter_set = self.voter_set
+        voters = tuple(
+            dataclasses.replace(
+                v,
+                directory_id=voter_set.directory_id(v.replica_id),
+                endpoints=node.endpoints if (node := voter_set.voter(v.replica_id)) else (),
+            )
+            for v in voters
+        )
         self._reply(
             envelope,
             DescribeQuorumResponse(
@@ -1109,6 +1314,246 @@ class RaftNode:
                 self.log.high_watermark,
                 voters,
                 observers,
+            ),
+        )
+
+    # ----- voter changes (KIP-853) ----------------------------------------------------------
+
+    def handle_voter_change_request(
+        self,
+        envelope: Envelope,
+        request: AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest,
+    ) -> None:
+        """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter, on the leader, with Kafka's rules:
+        one uncommitted voter change at a time; the leader first commits an entry of its own
+        epoch (fencing changes a previous leader left uncommitted); a new voter first catches
+        up as an observer (fetching from its own directory) to the leader's log end; the answer
+        comes once the new ``VotersRecord`` is committed by the new voter set. A leader removed
+        from the set keeps leading until the removal commits, then resigns.
+
+        Errors: INCONSISTENT_CLUSTER_ID; NOT_LEADER_OR_FOLLOWER (names the leader this node
+        knows); UNSUPPORTED_VERSION (a static quorum, kraft.version 0); REQUEST_TIMED_OUT
+        (another change pending or uncommitted, this leader's epoch not committed yet, the new
+        voter not caught up in time, the change not committed in time); DUPLICATE_VOTER (the
+        node id is a voter already); VOTER_NOT_FOUND (no voter has this id and directory id);
+        INVALID_REQUEST (no directory id or no endpoint given, removing the last voter);
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (UpdateRaftVoter of another epoch)."""
+        leader = self.maybe_leader_state()
+        problem = self._voter_change_problem(request, leader)
+        if problem is not None:
+            code, message = problem
+            if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT):
+                self._reject(envelope, code, message)
+            self._answer_voter_change(envelope, code, message)
+            return
+        assert leader is not None
+        if leader.voter_change is not None:  # only with unsafe_allow_concurrent_voter_changes
+            replaced, leader.voter_change = leader.voter_change, None
+            self._answer_voter_change(replaced.envelope, ErrorCode.REQUEST_TIMED_OUT, "replaced")
+        timeout_ms = limits.VOTER_CHANGE_TIMEOUT_MS_MAX
+        if isinstance(request, AddRaftVoterRequest):
+            timeout_ms = max(1, min(request.timeout_ms, timeout_ms))
+        deadline_ms = self._now_ms + timeout_ms
+        match request:
+            case AddRaftVoterRequest():
+                node = VoterNode(
+                    ReplicaKey(request.voter_id, request.voter_directory_id), request.endpoints
+                )
+                leader.voter_change = PendingVoterChange(
+                    "add", envelope, node, deadline_ms, catch_up_offset=self.log.log_end_offset
+                )
+                self._emit("voter_add_started", voter=str(node.key))
+                self._maybe_add_caught_up_voter(leader)
+            case RemoveRaftVoterRequest():
+                key = ReplicaKey(request.voter_id, request.voter_directory_id)
+                removed = self.voter_set.remove(key)
+                assert removed is not None
+                leader.voter_change = PendingVoterChange(
+                    "remove", envelope, VoterNode(key), deadline_ms
+                )
+                self._append_voter_set(leader, removed)
+            case UpdateRaftVoterRequest():
+                node = VoterNode(
+                    ReplicaKey(request.voter_id, request.voter_directory_id),
+                    request.endpoints,
+                    request.kraft_version_min,
+                    request.kraft_version_max,
+                )
+                if self.voter_set.voter(request.voter_id) == node:
+                    self._answer_voter_change(envelope, ErrorCode.NONE, "")
+                    return
+                updated = self.voter_set.update(node)
+                assert updated is not None
+                leader.voter_change = PendingVoterChange("update", envelope, node, deadline_ms)
+                self._append_voter_set(leader, updated)
+
+    def _voter_change_problem(
+        self,
+        request: AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest,
+        leader: LeaderState | None,
+    ) -> tuple[ErrorCode, str] | None:
+        """Why a voter change cannot start now (Kafka's order of checks), or None."""
+        if not request.cluster_id or request.cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID, "the request names another cluster"
+        if leader is None:
+            return (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {self.node_id} is not the leader (leader: {self.leader_id}, epoch "
+                f"{self.epoch}); send voter changes to the leader",
+            )
+        if isinstance(request, UpdateRaftVoterRequest):
+            if request.current_leader_epoch < self.epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, f"epoch {self.epoch} is current"
+            if request.current_leader_epoch > self.epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH, f"epoch {self.epoch} is current"
+        unsafe = self.config.unsafe_allow_concurrent_voter_changes
+        if leader.voter_change is not None and not unsafe:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader is still working on the voter change "
+                f"{leader.voter_change.describe()}; one change at a time: retry once it is done",
+            )
+        if self.log.high_watermark <= leader.epoch_start_offset:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"leader {self.node_id} has not committed its epoch {self.epoch} yet (fencing "
+                "the changes of earlier leaders); retry in a moment",
+            )
+        if not self.is_dynamic:
+            return (
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"this quorum's voter set is static (kraft.version {self.kraft_version}: "
+                "controller.quorum.voters); voters can only be added or removed in a quorum "
+                "formatted with --standalone or --initial-controllers (kraft.version 1)",
+            )
+        latest = self.voter_history.latest_offset()
+        if latest is not None and latest >= self.log.high_watermark and not unsafe:
+            return (
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the voter set written at offset {latest} is not committed yet (high "
+                f"watermark {self.log.high_watermark}); one change at a time: retry shortly",
+            )
+        key = ReplicaKey(request.voter_id, request.voter_directory_id)
+        if request.voter_id < 0 or request.voter_directory_id == ZERO_UUID:
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"voter {key}: a voter needs a node id >= 0 and its directory id (the "
+                "directory.id in its meta.properties)",
+            )
+        voters = [str(k) for k in self.voter_set.voter_keys()]
+        match request:
+            case AddRaftVoterRequest():
+                if request.voter_id in self.voters:
+                    return (
+                        ErrorCode.DUPLICATE_VOTER,
+                        f"node {request.voter_id} is already a voter ({voters}); to replace "
+                        "its directory, remove the old voter first",
+                    )
+                if not request.endpoints:
+                    return ErrorCode.INVALID_REQUEST, f"voter {key}: no endpoint given"
+            case RemoveRaftVoterRequest():
+                current = self.voter_set.voter(request.voter_id)
+                if current is None or current.key != key:
+                    return (
+                        ErrorCode.VOTER_NOT_FOUND,
+                        f"{key} is not a voter; the voters are {voters}",
+                    )
+                if len(self.voter_set) == 1:
+                    return ErrorCode.INVALID_REQUEST, f"{key} is the last voter"
+            case UpdateRaftVoterRequest():
+                current = self.voter_set.voter(request.voter_id)
+                if current is None or current.key != key:
+                    return (
+                        ErrorCode.VOTER_NOT_FOUND,
+                        f"{key} is not a voter; the voters are {voters}",
+                    )
+                if not request.endpoints:
+                    return ErrorCode.INVALID_REQUEST, f"voter {key}: no endpoint given"
+        return None
+
+    def _maybe_add_caught_up_voter(self, leader: LeaderState) -> None:
+        """A pending AddRaftVoter whose new voter has fetched up to the leader's log end as of
+        the request (from its own directory): append the new voter set."""
+        change = leader.voter_change
+        if change is None or change.kind != "add" or change.offset is not None:
+            return
+        assert change.catch_up_offset is not None
+        progress = leader.observers.get(change.voter.node_id)
+        if (
+            progress is None
+            or progress.directory_id != change.voter.key.directory_id
+            or progress.log_end_offset < change.catch_up_offset
+        ):
+            return
+        added = self.voter_set.add(change.voter)
+        assert added is not None, (change, self.voter_set)
+        self._append_voter_set(leader, added)
+
+    def _append_voter_set(self, leader: LeaderState, voters: VoterSet) -> None:
+        """Append ``voters`` as the new voter set (in force at once, KIP-853)."""
+        change = leader.voter_change
+        assert change is not None
+        assert self.voter_set.differs_by_at_most_one(voters), (self.voter_set, voters)
+        self._drain_accumulator(leader)
+        offset = self.log.log_end_offset
+        change.offset = offset
+        self._append_local(
+            encode_batch(
+                base_offset=offset,
+                epoch=leader.epoch,
+                timestamp_ms=self._now_ms,
+                records=[voters.to_record()],
+                control=True,
+            )
+        )
+        leader.idle_deadline_ms = self._now_ms + self.config.idle_interval_ms
+        self._emit(
+            "voter_change_appended", kind=change.kind, voter=str(change.voter.key), offset=offset
+        )
+
+    def _maybe_complete_voter_change(self, leader: LeaderState) -> None:
+        """After the high watermark moved or time passed: answer a voter change that committed
+        (and resign if this leader was removed) or expired."""
+        change = leader.voter_change
+        if change is None:
+            return
+        if change.offset is not None and self.log.high_watermark > change.offset:
+            leader.voter_change = None
+            self._emit("voter_change_committed", kind=change.kind, voter=str(change.voter.key))
+            self._answer_voter_change(change.envelope, ErrorCode.NONE, "")
+            if not self.is_voter:
+                # Kafka's rule: a leader removed from the voter set leads until the removal
+                # commits, then resigns.
+                leader.resign_requested = True
+            return
+        if self._now_ms >= change.deadline_ms:
+            leader.voter_change = None
+            if change.offset is None:
+                progress = leader.observers.get(change.voter.node_id)
+                at = progress.log_end_offset if progress is not None else -1
+                message = (
+                    f"voter {change.voter.key} did not catch up in time: it fetched up to "
+                    f"offset {at} of {change.catch_up_offset} (is it running as an observer, "
+                    "formatted with --no-initial-controllers, with this directory id?)"
+                )
+            else:
+                message = (
+                    f"the voter set written at offset {change.offset} for "
+                    f"{change.describe()} was not committed in time (high watermark "
+                    f"{self.log.high_watermark}); it may still commit: describe the quorum"
+                )
+            self._emit("voter_change_timed_out", kind=change.kind, voter=str(change.voter.key))
+            self._answer_voter_change(change.envelope, ErrorCode.REQUEST_TIMED_OUT, message)
+
+    def _answer_voter_change(self, envelope: Envelope, error: ErrorCode, message: str) -> None:
+        self._reply(
+            envelope,
+            VoterChangeResponse(
+                error,
+                message,
+                self.leader_id,
+                self.epoch,
+                self.log.high_watermark if error is ErrorCode.NONE else 0,
             ),
         )
 
@@ -1126,6 +1571,16 @@ class RaftNode:
                 self._fetch_backoff()
             return
         error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
+        if (
+            error is ErrorCode.INCONSISTENT_VOTER_SET
+            and self.is_dynamic
+            and isinstance(message, VoteResponse)
+        ):
+            # A voter refused us as a candidate: we are not in its voter set (removed, and we
+            # do not know it yet). A plain rejection, naming the leader it follows: we follow
+            # it too, and its log tells us (KIP-853).
+            message = dataclasses.replace(message, error_code=ErrorCode.NONE, vote_granted=False)
+            error = ErrorCode.NONE
         if error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INCONSISTENT_VOTER_SET):
             # The peer belongs to another cluster or another voter set: an operator must act.
             self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind.value)
@@ -1165,7 +1620,9 @@ class RaftNode:
             return f"negative leader epoch {epoch}"
         if epoch > limits.INT32_MAX:
             return f"leader epoch {epoch} beyond INT32_MAX"
-        if leader_id is not None and leader_id not in self.voters:
+        if leader_id is not None and leader_id not in self.voters and not self.is_dynamic:
+            # A dynamic quorum's leader may be outside this node's voter set: it may have been
+            # added by a VotersRecord not fetched yet, or be leaving (removed, not committed).
             return f"leader {leader_id} is not a voter"
         known = self._known_leader()
         if (
@@ -1265,7 +1722,7 @@ class RaftNode:
             self._maybe_finish_election(election)
 
     def _maybe_finish_pre_vote(self, state: ProspectiveState) -> None:
-        result = vote_result(len(self.voters), state.granted, state.rejected)
+        result = self._tally(state.granted, state.rejected)
         if result is VoteResult.WON:
             self._become_candidate("pre-vote won", state.retries)
         elif state.leader_hint is not None and not (
@@ -1280,8 +1737,14 @@ class RaftNode:
         elif result is VoteResult.LOST and state.backoff_until_ms is None:
             state.backoff_until_ms = self._now_ms + self._backoff_ms(state.retries)
 
+    def _tally(self, granted: set[int], rejected: set[int]) -> VoteResult:
+        """The outcome of a (pre-)vote over the voter set in force now (it may have changed
+        since the requests left: only its members count)."""
+        voters = self.voters
+        return vote_result(len(voters), granted & voters, rejected & voters)
+
     def _maybe_finish_election(self, state: CandidateState) -> None:
-        result = vote_result(len(self.voters), state.granted, state.rejected)
+        result = self._tally(state.granted, state.rejected)
         if result is VoteResult.WON:
             self._become_leader(state)
         elif result is VoteResult.LOST and state.backoff_until_ms is None:
@@ -1404,6 +1867,10 @@ class RaftNode:
 
     def poll_leader(self, state: LeaderState) -> None:
         now = self._now_ms
+        self._maybe_complete_voter_change(state)
+        if state.resign_requested:
+            self._resign("removed from the voter set")
+            return
         # Check quorum: resign when a majority has been silent too long.
         fetched = state.fetched_voters(now, self.config.check_quorum_timeout_ms)
         if not state.has_quorum(fetched):
@@ -1414,7 +1881,13 @@ class RaftNode:
             for voter in state.nonacknowledging_voters():
                 self._send(
                     voter,
-                    BeginQuorumEpochRequest(self._header(), self.node_id, state.epoch, voter),
+                    BeginQuorumEpochRequest(
+                        self._header(),
+                        self.node_id,
+                        state.epoch,
+                        voter,
+                        self.voter_set.directory_id(voter),
+                    ),
                     RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
@@ -1460,6 +1933,7 @@ class RaftNode:
             # Fetchers learn the new high watermark from their parked fetches: with the next
             # data, or once the notify delay is over.
             self._schedule_high_watermark_notice(leader)
+            self._maybe_complete_voter_change(leader)
 
     def _schedule_high_watermark_notice(self, leader: LeaderState) -> None:
         delay = self.config.high_watermark_notify_delay_ms
@@ -1519,6 +1993,8 @@ class RaftNode:
                     self.log.log_end_offset,
                     pre_vote,
                     voter,
+                    self.local_key.directory_id,
+                    self.voter_set.directory_id(voter),
                 ),
                 RequestKind.PRE_VOTE if pre_vote else RequestKind.VOTE,
             )
@@ -1544,7 +2020,8 @@ class RaftNode:
                     "leader connection lost" if state.leader_unreachable else "fetch timeout"
                 )
             else:
-                self._become_unattached(state.epoch, "fetch timeout")
+                # An observer - or a voter removed since it voted in this epoch: the vote stays.
+                self._become_unattached(state.epoch, "fetch timeout", self._voted_id())
             return
         self._maybe_send_fetch(state.leader_id)
 
@@ -1574,6 +2051,7 @@ class RaftNode:
                 self.config.fetch_max_bytes,
                 self.log.high_watermark,
                 follower.read_fence if (follower := self.maybe_follower_state()) else 0,
+                self.local_key.directory_id,
             ),
             RequestKind.FETCH,
             timeout_ms=self.config.fetch_max_wait_ms + self.config.request_timeout_ms,
@@ -1581,9 +2059,15 @@ class RaftNode:
 
     def poll_unattached(self, state: UnattachedState) -> None:
         if not self.is_voter:
-            # Observers look for the leader by fetching from the voters in turn.
-            if not self._fetch_in_flight() and self._now_ms >= self._fetcher.retry_at_ms:
-                self._maybe_send_fetch(self._fetcher.next_observer_target(self.voters))
+            # Observers look for the leader by fetching from the voters in turn (or, knowing
+            # none yet, from controller.quorum.bootstrap.servers).
+            targets = (self.voters - {self.node_id}) or self._bootstrap_ids
+            if (
+                targets
+                and not self._fetch_in_flight()
+                and self._now_ms >= self._fetcher.retry_at_ms
+            ):
+                self._maybe_send_fetch(self._fetcher.next_observer_target(targets))
             return
         if self._now_ms >= state.election_deadline_ms:
             self._become_prospective("election timeout")
@@ -1591,7 +2075,11 @@ class RaftNode:
     def poll_resigned(self, state: ResignedState) -> None:
         now = self._now_ms
         if now >= state.election_deadline_ms:
-            self._become_prospective("resigned and no successor seen")
+            if self.is_voter:
+                self._become_prospective("resigned and no successor seen")
+            else:
+                # Removed from the voter set (KIP-853): look for the leader as an observer.
+                self._become_unattached(state.epoch, "resigned, not a voter", self.node_id)
             return
         if state.unacknowledged and now >= state.end_quorum_epoch_resend_at_ms:
             self._send_end_quorum_epoch(state)
@@ -1648,4 +2136,6 @@ class RaftNode:
         assert self.epoch >= self.log.last_fetched_epoch, self
         assert self.durable_end_offset <= self.log.log_end_offset, self
         if self.is_leader():
-            assert self.is_voter
+            # A dynamic quorum's leader leads on after appending its own removal, until it
+            # commits (KIP-853).
+            assert self.is_voter or self.is_dynamic

@@ -262,6 +262,10 @@ class ControllerNode:
                 leader_stub=raft.peers.stub,
                 snapshot_dir=raft.directory,
                 callers=callers,
+                # KIP-853: leader endpoints, and who may add or remove voters.
+                peers=raft.peers,
+                authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
+                image=lambda: self.state_machine.committed_image,
             ),
             server,
         )
@@ -270,7 +274,7 @@ class ControllerNode:
                 self.driver,
                 self.state_machine,
                 cluster_id=self.cluster_id,
-                voters=self.config.controller_quorum_voters,
+                voters=raft.peers.voter_addresses,  # live: the voter set may change (KIP-853)
                 controller_ready=self.controller_ready,
                 # Brokers forward their Kafka clients' writes with the client's principal
                 # (KIP-590; docs/security.md#forwarded-requests).
@@ -289,6 +293,8 @@ class ControllerNode:
 
             serve_metrics(self.metrics, self.config, self.log)
         driver_task = asyncio.create_task(self.driver.run(), name="raft-driver")
+        if self.config.controller_quorum_auto_join_enable:  # KIP-853 (Kafka 4.1)
+            self.raft.spawn(self.raft.auto_join())
         fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
         stop_task = asyncio.create_task(stop.wait(), name="stop-signal")
         done, _ = await asyncio.wait(

@@ -23,15 +23,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from quorum import meta_properties
-from quorum.config import NodeConfig, raft_config
+from quorum.config import HostPort, NodeConfig, raft_config
 from quorum.ids import Uuid
 from quorum.limits import INT32_MAX
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import Record
-from quorum.raft.messages import SnapshotId
+from quorum.metadata.records import BrokerEndpoint, Record
+from quorum.raft.messages import AddRaftVoterRequest, SnapshotId
 from quorum.raft.node import Proposal, RaftNode, Ready
+from quorum.raft.voters import KRAFT_VERSION_DYNAMIC, KRAFT_VERSION_STATIC, VoterSet
 from quorum.security.tls import NodeSecurity
 from quorum.server.driver import Clock, RaftDriver
 from quorum.server.service import PeerClients
@@ -42,6 +45,7 @@ from quorum.server.snapshotting import (
     load_at_startup,
 )
 from quorum.storage import QUORUM_STATE_FILE_NAME, ElectionStore, SegmentedLog
+from quorum.storage.bootstrap import CorruptBootstrapError, read_bootstrap
 from quorum.storage.dirlock import (
     DirectoryLockedError,
     DirectoryLockError,
@@ -51,6 +55,10 @@ from quorum.storage.dirlock import (
 )
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
+# controller.quorum.auto.join.enable: how often a controller that is not a voter asks to be
+# added, and how long the leader may wait for it to catch up each time.
+AUTO_JOIN_RETRY_S = 1.0
+AUTO_JOIN_TIMEOUT_MS = 30_000
 
 
 class StartupError(Exception):
@@ -187,11 +195,23 @@ class RaftManager:
     ) -> tuple[RaftManager, MetadataImage]:
         properties = meta_properties.check(config)
         cluster_id = str(properties[config.metadata_log_dir].cluster_id)
+        directory_id = properties[config.metadata_log_dir].directory_id
         directory = metadata_log_dir(config)
         segments = SegmentedLog.open(directory, segment_bytes_max=config.metadata_log_segment_bytes)
         election_store = None
         election = None
-        voters = config.voter_ids
+        voters: frozenset[int] | VoterSet = config.voter_ids
+        kraft_version = KRAFT_VERSION_STATIC
+        if config.dynamic_quorum:
+            # KIP-853: the voters are in the log; a controller formatted with --standalone or
+            # --initial-controllers starts from its bootstrap voter set.
+            kraft_version = KRAFT_VERSION_DYNAMIC
+            try:
+                bootstrap = read_bootstrap(directory) if voter else None
+            except CorruptBootstrapError as exc:
+                segments.close()
+                raise StartupError(str(exc)) from exc
+            voters = bootstrap[1] if bootstrap is not None else VoterSet()
         if voter:
             election_store = ElectionStore(directory / QUORUM_STATE_FILE_NAME)
             election = election_store.read()
@@ -204,14 +224,19 @@ class RaftManager:
                     "there). Epochs never go back: copy the metadata out with `metaquorum log "
                     "dump`, format a new cluster and recreate the topics."
                 )
-            if election is not None and election.voters != voters:
+            if (
+                election is not None
+                and not config.dynamic_quorum
+                and election.voters != config.voter_ids
+            ):
                 segments.close()
                 raise StartupError(
                     f"controller.quorum.voters in {config.describe_source()} names voters "
-                    f"{sorted(voters)}, but {directory / QUORUM_STATE_FILE_NAME} was written by "
-                    f"a quorum of voters {sorted(election.voters)}. This version does not "
-                    "change the voter set: restore the original controller.quorum.voters, or "
-                    "format a new cluster."
+                    f"{sorted(config.voter_ids)}, but {directory / QUORUM_STATE_FILE_NAME} was "
+                    f"written by a quorum of voters {sorted(election.voters)}. A static voter "
+                    "set never changes: restore the original controller.quorum.voters, or "
+                    "format a new cluster (a quorum formatted with --standalone or "
+                    "--initial-controllers changes its voters with `quorum add-controller`)."
                 )
         try:
             loaded = load_at_startup(directory, segments, logger)
@@ -219,6 +244,18 @@ class RaftManager:
             segments.close()
             raise StartupError(str(exc)) from exc
         clock = Clock()
+        # A voter sends its requests to the other voters; an observer fetches from any voter
+        # (or, knowing none, from controller.quorum.bootstrap.servers).
+        advertised = config.advertised(config.listener)
+        peers = PeerClients(
+            config.controller_quorum_voters,
+            config.controller_quorum_request_timeout_ms,
+            security.client,
+            bootstrap=config.controller_quorum_bootstrap_servers,
+            local_id=config.node_id if voter else None,
+            local_endpoint=HostPort(advertised.host, advertised.port) if voter else None,
+            listener_name=config.listener.name,
+        )
         node = RaftNode(
             node_id=config.node_id,
             voters=voters,
@@ -229,17 +266,19 @@ class RaftManager:
             election_state=election,  # observers persist no election state
             batches=loaded.batches,
             snapshot=loaded.snapshot,
+            directory_id=directory_id,
+            kraft_version=kraft_version,
+            snapshot_voters=loaded.snapshot_voters,
+            bootstrap_ids=peers.bootstrap_ids,
+            persists_election=voter,
         )
-        # A voter sends its requests to the other voters; an observer fetches from any voter.
-        peers = PeerClients(
-            {
-                node_id: address
-                for node_id, address in config.controller_quorum_voters.items()
-                if not (voter and node_id == config.node_id)
-            },
-            config.controller_quorum_request_timeout_ms,
-            security.client,
-        )
+        peers.update_from_voter_sets(node.voter_history.all_sets())
+
+        def on_ready_and_addresses(ready: Ready) -> None:
+            if any(event.name == "voter_set_changed" for event in ready.events):
+                peers.update_from_voter_sets(node.voter_history.all_sets())
+            on_ready(ready)
+
         driver = RaftDriver(
             node=node,
             log=segments,
@@ -247,7 +286,7 @@ class RaftManager:
             send_request=peers.send,
             clock=clock,
             on_committed=on_committed,
-            on_ready=on_ready,
+            on_ready=on_ready_and_addresses,
             on_proposed=on_proposed,
         )
         # Brokers snapshot their image too (same triggers and retention as controllers), so
@@ -298,7 +337,14 @@ class RaftManager:
     ) -> None:
         """Behind the leader's log start: download its snapshot and install it; ``on_image``
         replaces the node's image with the snapshot's (inside the driver loop)."""
-        address = self.config.controller_quorum_voters[leader_id]
+        address = self.peers.address_of(leader_id)
+        if address is None:
+            self.log.warning("snapshot_fetch_failed", reason=f"no address for leader {leader_id}")
+            await self.driver.call_in_loop(
+                lambda: self.node.snapshot_fetch_failed(self.clock.now_ms())
+            )
+            self.metadata_load_errors += 1
+            return
         installed = await fetch_and_install(
             driver=self.driver,
             log=self.segments,
@@ -312,6 +358,45 @@ class RaftManager:
         )
         if not installed:
             self.metadata_load_errors += 1
+
+    async def auto_join(self) -> None:
+        """``controller.quorum.auto.join.enable`` (Kafka 4.1, KIP-853): a controller that is
+        not a voter of a dynamic quorum asks the leader, every ``AUTO_JOIN_RETRY_S``, to add
+        it (AddRaftVoter for itself, which its node certificate may send); the leader waits for
+        it to catch up. It stops once added, so a later remove-controller is not undone. A node
+        id that is a voter under another directory is left to the operator (remove it first)."""
+        node = self.node
+        directory_id = node.local_key.directory_id
+        listener = self.config.advertised(self.config.listener)
+        endpoint = BrokerEndpoint(listener.name, listener.host, listener.port)
+        while not node.is_voter:
+            await asyncio.sleep(AUTO_JOIN_RETRY_S)
+            leader = node.leader_id
+            if (
+                not node.is_dynamic
+                or directory_id is None
+                or leader is None
+                or node.node_id in node.voters
+                or node.is_voter
+            ):
+                continue
+            request = AddRaftVoterRequest(
+                self.cluster_id, node.node_id, directory_id, (endpoint,), AUTO_JOIN_TIMEOUT_MS
+            )
+            try:
+                answer, _ = await self.peers.send_voter_change(
+                    leader, request, AUTO_JOIN_TIMEOUT_MS / 1000 + 5
+                )
+            except (grpc.aio.AioRpcError, OSError) as exc:
+                self.log.info("auto_join_failed", leader_id=leader, reason=repr(exc))
+                continue
+            self.log.info(
+                "auto_join_answered",
+                leader_id=leader,
+                error=answer.error_code.name,
+                message=answer.error_message,
+            )
+        self.log.info("auto_join_done", voters=sorted(node.voters))
 
     def spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
         """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched)."""

@@ -9,13 +9,14 @@ cannot be parsed INVALID_ARGUMENT. Protocol errors travel as Kafka error codes i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 import structlog
 
+from quorum import limits
 from quorum.config import HostPort
 from quorum.errors import (
     ErrorCode,
@@ -25,7 +26,9 @@ from quorum.errors import (
 )
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.logs import LogThrottle
+from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -37,10 +40,16 @@ from quorum.raft.messages import (
     FetchResponse,
     Message,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    VoterChangeRequest,
+    VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
+from quorum.raft.voters import VoterSet
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.security.acls import AclOperation, ResourceType
+from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import IdentityRefusal, claimed_node_id, refuse_claim
 from quorum.security.tls import AioChannels, ClientSecurity
@@ -97,7 +106,13 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         leader_stub: Callable[[int], Any],
         snapshot_dir: Path | None = None,
         callers: CallerResolver | None = None,
+        peers: PeerClients | None = None,
+        authorization: RequestAuthorization | None = None,
+        image: Callable[[], MetadataImage] | None = None,
     ) -> None:
+        """``peers``: the node's address book (KIP-853: leader endpoints in answers, learned
+        from BeginQuorumEpoch); ``authorization`` and ``image``: who may add and remove voters
+        (ALTER on the cluster, by the ACLs of the image)."""
         self._driver = driver
         self._cluster_id = cluster_id
         self._endpoints = endpoints
@@ -105,6 +120,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         self._snapshot_dir = snapshot_dir
         self._callers = callers or CallerResolver()
         self._refusals = _RefusalLog(structlog.get_logger("quorum.security"))
+        self._peers = peers
+        self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
+        self._image = image or (lambda: MetadataImage.EMPTY)
 
     def _refuse(
         self, context: grpc.aio.ServicerContext, method: str, field: str, claimed: int
@@ -184,6 +202,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         remaining = context.time_remaining()
         if remaining is not None:
             timeout_s = min(timeout_s, max(0.0, remaining))
+        if isinstance(message, BeginQuorumEpochRequest) and self._peers is not None:
+            # KIP-853: the leader says where it listens (this node may not know it yet).
+            self._peers.learn(message.leader_id, request.leader_endpoint)
         try:
             answer = await self._driver.request(_source_of(message), message, timeout_s)
         except ShuttingDownError as exc:
@@ -194,7 +215,103 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             await context.abort(
                 grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum did not answer in time"
             )
-        return transport.response_to_proto(_response(answer))
+        response = _response(answer)
+        return transport.response_to_proto(
+            response, leader_endpoint=self._leader_endpoint(response.leader_id)
+        )
+
+    def _leader_endpoint(self, leader_id: int | None) -> str:
+        if leader_id is None or self._peers is None:
+            return ""
+        return self._peers.endpoint_text(leader_id)
+
+    # ----- voter changes (KIP-853) ----------------------------------------------------------
+
+    async def AddRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._voter_change(request, context)
+
+    async def RemoveRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._voter_change(request, context)
+
+    async def UpdateRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._voter_change(request, context)
+
+    async def _voter_change(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Hand a voter change to the core (which answers once it commits). Who may ask: for
+        AddRaftVoter and RemoveRaftVoter, a principal allowed ALTER on the cluster (Kafka's
+        rule), or a controller adding itself (controller.quorum.auto.join.enable); for
+        UpdateRaftVoter, the voter itself (its certificate's node id)."""
+        try:
+            message = transport.voter_change_from_proto(request)
+        except transport.MalformedMessageError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        node = self._driver.node
+        refusal = self._voter_change_refusal(message, self._callers.caller(context))
+        if refusal is not None:
+            code, text = refusal
+            return transport.voter_change_response_to_proto(
+                VoterChangeResponse(code, text, node.leader_id, node.epoch)
+            )
+        timeout_s = HANDLER_TIMEOUT_S
+        if isinstance(message, AddRaftVoterRequest):
+            timeout_s += min(message.timeout_ms, limits.VOTER_CHANGE_TIMEOUT_MS_MAX) / 1000
+        else:
+            timeout_s += limits.VOTER_CHANGE_TIMEOUT_MS_MAX / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout_s = min(timeout_s, max(0.0, remaining))
+        try:
+            answer = await self._driver.request(-1, message, timeout_s)
+        except ShuttingDownError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except InboxFullError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except TimeoutError:
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "the voter change did not finish before the call's deadline; it may still "
+                "take effect: run `metaquorum quorum describe --status`",
+            )
+        assert isinstance(answer, VoterChangeResponse), answer
+        return transport.voter_change_response_to_proto(
+            answer, self._leader_endpoint(answer.leader_id)
+        )
+
+    def _voter_change_refusal(
+        self, message: VoterChangeRequest, caller: Caller
+    ) -> tuple[ErrorCode, str] | None:
+        method = type(message).__name__.removesuffix("Request")
+        if isinstance(message, UpdateRaftVoterRequest):
+            identity = refuse_claim(caller, self._cluster_id, "voter_id", message.voter_id)
+            if identity is not None:
+                self._refusals.log(caller, method, identity)
+                return identity.error_code, identity.message
+            return None
+        if caller.is_node:
+            if (
+                isinstance(message, AddRaftVoterRequest)
+                and caller.cluster_id == self._cluster_id
+                and caller.node_id == message.voter_id
+            ):
+                return None  # a controller adding itself (auto-join)
+            refusal = IdentityRefusal(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"node {caller.node_id} may only add itself to the voter set; adding or "
+                "removing other voters needs an operator's principal with ALTER on the cluster",
+            )
+            self._refusals.log(caller, method, refusal)
+            return refusal.error_code, refusal.message
+        if not self._authorization.allows(
+            caller, self._image(), AclOperation.ALTER, ResourceType.CLUSTER
+        ):
+            refusal = IdentityRefusal(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{caller.principal} may not change the voter set: it needs ALTER on the "
+                "cluster (an ACL, or super.users)",
+            )
+            self._refusals.log(caller, method, refusal)
+            return refusal.error_code, refusal.message
+        return None
 
     def _refusal_response(
         self, message: Message, refusal: IdentityRefusal
@@ -318,25 +435,93 @@ def _response(answer: Message) -> transport.CoreResponse:
 
 
 class PeerClients:
-    """One channel per voter; sends the core's outbound requests with deadlines."""
+    """One channel per peer; sends the core's outbound requests with deadlines. Also the node's
+    address book (KIP-853): node id -> address, from the static controller.quorum.voters, the
+    voter sets in the log (``update_from_voter_sets``) and the leaders that said where they
+    listen (``learn``); negative ids are controller.quorum.bootstrap.servers, in order.
+    ``voter_addresses`` is a live dict other services may read (NOT_CONTROLLER redirects)."""
 
     def __init__(
         self,
         voters: Mapping[int, HostPort],
         request_timeout_ms: int,
         security: ClientSecurity | None = None,
+        *,
+        bootstrap: Sequence[HostPort] = (),
+        local_id: int | None = None,
+        local_endpoint: HostPort | None = None,
+        listener_name: str = "",
     ) -> None:
-        self._addresses = dict(voters)
+        self._static = dict(voters)
+        self.voter_addresses: dict[int, HostPort] = dict(voters)
+        if local_id is not None and local_endpoint is not None:
+            self.voter_addresses.setdefault(local_id, local_endpoint)
+        self._from_sets: dict[int, HostPort] = {}
+        self._learned: dict[int, HostPort] = {}
+        # A controller may be among its own bootstrap servers: never fetch from itself.
+        others = [address for address in bootstrap if address != local_endpoint]
+        self._bootstrap = {-(index + 1): address for index, address in enumerate(others)}
+        self._local_id = local_id
+        self._local_endpoint = local_endpoint
+        self._listener_name = listener_name
         self._request_timeout_s = request_timeout_ms / 1000
         # The node's own certificate is its client certificate; a channel is recreated when
         # the files changed (docs/security.md#rotation).
         self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
         self._stubs: dict[int, tuple[grpc.aio.Channel, Any]] = {}
 
+    @property
+    def bootstrap_ids(self) -> tuple[int, ...]:
+        return tuple(self._bootstrap)
+
+    def address_of(self, node_id: int) -> HostPort | None:
+        if node_id < 0:
+            return self._bootstrap.get(node_id)
+        return self.voter_addresses.get(node_id)
+
+    def endpoint_text(self, node_id: int) -> str:
+        address = self.address_of(node_id)
+        return "" if address is None else f"{address.host}:{address.port}"
+
+    def update_from_voter_sets(self, sets: Iterable[VoterSet]) -> None:
+        """The voter sets of the log changed: take every voter's endpoint (on this node's
+        listener name when it has one, else its first), later sets winning."""
+        found: dict[int, HostPort] = {}
+        for voters in sets:
+            for node in voters:
+                if not node.endpoints:
+                    continue
+                chosen = next(
+                    (e for e in node.endpoints if e.name == self._listener_name), node.endpoints[0]
+                )
+                found[node.node_id] = HostPort(chosen.host, chosen.port)
+        self._from_sets = found
+        self._rebuild()
+
+    def learn(self, node_id: int | None, endpoint: str) -> None:
+        """A leader said where it listens ("host:port"); kept unless the voter sets know it."""
+        if node_id is None or node_id < 0 or not endpoint or node_id == self._local_id:
+            return
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            return
+        address = HostPort(host.strip("[]"), int(port))
+        if self._learned.get(node_id) == address:
+            return
+        self._learned[node_id] = address
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        addresses = {**self._learned, **self._static, **self._from_sets}
+        if self._local_id is not None and self._local_endpoint is not None:
+            addresses[self._local_id] = self._local_endpoint
+        self.voter_addresses.clear()
+        self.voter_addresses.update(addresses)
+
     def stub(self, node_id: int) -> Any:
-        if node_id not in self._addresses:
+        address = self.address_of(node_id)
+        if address is None:
             return None
-        address = self._addresses[node_id]
         channel = self._channels.get(f"{address.host}:{address.port}")
         cached = self._stubs.get(node_id)
         if cached is None or cached[0] is not channel:
@@ -349,6 +534,9 @@ class PeerClients:
             raise OSError(f"no address for node {envelope.destination}")
         message = envelope.message
         timeout_s = self._request_timeout_s
+        if not isinstance(message, transport.CoreRequest):
+            raise AssertionError(f"not a request the core sends to peers: {message!r}")
+        wire = transport.request_to_proto(message)
         match message:
             case VoteRequest():
                 call = stub.Vote
@@ -363,8 +551,31 @@ class PeerClients:
                 call = stub.DescribeQuorum
             case _:
                 raise AssertionError(f"not a request: {message!r}")
-        response = await call(transport.request_to_proto(message), timeout=timeout_s)
-        return transport.response_from_proto(response)
+        if isinstance(wire, raft_pb2.BeginQuorumEpochRequest) and self._local_endpoint is not None:
+            wire.leader_endpoint = f"{self._local_endpoint.host}:{self._local_endpoint.port}"
+        response = await call(wire, timeout=timeout_s)
+        answer = transport.response_from_proto(response)
+        leader_endpoint = getattr(response, "leader_endpoint", "")
+        if leader_endpoint:
+            self.learn(getattr(answer, "leader_id", None), leader_endpoint)
+        return answer
+
+    async def send_voter_change(
+        self, destination: int, request: VoterChangeRequest, timeout_s: float
+    ) -> tuple[VoterChangeResponse, str]:
+        """Send AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter to ``destination``; returns
+        the answer and the leader endpoint it names."""
+        stub = self.stub(destination)
+        if stub is None:
+            raise OSError(f"no address for node {destination}")
+        wire = transport.voter_change_to_proto(request)
+        call = {
+            "AddRaftVoterRequest": stub.AddRaftVoter,
+            "RemoveRaftVoterRequest": stub.RemoveRaftVoter,
+            "UpdateRaftVoterRequest": stub.UpdateRaftVoter,
+        }[type(wire).__name__]
+        response = await call(wire, timeout=timeout_s)
+        return transport.voter_change_response_from_proto(response), response.leader_endpoint
 
     async def close(self) -> None:
         self._stubs.clear()

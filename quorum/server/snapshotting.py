@@ -35,9 +35,11 @@ from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.delta import MetadataReplayError
 from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import KRaftVersionRecord, Record
 from quorum.metadata.snapshot_records import image_to_records
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import RaftNode
+from quorum.raft.voters import VoterSet
 from quorum.rpc.v1 import raft_pb2
 from quorum.security.tls import ClientSecurity
 from quorum.server.driver import RaftDriver
@@ -56,6 +58,7 @@ from quorum.storage.snapshots import (
     plan_retention,
     remove_partial_snapshots,
     snapshot_path,
+    snapshot_voters,
 )
 
 CHUNK_BYTES = 1024 * 1024
@@ -76,6 +79,8 @@ class Loaded:
     batches: list[LogBatch]
     # Corrupt snapshots skipped (a metadata load error, counted in the node's metrics).
     corrupt_skipped: int = 0
+    # The kraft.version and voter set the snapshot holds (KIP-853); None for a static quorum.
+    snapshot_voters: tuple[int, VoterSet] | None = None
 
 
 def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
@@ -108,6 +113,7 @@ def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
         skipped.path.replace(aside)
         logger.warning("corrupt_snapshot_moved_aside", path=str(aside))
     image = load_snapshot_image(directory, snapshot)
+    voters = snapshot_voters(directory, snapshot)
     if log.log_end_offset < snapshot.end_offset:
         # The snapshot is durable but the log it was taken from was not fsynced that far
         # before a crash: the snapshot holds all of it, the log continues after it.
@@ -130,7 +136,9 @@ def load_at_startup(directory: Path, log: SegmentedLog, logger: Any) -> Loaded:
         topics=len(image.topics_by_id),
         log_batches_after=len(batches),
     )
-    return Loaded(snapshot, image, batches, corrupt_skipped=len(valid.skipped))
+    return Loaded(
+        snapshot, image, batches, corrupt_skipped=len(valid.skipped), snapshot_voters=voters
+    )
 
 
 class Snapshotter:
@@ -207,6 +215,15 @@ class Snapshotter:
             return None
         if end > node.high_watermark or not node.log.is_batch_boundary(end):
             return None
+        # KIP-853: the voter set in force at the snapshot's end goes into it (committed, so
+        # nothing the loop does meanwhile changes it).
+        voters: list[Record] = []
+        if node.is_dynamic:
+            history = node.voter_history
+            voters = [
+                KRaftVersionRecord(0, history.kraft_version_before(end)),
+                history.voters_before(end).to_record(),
+            ]
         self._running = True
         try:
             epoch = node.log.epoch_of(image.offset)
@@ -216,7 +233,7 @@ class Snapshotter:
                 # Fetched from the leader already (same id, same committed prefix).
                 self.logger.info("snapshot_already_local", snapshot=str(snapshot))
             else:
-                snapshot = await self._write(image, snapshot)
+                snapshot = await self._write(image, snapshot, voters)
                 self.latest_generated_bytes = snapshot_path(self.directory, snapshot).stat().st_size
                 self.latest_generated_wall_ms = time.time_ns() // 1_000_000
             await self.driver.call_in_loop(lambda: self._compact(snapshot))
@@ -239,14 +256,19 @@ class Snapshotter:
         finally:
             self._running = False
 
-    async def _write(self, image: MetadataImage, snapshot: SnapshotId) -> SnapshotId:
+    async def _write(
+        self, image: MetadataImage, snapshot: SnapshotId, voters: Sequence[Record] = ()
+    ) -> SnapshotId:
         """Encode the image on the event loop in slices of ``SLICE_RECORDS`` records, letting
         the loop serve Raft and admin traffic between them, then fsync and rename in a worker
         thread. (Encoding in a worker thread instead starves the loop: the two threads convoy
         on the GIL, and with a million partitions followers time out and elect.)"""
         records = image_to_records(image)
         with SnapshotWriter(
-            self.directory, snapshot, last_contained_log_timestamp_ms=int(time.time() * 1000)
+            self.directory,
+            snapshot,
+            last_contained_log_timestamp_ms=int(time.time() * 1000),
+            voters=voters,
         ) as writer:
             while chunk := list(itertools.islice(records, SLICE_RECORDS)):
                 writer.append(chunk)
@@ -363,6 +385,7 @@ async def fetch_and_install(
             )
         # Decoding a large snapshot takes seconds: off the loop, which keeps serving.
         image = await asyncio.to_thread(load_snapshot_image, directory, snapshot)
+        voters = await asyncio.to_thread(snapshot_voters, directory, snapshot)
     except (OSError, grpc.aio.AioRpcError, StorageError, MetadataReplayError) as exc:
         # Any failure must reach the core, or it would wait for this snapshot forever.
         logger.warning("snapshot_fetch_failed", snapshot=str(snapshot), reason=str(exc))
@@ -377,7 +400,7 @@ async def fetch_and_install(
         on_image(image)
         if image.metadata_topic_id is not None:
             node.set_metadata_topic_id(image.metadata_topic_id)
-        node.install_snapshot(snapshot, driver.clock.now_ms())
+        node.install_snapshot(snapshot, driver.clock.now_ms(), voters)
         delete_snapshots_before(directory, snapshot)  # the core logs snapshot_installed
 
     await driver.call_in_loop(install)

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from quorum import limits
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, UUID_BYTES, ZERO_UUID, Uuid
 from quorum.metadata.batch import LogBatch
+from quorum.metadata.records import BrokerEndpoint, InvalidRecordError
 from quorum.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -45,9 +47,13 @@ from quorum.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    RemoveRaftVoterRequest,
     ReplicaState,
     RequestHeader,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    VoterChangeRequest,
+    VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -68,6 +74,10 @@ __all__ = [
     "response_from_proto",
     "response_to_proto",
     "tool_describe_quorum_request",
+    "voter_change_from_proto",
+    "voter_change_response_from_proto",
+    "voter_change_response_to_proto",
+    "voter_change_to_proto",
 ]
 
 NO_ID: Final = -1
@@ -155,6 +165,15 @@ def _timestamp_from_wire(message_type: str, field: str, value: int) -> int | Non
     return value
 
 
+def _directory_id_to_wire(value: Uuid | None) -> bytes:
+    return b"" if value is None else value.bytes
+
+
+def _directory_id_from_wire(message_type: str, field: str, data: bytes) -> Uuid | None:
+    """KIP-853 directory ids: empty bytes for none."""
+    return _uuid_from_wire(message_type, field, data) if data else None
+
+
 def _header_from_wire(
     message_type: str, cluster_id: str, topic_id: bytes, partition_index: int
 ) -> RequestHeader:
@@ -185,6 +204,8 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 last_offset=msg.last_offset,
                 pre_vote=msg.pre_vote,
                 voter_id=msg.voter_id,
+                candidate_directory_id=_directory_id_to_wire(msg.candidate_directory_id),
+                voter_directory_id=_directory_id_to_wire(msg.voter_directory_id),
             )
         case BeginQuorumEpochRequest():
             return raft_pb2.BeginQuorumEpochRequest(
@@ -194,6 +215,7 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 leader_id=msg.leader_id,
                 leader_epoch=msg.leader_epoch,
                 voter_id=msg.voter_id,
+                voter_directory_id=_directory_id_to_wire(msg.voter_directory_id),
             )
         case EndQuorumEpochRequest():
             return raft_pb2.EndQuorumEpochRequest(
@@ -217,6 +239,7 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 max_bytes=msg.max_bytes,
                 high_watermark=msg.high_watermark,
                 read_fence=msg.read_fence,
+                replica_directory_id=_directory_id_to_wire(msg.replica_directory_id),
             )
         case DescribeQuorumRequest():
             return raft_pb2.DescribeQuorumRequest(
@@ -252,6 +275,12 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 last_offset=pb.last_offset,
                 pre_vote=pb.pre_vote,
                 voter_id=pb.voter_id,
+                candidate_directory_id=_directory_id_from_wire(
+                    "VoteRequest", "candidate_directory_id", pb.candidate_directory_id
+                ),
+                voter_directory_id=_directory_id_from_wire(
+                    "VoteRequest", "voter_directory_id", pb.voter_directory_id
+                ),
             )
         case raft_pb2.BeginQuorumEpochRequest():
             return BeginQuorumEpochRequest(
@@ -261,6 +290,9 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 leader_id=pb.leader_id,
                 leader_epoch=pb.leader_epoch,
                 voter_id=pb.voter_id,
+                voter_directory_id=_directory_id_from_wire(
+                    "BeginQuorumEpochRequest", "voter_directory_id", pb.voter_directory_id
+                ),
             )
         case raft_pb2.EndQuorumEpochRequest():
             if len(pb.preferred_successors) > limits.PREFERRED_SUCCESSORS_MAX:
@@ -291,6 +323,9 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 max_bytes=pb.max_bytes,
                 high_watermark=pb.high_watermark,
                 read_fence=pb.read_fence,
+                replica_directory_id=_directory_id_from_wire(
+                    "FetchRequest", "replica_directory_id", pb.replica_directory_id
+                ),
             )
         case raft_pb2.DescribeQuorumRequest():
             cluster_id = pb.cluster_id
@@ -367,7 +402,8 @@ def _replica_to_wire(
     endpoints: Mapping[int, Sequence[str]],
     directory_ids: Mapping[int, Uuid],
 ) -> raft_pb2.ReplicaState:
-    directory_id = directory_ids.get(replica.replica_id, ZERO_UUID)
+    directory_id = replica.directory_id or directory_ids.get(replica.replica_id, ZERO_UUID)
+    own = [f"{e.name}://{e.host}:{e.port}" for e in replica.endpoints]
     return raft_pb2.ReplicaState(
         replica_id=replica.replica_id,
         log_end_offset=replica.log_end_offset,
@@ -377,7 +413,7 @@ def _replica_to_wire(
         last_caught_up_timestamp_ms=(
             NO_ID if replica.last_caught_up_ms is None else to_wall_ms(replica.last_caught_up_ms)
         ),
-        endpoints=list(endpoints.get(replica.replica_id, ())),
+        endpoints=own or list(endpoints.get(replica.replica_id, ())),
         directory_id=b"" if directory_id == ZERO_UUID else directory_id.bytes,
     )
 
@@ -392,6 +428,7 @@ def response_to_proto(
     to_wall_ms: Callable[[int], int] | None = None,
     endpoints: Mapping[int, Sequence[str]] | None = None,
     directory_ids: Mapping[int, Uuid] | None = None,
+    leader_endpoint: str = "",
 ) -> ResponseProto:
     """The protobuf form of the core's answer to a request.
 
@@ -402,7 +439,10 @@ def response_to_proto(
     ``partition``; ``to_wall_ms`` (required there) converts the core's monotonic
     ``last_fetch_ms`` / ``last_caught_up_ms`` to wall-clock ms since the Unix epoch; and
     ``endpoints`` (``LISTENER://host:port`` strings) and ``directory_ids`` per replica id, for
-    the replicas the server knows them for (voters). Replicas missing from the maps get none.
+    the replicas the server knows them for (voters). Replicas missing from the maps get none
+    (a replica's own ``endpoints`` and ``directory_id`` from the core come first).
+    ``leader_endpoint`` ("host:port" of the leader the response names, KIP-853) goes into the
+    Vote and Fetch responses.
     """
     if not isinstance(msg, CoreResponse):
         raise TypeError(f"not a response of the Raft core: {msg!r}")
@@ -417,6 +457,7 @@ def response_to_proto(
                 leader_epoch=msg.leader_epoch,
                 vote_granted=msg.vote_granted,
                 pre_vote=msg.pre_vote,
+                leader_endpoint=leader_endpoint,
             )
         case BeginQuorumEpochResponse():
             return raft_pb2.BeginQuorumEpochResponse(
@@ -443,6 +484,7 @@ def response_to_proto(
                 ),
                 batches=[_batch_to_wire(batch) for batch in msg.batches],
                 read_fence=msg.read_fence,
+                leader_endpoint=leader_endpoint,
             )
             if msg.diverging_epoch is not None:
                 pb.diverging_epoch.epoch = msg.diverging_epoch.epoch
@@ -649,4 +691,115 @@ def describe_quorum_from_proto(pb: raft_pb2.DescribeQuorumResponse) -> QuorumDes
         observers=tuple(
             _replica_description_from_wire(f"observers[{i}]", r) for i, r in enumerate(pb.observers)
         ),
+    )
+
+
+# ----- voter changes (KIP-853) -------------------------------------------------------------------
+
+
+def _endpoints_from_wire(message_type: str, pbs: Sequence[Any]) -> tuple[BrokerEndpoint, ...]:
+    if len(pbs) > limits.VOTER_ENDPOINTS_MAX:
+        raise MalformedMessageError(
+            message_type,
+            "endpoints",
+            f"{len(pbs)} endpoints, at most {limits.VOTER_ENDPOINTS_MAX} allowed",
+        )
+    try:
+        return tuple(BrokerEndpoint(e.name, e.host, e.port) for e in pbs)
+    except InvalidRecordError as exc:
+        raise MalformedMessageError(message_type, "endpoints", str(exc)) from None
+
+
+def _endpoints_to_wire(endpoints: Sequence[BrokerEndpoint]) -> list[raft_pb2.VoterEndpoint]:
+    return [raft_pb2.VoterEndpoint(name=e.name, host=e.host, port=e.port) for e in endpoints]
+
+
+VoterChangeProto: TypeAlias = (
+    raft_pb2.AddRaftVoterRequest | raft_pb2.RemoveRaftVoterRequest | raft_pb2.UpdateRaftVoterRequest
+)
+
+
+def voter_change_from_proto(pb: VoterChangeProto) -> VoterChangeRequest:
+    """The core's form of an AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter request. Raises
+    ``MalformedMessageError`` (a directory id that is not 16 bytes, a bad endpoint)."""
+    name = type(pb).__name__
+    directory_id = _uuid_from_wire(name, "voter_directory_id", pb.voter_directory_id)
+    match pb:
+        case raft_pb2.AddRaftVoterRequest():
+            return AddRaftVoterRequest(
+                pb.cluster_id,
+                pb.voter_id,
+                directory_id,
+                _endpoints_from_wire(name, pb.endpoints),
+                pb.timeout_ms,
+            )
+        case raft_pb2.RemoveRaftVoterRequest():
+            return RemoveRaftVoterRequest(pb.cluster_id, pb.voter_id, directory_id)
+        case raft_pb2.UpdateRaftVoterRequest():
+            for field in ("kraft_version_min", "kraft_version_max"):
+                if not 0 <= getattr(pb, field) <= 32767:
+                    raise MalformedMessageError(name, field, "not a kraft.version (0..32767)")
+            return UpdateRaftVoterRequest(
+                pb.cluster_id,
+                pb.current_leader_epoch,
+                pb.voter_id,
+                directory_id,
+                _endpoints_from_wire(name, pb.endpoints),
+                pb.kraft_version_min,
+                pb.kraft_version_max,
+            )
+    raise TypeError(f"not a voter change request: {name}")
+
+
+def voter_change_to_proto(msg: VoterChangeRequest) -> VoterChangeProto:
+    """The protobuf form of a voter change request (the admin client and a voter send them)."""
+    match msg:
+        case AddRaftVoterRequest():
+            return raft_pb2.AddRaftVoterRequest(
+                cluster_id=msg.cluster_id,
+                timeout_ms=msg.timeout_ms,
+                voter_id=msg.voter_id,
+                voter_directory_id=msg.voter_directory_id.bytes,
+                endpoints=_endpoints_to_wire(msg.endpoints),
+            )
+        case RemoveRaftVoterRequest():
+            return raft_pb2.RemoveRaftVoterRequest(
+                cluster_id=msg.cluster_id,
+                voter_id=msg.voter_id,
+                voter_directory_id=msg.voter_directory_id.bytes,
+            )
+        case UpdateRaftVoterRequest():
+            return raft_pb2.UpdateRaftVoterRequest(
+                cluster_id=msg.cluster_id,
+                current_leader_epoch=msg.current_leader_epoch,
+                voter_id=msg.voter_id,
+                voter_directory_id=msg.voter_directory_id.bytes,
+                endpoints=_endpoints_to_wire(msg.endpoints),
+                kraft_version_min=msg.kraft_version_min,
+                kraft_version_max=msg.kraft_version_max,
+            )
+    raise TypeError(f"not a voter change request: {msg!r}")
+
+
+def voter_change_response_to_proto(
+    msg: VoterChangeResponse, leader_endpoint: str = ""
+) -> raft_pb2.VoterChangeResponse:
+    return raft_pb2.VoterChangeResponse(
+        error_code=int(msg.error_code),
+        error_message=msg.error_message
+        or default_error_message(msg.error_code, msg.leader_id, msg.leader_epoch),
+        leader_id=_id_to_wire(msg.leader_id),
+        leader_epoch=msg.leader_epoch,
+        leader_endpoint=leader_endpoint,
+        high_watermark=msg.high_watermark,
+    )
+
+
+def voter_change_response_from_proto(pb: raft_pb2.VoterChangeResponse) -> VoterChangeResponse:
+    return VoterChangeResponse(
+        _error_from_wire("VoterChangeResponse", pb.error_code),
+        pb.error_message,
+        _id_from_wire("VoterChangeResponse", "leader_id", pb.leader_id),
+        pb.leader_epoch,
+        pb.high_watermark,
     )

@@ -68,7 +68,14 @@ from quorum.errors import (
 from quorum.limits import INT32_MAX
 from quorum.metadata.batch import DecodedBatch, LogBatch, decode_log_batch
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import Record, RecordDecodeError, SnapshotFooter, SnapshotHeader
+from quorum.metadata.records import (
+    KRaftVersionRecord,
+    Record,
+    RecordDecodeError,
+    SnapshotFooter,
+    SnapshotHeader,
+    VotersRecord,
+)
 from quorum.metadata.snapshot_records import (
     SNAPSHOT_FOOTER_VERSION,
     SNAPSHOT_HEADER_VERSION,
@@ -76,6 +83,7 @@ from quorum.metadata.snapshot_records import (
     image_from_batches,
 )
 from quorum.raft.messages import SnapshotId
+from quorum.raft.voters import VoterSet
 from quorum.storage import fsutil
 from quorum.storage.errors import StorageError, StorageInvariantError
 from quorum.storage.frames import (
@@ -302,7 +310,10 @@ class SnapshotWriter(_PartFile):
         *,
         last_contained_log_timestamp_ms: int,
         records_per_batch_max: int = limits.RECORDS_PER_BATCH_MAX,
+        voters: Sequence[Record] = (),
     ) -> None:
+        """``voters``: the KRaftVersionRecord and VotersRecord in force at the snapshot's end
+        (KIP-853), written in the header's control batch; none for a static quorum."""
         self._path = snapshot_path(directory, snapshot_id)
         self._part = _part_path(self._path)
         self._snapshot_id = snapshot_id
@@ -318,7 +329,7 @@ class SnapshotWriter(_PartFile):
         self._buffer = bytearray()
         self._records = 0
         self._done = False
-        self._write_batches([self._builder.header()])
+        self._write_batches([self._builder.header(voters)])
 
     @property
     def snapshot_id(self) -> SnapshotId:
@@ -423,11 +434,16 @@ def _decode(path: Path, position: int, batch: LogBatch) -> DecodedBatch:
 
 def _check_header(path: Path, position: int, decoded: DecodedBatch) -> SnapshotHeader:
     records = decoded.records
-    if not decoded.control or len(records) != 1 or type(records[0]) is not SnapshotHeader:
+    if (
+        not decoded.control
+        or type(records[0]) is not SnapshotHeader
+        or [type(r) for r in records[1:]] not in _VOTER_RECORD_LAYOUTS
+    ):
         raise CorruptSnapshotError(
             path,
             position,
-            f"the first batch must be a control batch of one SnapshotHeader: {records!r:.200}",
+            "the first batch must be a control batch of one SnapshotHeader, then the "
+            f"KRaftVersionRecord and VotersRecord of a dynamic quorum: {records!r:.200}",
         )
     header = records[0]
     if header.version != SNAPSHOT_HEADER_VERSION:
@@ -435,6 +451,36 @@ def _check_header(path: Path, position: int, decoded: DecodedBatch) -> SnapshotH
             path, position, f"SnapshotHeader version {header.version} is not supported"
         )
     return header
+
+
+# What may follow the SnapshotHeader in the header batch (KIP-853).
+_VOTER_RECORD_LAYOUTS: Final[tuple[list[type[Record]], ...]] = (
+    [],
+    [KRaftVersionRecord, VotersRecord],
+)
+
+
+def snapshot_voters(directory: Path, snapshot_id: SnapshotId) -> tuple[int, VoterSet] | None:
+    """The kraft.version and voter set a snapshot holds (KIP-853), read from its header batch
+    alone; None for a snapshot of a static quorum. Raises ``SnapshotNotFoundError`` or
+    ``CorruptSnapshotError``."""
+    path = snapshot_path(directory, snapshot_id)
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
+        raise SnapshotNotFoundError(f"no snapshot {path}") from None
+    with file:
+        first = next(_frames(path, file), None)
+    if first is None:
+        raise CorruptSnapshotError(path, 0, "the file is empty (no SnapshotHeader)")
+    position, batch = first
+    decoded = _decode(path, position, batch)
+    _check_header(path, position, decoded)
+    kraft = next((r for r in decoded.records if isinstance(r, KRaftVersionRecord)), None)
+    voters = next((r for r in decoded.records if isinstance(r, VotersRecord)), None)
+    if kraft is None or voters is None:
+        return None
+    return kraft.kraft_version, VoterSet.from_record(voters)
 
 
 def _check_footer(path: Path, position: int, decoded: DecodedBatch) -> None:

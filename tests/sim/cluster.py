@@ -19,18 +19,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
-from quorum.raft.messages import Envelope, RequestFailed, SnapshotId
+from quorum.raft.messages import Envelope, Message, RequestFailed, SnapshotId
 from quorum.raft.node import NotLeaderError, RaftNode, Ready
 from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
+from quorum.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    KRAFT_VERSION_STATIC,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
+    voter_changes_in,
+)
 from tests.sim.invariants import Invariants
 from tests.sim.network import Network
 from tests.sim.scheduler import EventScheduler, SimulationError
 
 CLUSTER_ID = "sim-cluster-AAAAAAAAAAAA"
+# Where the simulated admin tool (AddRaftVoter / RemoveRaftVoter) sends from.
+ADMIN_ID = 77
 TRACE_LINES_MAX = 60
 # Small enough that the client's three-record proposals span two batches: they are split by
 # ``propose_in_batches`` as the production driver splits a large non-atomic result.
@@ -84,10 +95,28 @@ class ClientStats:
 
 
 class SimNode:
-    def __init__(self, cluster: SimCluster, node_id: int, is_voter: bool) -> None:
+    def __init__(
+        self,
+        cluster: SimCluster,
+        node_id: int,
+        is_voter: bool,
+        *,
+        controller: bool | None = None,
+        bootstrap: VoterSet | None = None,
+    ) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.is_voter = is_voter
+        # A controller keeps election state and may vote; in a dynamic quorum (KIP-853) it may
+        # start as an observer and be added later (``bootstrap`` empty).
+        self.controller = is_voter if controller is None else controller
+        self.directory_id: Uuid | None = (
+            Uuid.random(cluster.rng) if cluster.dynamic and self.controller else None
+        )
+        self.bootstrap = bootstrap
+        self.disk_snapshot_voters: tuple[int, VoterSet] | None = None
+        # How far durable_voter_set scanned the disk log, and the last voter set found there.
+        self._voters_scan: tuple[int, VoterSet | None] = (0, None)
         self.raft: RaftNode | None = None
         self.incarnation = 0
         # The disk: survives crashes. A snapshot holds the committed log before its end
@@ -135,12 +164,66 @@ class SimNode:
 
     # ----- lifecycle ------------------------------------------------------------------------
 
+    @property
+    def key(self) -> ReplicaKey:
+        return ReplicaKey(self.node_id, self.directory_id)
+
+    def durable_voter_set(self) -> VoterSet:
+        """The voter set this node would use after a crash: the latest VotersRecord on its
+        disk, else its snapshot's, else its bootstrap."""
+        scanned, found = self._voters_scan
+        for batch in self.disk_batches[scanned:]:
+            _, voters = voter_changes_in(batch)
+            if voters is not None:
+                found = voters
+        self._voters_scan = (len(self.disk_batches), found)
+        if found is not None:
+            return found
+        if self.disk_snapshot_voters is not None:
+            return self.disk_snapshot_voters[1]
+        return self.bootstrap_voters()
+
+    def _disk_log_rewritten(self) -> None:
+        """The disk log lost batches (truncation, snapshot, wipe): scan it again."""
+        self._voters_scan = (0, None)
+
+    def disk_log_position(self) -> tuple[int, int]:
+        """(last epoch, end offset) of the durable log: what a vote request compares."""
+        if self.disk_batches:
+            last = self.disk_batches[-1]
+            return last.epoch, last.end_offset
+        if self.disk_snapshot is not None:
+            return self.disk_snapshot.epoch, self.disk_snapshot.end_offset
+        return 0, 0
+
+    def bootstrap_voters(self) -> VoterSet:
+        if self.bootstrap is not None:
+            return self.bootstrap
+        return VoterSet.static(self.cluster.voter_ids)
+
+    def wipe(self) -> None:
+        """Kafka's killAndDeletePersistentState: a crashed controller's disk is lost; it is
+        formatted again with a new directory id and no bootstrap voters (F15)."""
+        assert self.raft is None
+        self.disk_election = None
+        self.disk_batches = []
+        self.disk_snapshot = None
+        self.disk_snapshot_batches = ()
+        self.disk_snapshot_voters = None
+        self._verified_count = 0
+        self._disk_log_rewritten()
+        self.directory_id = Uuid.random(self.cluster.rng)
+        self.bootstrap = VoterSet()
+        # A new replica: its epochs start again (I2 holds per replica, not per node id).
+        self.cluster.invariants.last_durable_epoch.pop(self.node_id, None)
+        self.cluster.trace("wipe", self.node_id, f"new directory {self.directory_id}")
+
     def start(self) -> None:
         cluster = self.cluster
         self.incarnation += 1
         self.raft = RaftNode(
             node_id=self.node_id,
-            voters=frozenset(cluster.voter_ids),
+            voters=self.bootstrap_voters(),
             cluster_id=CLUSTER_ID,
             config=cluster.config,
             rng=random.Random(cluster.rng.getrandbits(64)),
@@ -148,6 +231,11 @@ class SimNode:
             election_state=self.disk_election,
             batches=list(self.disk_batches),
             snapshot=self.disk_snapshot,
+            directory_id=self.directory_id,
+            kraft_version=KRAFT_VERSION_DYNAMIC if cluster.dynamic else KRAFT_VERSION_STATIC,
+            snapshot_voters=self.disk_snapshot_voters,
+            bootstrap_ids=cluster.initial_voter_ids if cluster.dynamic else (),
+            persists_election=self.controller,
         )
         cluster.trace("start", self.node_id, f"incarnation {self.incarnation}")
         self.schedule_wake(cluster.scheduler.now_ms)
@@ -249,6 +337,7 @@ class SimNode:
                 inv.on_durable_truncate(self, plan.truncate_to, self._disk_committed_floor())
                 keep = [b for b in self.disk_batches if b.base_offset < plan.truncate_to]
                 self.disk_batches = keep
+                self._disk_log_rewritten()
                 self._verified_count = min(self._verified_count, len(keep))
             for batch in plan.entries_to_append:
                 assert batch.base_offset == self.disk_end_offset(), (batch, self.disk_end_offset())
@@ -334,8 +423,15 @@ class SimNode:
         snapshot = SnapshotId(end, covered[-1].epoch)
         self.disk_snapshot = snapshot
         self.disk_snapshot_batches = content
+        if self.cluster.dynamic:
+            history = raft.voter_history
+            self.disk_snapshot_voters = (
+                history.kraft_version_before(end),
+                history.voters_before(end),
+            )
         self.disk_batches = [b for b in self.disk_batches if b.base_offset >= end]
         self._verified_count = 0
+        self._disk_log_rewritten()
         raft.compact(snapshot)
         self.cluster.trace("snapshot", self.node_id, f"end {end} epoch {snapshot.epoch}")
 
@@ -360,9 +456,11 @@ class SimNode:
             )
             self.disk_snapshot = snapshot
             self.disk_snapshot_batches = leader.disk_snapshot_batches
+            self.disk_snapshot_voters = leader.disk_snapshot_voters
             self.disk_batches = []
             self._verified_count = 0
-            raft.install_snapshot(snapshot, now)
+            self._disk_log_rewritten()
+            raft.install_snapshot(snapshot, now, voters=leader.disk_snapshot_voters)
             self.cluster.snapshots_installed += 1
             self.cluster.trace("snapshot_installed", self.node_id, f"end {snapshot.end_offset}")
         self.schedule_wake(now)
@@ -395,8 +493,14 @@ class SimCluster:
         unsafe: Unsafe | None = None,
         events_max: int = 200_000,
         fsync_ms_max: int = 2,
+        spares: int = 0,
+        dynamic: bool = False,
     ) -> None:
+        """``dynamic``: a KIP-853 quorum (kraft.version 1, directory ids, the voter set in the
+        log) whose ``voters`` were formatted with --initial-controllers; ``spares`` more
+        controllers start as observers (--no-initial-controllers), to be added."""
         self.seed = seed
+        self.dynamic = dynamic
         self.rng = random.Random(seed)
         self.config = config or sim_config()
         self.unsafe = unsafe or Unsafe()
@@ -404,13 +508,25 @@ class SimCluster:
         self.scheduler = EventScheduler(events_max)
         self.network = Network(random.Random(self.rng.getrandbits(64)))
         self.voter_ids = list(range(1, voters + 1))
+        self.initial_voter_ids = tuple(self.voter_ids)
+        self.spare_ids = list(range(voters + 1, voters + 1 + spares))
         self.observer_ids = list(range(100, 100 + observers))
         self.majority = voters // 2 + 1
         self.nodes: dict[int, SimNode] = {}
         for nid in self.voter_ids:
             self.nodes[nid] = SimNode(self, nid, True)
+        if dynamic:
+            bootstrap = VoterSet(VoterNode(self.nodes[nid].key) for nid in self.voter_ids)
+            for nid in self.voter_ids:
+                self.nodes[nid].bootstrap = bootstrap
+        for nid in self.spare_ids:
+            self.nodes[nid] = SimNode(self, nid, False, controller=True, bootstrap=VoterSet())
         for nid in self.observer_ids:
-            self.nodes[nid] = SimNode(self, nid, False)
+            self.nodes[nid] = SimNode(self, nid, False, bootstrap=VoterSet() if dynamic else None)
+        # The simulated admin tool's voter-change answers, by correlation id.
+        self.admin_answers: dict[int, Message] = {}
+        self.reconfiguration_outcomes: dict[str, int] = {}
+        self._admin_correlation_id = 2_000_000_000
         self.invariants = Invariants(self)
         self.client = ClientStats()
         self._trace: deque[str] = deque(maxlen=TRACE_LINES_MAX)
@@ -463,6 +579,9 @@ class SimCluster:
     def _deliver(self, envelope: Envelope) -> None:
         if (envelope.source, envelope.destination) in self.network.faults.blocked:
             return  # a partition also drops what was already in flight
+        if envelope.destination == ADMIN_ID and not envelope.is_request:
+            self.admin_answers[envelope.correlation_id] = envelope.message
+            return
         node = self.nodes.get(envelope.destination)
         if node is None:
             return  # an answer to the hostile peer's own id: it does not listen
@@ -538,6 +657,13 @@ class SimCluster:
             node.read_requests.append(Read(self.invariants.committed_end))
             node.schedule_wake(self.scheduler.now_ms)
         self.scheduler.after(self._client_interval_ms, "client", self._client_tick)
+
+    def send_admin(self, destination: int, request: Message) -> int:
+        """Send a voter-change request from the admin tool; its answer lands in
+        ``admin_answers`` under the returned correlation id (nothing if it is lost)."""
+        self._admin_correlation_id += 1
+        self.send(Envelope(ADMIN_ID, destination, self._admin_correlation_id, request))
+        return self._admin_correlation_id
 
     @staticmethod
     def batch_containing(committed: dict[int, LogBatch], offset: int) -> LogBatch | None:

@@ -1,4 +1,4 @@
-"""Checkers that run beside the simulated cluster (docs/invariants.md I1-I8, I13, I14).
+"""Checkers that run beside the simulated cluster (docs/invariants.md I1-I8, I13, I14, I18).
 
 They read the nodes' volatile state and their simulated disks; they never change either. Each
 violation raises ``SimulationError`` naming the invariant, so a failing seed says what broke.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quorum.metadata.batch import LogBatch
+from quorum.raft.majority import majority_size
 from quorum.raft.state import LeaderState
 from tests.sim.scheduler import SimulationError
 
@@ -160,6 +161,9 @@ class Invariants:
         if self.committed_end == 0:
             return
         cluster = self.cluster
+        if cluster.dynamic:
+            self.check_voter_sets_hold_committed()
+            return
         holding = 0
         for node in cluster.voters():
             if node.verified_disk_end(self.committed) >= self.committed_end:
@@ -170,3 +174,41 @@ class Invariants:
                 f"only {holding} of {len(cluster.voter_ids)} voters hold offsets below "
                 f"{self.committed_end} on disk",
             )
+
+    def check_voter_sets_hold_committed(self) -> None:
+        """I18 (I4 for a voter set that changes): no two majorities of different voter sets
+        can commit conflicting entries. A replica whose disk lacks part of the committed log
+        must not be electable: among the voters of the set it would use after a crash (the
+        latest on its disk; in memory too while it runs), the ones that would grant it a vote
+        (itself, and every replica whose durable log is not ahead of its log) must not be a
+        majority. A voter key no replica has any more (a wiped disk's old directory id)
+        cannot vote. With one change at a time this holds; two concurrent changes break it."""
+        cluster = self.cluster
+        controllers = [node for node in cluster.nodes.values() if node.controller]
+        lacking = [
+            n for n in controllers if n.verified_disk_end(self.committed) < self.committed_end
+        ]
+        if not lacking:
+            return
+        positions = [(node.key, node.disk_log_position()) for node in controllers]
+        for node in lacking:
+            views = [(node.durable_voter_set(), node.disk_log_position())]
+            raft = node.raft
+            if raft is not None and raft.log.log_end_offset < self.committed_end:
+                views.append((raft.voter_set, (raft.log.last_fetched_epoch, raft.log_end_offset)))
+            for voters, position in views:
+                if not voters.is_voter(node.key):
+                    continue  # it would not run for election
+                granting = [
+                    key
+                    for key, other in positions
+                    if voters.is_voter(key) and (key == node.key or other <= position)
+                ]
+                if len(granting) >= majority_size(len(voters)):
+                    self.fail(
+                        "I18 (no two majorities of different voter sets commit conflicting "
+                        "entries)",
+                        f"node {node.node_id} lacks committed offsets below "
+                        f"{self.committed_end} yet voters {[str(k) for k in granting]}, a "
+                        f"majority of its voter set {voters!r}, would elect it",
+                    )

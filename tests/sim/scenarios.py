@@ -9,19 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from quorum import limits
+from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
-from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from quorum.metadata.records import BrokerEndpoint, ConfigRecord, ConfigResourceType
 from quorum.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
     Envelope,
     FetchRequest,
     Message,
+    RemoveRaftVoterRequest,
+    RequestFailed,
     RequestHeader,
+    VoterChangeResponse,
     VoteRequest,
 )
 from quorum.raft.state import CandidateState
+from quorum.raft.voters import ReplicaKey
 from tests.sim.cluster import CLUSTER_ID, SimCluster
 from tests.sim.scheduler import SimulationError
 
@@ -535,6 +541,158 @@ def hostile_peer(c: SimCluster) -> None:
     assert peer.sent > 0
 
 
+# ----- reconfiguration (KIP-853) --------------------------------------------------------------
+
+VOTER_CHANGE_WAIT_MS = 8_000
+SIM_ENDPOINT = (BrokerEndpoint("CONTROLLER", "sim", 9093),)
+
+
+def run_until_or_not(c: SimCluster, condition: Callable[[], bool], timeout_ms: int) -> bool:
+    """Run until ``condition`` holds or ``timeout_ms`` passed; whether it held (a voter change
+    may legitimately get no answer: its leader crashed)."""
+    end = c.scheduler.now_ms + timeout_ms
+    while not condition():
+        next_at = c.scheduler.next_at_ms()
+        if next_at is None or next_at > end:
+            c.scheduler.now_ms = max(c.scheduler.now_ms, min(end, next_at or end))
+            return condition()
+        c._run_one()
+    return True
+
+
+class VoterAdmin:
+    """The simulated `metaquorum quorum add-controller / remove-controller`: sends the change to
+    the leader it finds and waits (bounded) for the answer; counts the outcomes."""
+
+    def __init__(self, c: SimCluster) -> None:
+        self.c = c
+        self.outcomes: dict[str, int] = {}
+
+    def current_voters(self) -> list[ReplicaKey]:
+        leader = self.c.leader()
+        assert leader is not None and leader.raft is not None
+        return list(leader.raft.voter_set.voter_keys())
+
+    def send(self, request: AddRaftVoterRequest | RemoveRaftVoterRequest) -> int | None:
+        leader = self.c.leader()
+        if leader is None:
+            return None
+        return self.c.send_admin(leader.node_id, request)
+
+    def wait(self, correlation_id: int | None) -> ErrorCode | None:
+        if correlation_id is None:
+            return None
+        answers = self.c.admin_answers
+        run_until_or_not(self.c, lambda: correlation_id in answers, VOTER_CHANGE_WAIT_MS)
+        answer = answers.pop(correlation_id, None)
+        if answer is None or isinstance(answer, RequestFailed):
+            self._count("no answer")  # lost with its leader
+            return None
+        assert isinstance(answer, VoterChangeResponse), answer
+        self._count(answer.error_code.name)
+        return answer.error_code
+
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def add(self, node_id: int) -> int | None:
+        node = self.c.nodes[node_id]
+        assert node.directory_id is not None
+        return self.send(
+            AddRaftVoterRequest(CLUSTER_ID, node_id, node.directory_id, SIM_ENDPOINT, 6_000)
+        )
+
+    def remove(self, key: ReplicaKey) -> int | None:
+        assert key.directory_id is not None
+        return self.send(RemoveRaftVoterRequest(CLUSTER_ID, key.node_id, key.directory_id))
+
+
+def _fault_during(c: SimCluster) -> None:
+    """Schedule one fault to strike at a random moment of the coming voter change: a crash of
+    the leader (a leader change), of any controller, or the leader cut off for a while."""
+    kind = c.rng.random()
+    delay = c.rng.randint(0, 400)
+    controllers = [n for n in c.nodes if c.nodes[n].controller]
+
+    def strike() -> None:
+        leader = c.leader()
+        if kind < 0.4 and leader is not None:
+            victim = leader.node_id
+        elif kind < 0.7:
+            victim = c.rng.choice(controllers)
+        else:
+            if leader is not None:
+                c.network.faults.isolate(leader.node_id, everyone(c))
+                c.scheduler.after(c.rng.randint(1_000, 5_000), "heal", c.network.faults.heal)
+            return
+        c.crash(victim)
+        c.scheduler.after(c.rng.randint(50, 2_500), "restart", lambda: c.restart(victim))
+
+    c.scheduler.after(delay, "fault", strike)
+
+
+def reconfiguration(c: SimCluster) -> None:
+    """F26, KIP-853: voters added (spare controllers catch up as observers first) and removed,
+    the leader itself included, one change at a time, while leaders crash and are cut off; a
+    voter's disk wiped and the node back under a new directory id (it cannot vote as the old
+    replica) until the old replica is removed and the new one added. Sometimes two removals
+    are sent back to back: the second must be refused while the first is uncommitted. I1-I8,
+    I13 and I18 after every event; liveness and acknowledged writes at the end."""
+    warm_up(c)
+    if c.rng.random() < 0.5:
+        c.start_snapshots(c.rng.randint(300, 1_500))
+    admin = VoterAdmin(c)
+    wiped: ReplicaKey | None = None
+    for _ in range(c.rng.randint(4, 7)):
+        c.network.faults.heal()
+        for node_id in c.nodes:
+            c.restart(node_id)
+        c.run_until(c.has_leader, RECOVERY_MS_MAX, "a leader before a voter change")
+        voters = admin.current_voters()
+        if wiped is None and len(voters) >= 3 and c.rng.random() < 0.25:
+            leader = c.leader()
+            assert leader is not None
+            victim = c.rng.choice([k for k in voters if k.node_id != leader.node_id])
+            c.crash(victim.node_id)
+            c.nodes[victim.node_id].wipe()
+            c.restart(victim.node_id)
+            wiped = victim
+            c.run_for(c.rng.randint(200, 1_500))
+            continue
+        if c.rng.random() < 0.6:
+            _fault_during(c)
+        if wiped is not None:
+            # Replace a failed controller: remove the old replica; the new one (same id, new
+            # directory) can be added like any other once it is gone.
+            admin.wait(admin.remove(wiped))
+            if c.leader() is not None and wiped not in admin.current_voters():
+                wiped = None
+            continue
+        controllers = [n for n, node in c.nodes.items() if node.controller]
+        ids = {k.node_id for k in voters}
+        addable = [n for n in controllers if n not in ids and c.nodes[n].raft is not None]
+        if addable and (len(voters) <= 2 or c.rng.random() < 0.5):
+            admin.wait(admin.add(c.rng.choice(addable)))
+        elif len(voters) >= 2:
+            first, second = c.rng.sample(voters, 2) if len(voters) >= 3 else (voters[0], None)
+            pending = admin.remove(first)
+            if second is not None and c.rng.random() < 0.3:
+                # Two changes at once: the second must wait for the first (KIP-853).
+                admin.wait(admin.remove(second))
+            admin.wait(pending)
+        c.run_for(c.rng.randint(100, 1_500))
+    c.network.faults.heal()
+    for node_id in c.nodes:
+        c.restart(node_id)
+    while wiped is not None:
+        c.run_until(c.has_leader, RECOVERY_MS_MAX, "a leader to remove the wiped voter")
+        if wiped not in set(admin.current_voters()):
+            break
+        admin.wait(admin.remove(wiped))
+    heal_and_check_liveness(c)
+    c.reconfiguration_outcomes = admin.outcomes
+
+
 FAMILIES: dict[str, Callable[[SimCluster], None]] = {
     "random_drops": random_drops,
     "duplicate_reorder": duplicate_reorder,
@@ -549,4 +707,5 @@ FAMILIES: dict[str, Callable[[SimCluster], None]] = {
     "figure8": figure8,
     "snapshots": snapshots,
     "hostile_peer": hostile_peer,
+    "reconfiguration": reconfiguration,
 }

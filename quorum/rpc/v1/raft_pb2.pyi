@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class VoteRequest(_message.Message):
-    __slots__ = ("cluster_id", "topic_id", "partition_index", "candidate_epoch", "candidate_id", "last_offset_epoch", "last_offset", "pre_vote", "voter_id")
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "candidate_epoch", "candidate_id", "last_offset_epoch", "last_offset", "pre_vote", "voter_id", "candidate_directory_id", "voter_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class VoteRequest(_message.Message):
     LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PRE_VOTE_FIELD_NUMBER: _ClassVar[int]
     VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     topic_id: bytes
     partition_index: int
@@ -26,39 +28,47 @@ class VoteRequest(_message.Message):
     last_offset: int
     pre_vote: bool
     voter_id: int
-    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., candidate_epoch: _Optional[int] = ..., candidate_id: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., voter_id: _Optional[int] = ...) -> None: ...
+    candidate_directory_id: bytes
+    voter_directory_id: bytes
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., candidate_epoch: _Optional[int] = ..., candidate_id: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., voter_id: _Optional[int] = ..., candidate_directory_id: _Optional[bytes] = ..., voter_directory_id: _Optional[bytes] = ...) -> None: ...
 
 class VoteResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch", "vote_granted", "pre_vote")
+    __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch", "vote_granted", "pre_vote", "leader_endpoint")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     VOTE_GRANTED_FIELD_NUMBER: _ClassVar[int]
     PRE_VOTE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     leader_id: int
     leader_epoch: int
     vote_granted: bool
     pre_vote: bool
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., vote_granted: _Optional[bool] = ..., pre_vote: _Optional[bool] = ...) -> None: ...
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., vote_granted: _Optional[bool] = ..., pre_vote: _Optional[bool] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class BeginQuorumEpochRequest(_message.Message):
-    __slots__ = ("cluster_id", "topic_id", "partition_index", "leader_id", "leader_epoch", "voter_id")
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "leader_id", "leader_epoch", "voter_id", "voter_directory_id", "leader_endpoint")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     topic_id: bytes
     partition_index: int
     leader_id: int
     leader_epoch: int
     voter_id: int
-    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., voter_id: _Optional[int] = ...) -> None: ...
+    voter_directory_id: bytes
+    leader_endpoint: str
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[bytes] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class BeginQuorumEpochResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch")
@@ -101,7 +111,7 @@ class EndQuorumEpochResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark", "read_fence")
+    __slots__ = ("cluster_id", "topic_id", "partition_index", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark", "read_fence", "replica_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +123,7 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     READ_FENCE_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     topic_id: bytes
     partition_index: int
@@ -124,7 +135,8 @@ class FetchRequest(_message.Message):
     max_bytes: int
     high_watermark: int
     read_fence: int
-    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ..., read_fence: _Optional[int] = ...) -> None: ...
+    replica_directory_id: bytes
+    def __init__(self, cluster_id: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ..., read_fence: _Optional[int] = ..., replica_directory_id: _Optional[bytes] = ...) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("base_offset", "epoch", "record_count", "data")
@@ -163,7 +175,7 @@ class SnapshotId(_message.Message):
     def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "current_leader", "diverging_epoch", "snapshot_id", "batches", "read_fence")
+    __slots__ = ("error_code", "error_message", "high_watermark", "log_start_offset", "current_leader", "diverging_epoch", "snapshot_id", "batches", "read_fence", "leader_endpoint")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +185,7 @@ class FetchResponse(_message.Message):
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     READ_FENCE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     high_watermark: int
@@ -182,7 +195,8 @@ class FetchResponse(_message.Message):
     snapshot_id: SnapshotId
     batches: _containers.RepeatedCompositeFieldContainer[Batch]
     read_fence: int
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., batches: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ..., read_fence: _Optional[int] = ...) -> None: ...
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., batches: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ..., read_fence: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ("cluster_id", "topic_id", "partition_index")
@@ -271,3 +285,71 @@ class FetchSnapshotResponse(_message.Message):
     position: int
     unaligned_records: bytes
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., current_leader: _Optional[_Union[LeaderIdAndEpoch, _Mapping]] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., size: _Optional[int] = ..., position: _Optional[int] = ..., unaligned_records: _Optional[bytes] = ...) -> None: ...
+
+class VoterEndpoint(_message.Message):
+    __slots__ = ("name", "host", "port")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class AddRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "timeout_ms", "voter_id", "voter_directory_id", "endpoints")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: bytes
+    endpoints: _containers.RepeatedCompositeFieldContainer[VoterEndpoint]
+    def __init__(self, cluster_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[bytes] = ..., endpoints: _Optional[_Iterable[_Union[VoterEndpoint, _Mapping]]] = ...) -> None: ...
+
+class RemoveRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "voter_id", "voter_directory_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    voter_id: int
+    voter_directory_id: bytes
+    def __init__(self, cluster_id: _Optional[str] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[bytes] = ...) -> None: ...
+
+class UpdateRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "endpoints", "kraft_version_min", "kraft_version_max")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_MIN_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_MAX_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: bytes
+    endpoints: _containers.RepeatedCompositeFieldContainer[VoterEndpoint]
+    kraft_version_min: int
+    kraft_version_max: int
+    def __init__(self, cluster_id: _Optional[str] = ..., current_leader_epoch: _Optional[int] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[bytes] = ..., endpoints: _Optional[_Iterable[_Union[VoterEndpoint, _Mapping]]] = ..., kraft_version_min: _Optional[int] = ..., kraft_version_max: _Optional[int] = ...) -> None: ...
+
+class VoterChangeResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch", "leader_endpoint", "high_watermark")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    high_watermark: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., high_watermark: _Optional[int] = ...) -> None: ...

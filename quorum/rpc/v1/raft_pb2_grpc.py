@@ -66,6 +66,21 @@ class QuorumServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/quorum.rpc.v1.QuorumService/AddRaftVoter',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/quorum.rpc.v1.QuorumService/RemoveRaftVoter',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
+        self.UpdateRaftVoter = channel.unary_unary(
+                '/quorum.rpc.v1.QuorumService/UpdateRaftVoter',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.UpdateRaftVoterRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
 
 
 class QuorumServiceServicer:
@@ -116,6 +131,28 @@ class QuorumServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddRaftVoter(self, request, context):
+        """KIP-853: an operator (`metaquorum quorum add-controller`) asks the leader to add a
+        controller, caught up as an observer, to the voter set. Needs ALTER on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
+        """KIP-853: an operator asks the leader to remove a voter (node id and directory id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRaftVoter(self, request, context):
+        """KIP-853: a voter tells the leader its current endpoints and kraft.version range.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuorumServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -148,6 +185,21 @@ def add_QuorumServiceServicer_to_server(servicer, server):
                     servicer.FetchSnapshot,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.SerializeToString,
+            ),
+            'UpdateRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRaftVoter,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.UpdateRaftVoterRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +366,87 @@ class QuorumService:
             '/quorum.rpc.v1.QuorumService/FetchSnapshot',
             quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.QuorumService/AddRaftVoter',
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.AddRaftVoterRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.QuorumService/RemoveRaftVoter',
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.RemoveRaftVoterRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.QuorumService/UpdateRaftVoter',
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.UpdateRaftVoterRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.VoterChangeResponse.FromString,
             options,
             channel_credentials,
             insecure,
