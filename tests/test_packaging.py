@@ -23,6 +23,8 @@ def test_pyproject_declares_an_spdx_license_classifiers_urls_and_typed_packages(
     # The table form ({text = ...}) makes setuptools >= 77 print a deprecation banner on
     # every install; an SPDX string needs setuptools >= 77 to build.
     assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert "Apache License" in (REPO_ROOT / "LICENSE").read_text()
     assert any(r.startswith("setuptools>=77") for r in pyproject["build-system"]["requires"])
     assert "Typing :: Typed" in project["classifiers"]
     assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
