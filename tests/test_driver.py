@@ -151,7 +151,7 @@ def test_propose_in_batches_splits_only_what_does_not_fit_in_one_batch() -> None
         node_id=1,
         voters=frozenset({1}),
         cluster_id="plan-test",
-        config=RaftConfig(records_per_batch_max=2),
+        config=RaftConfig(records_per_batch_max=2, adaptive_batching=False),
         rng=random.Random(1),
         now_ms=0,
         election_state=None,

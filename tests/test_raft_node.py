@@ -301,6 +301,37 @@ def test_leader_commits_only_after_its_epoch_is_on_a_majority() -> None:
     assert ready.committed_batches
 
 
+def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> None:
+    """An idle leader seals a proposal at the next poll; while that batch is uncommitted,
+    later proposals share one open batch, sealed once the high watermark passes the earlier
+    batch (or at the linger). So batches grow with the load, not with the poll rate."""
+    ctx = Context()
+    ctx.elect()
+    leader = ctx.node
+    end = leader.log_end_offset
+    for follower in (2, 3):
+        ctx.deliver(follower, fetch_request(follower, 1, end, 1))
+    ctx.poll()
+    assert leader.high_watermark == end  # idle: nothing in flight
+    record = ConfigRecord(ConfigResourceType.TOPIC, "a", "k", "v")
+    first = leader.propose([record], ctx.now_ms)
+    ready = ctx.poll()
+    assert [b.base_offset for b in ready.entries_to_append] == [first.base_offset]
+    second = leader.propose([record], ctx.now_ms)
+    third = leader.propose([record], ctx.now_ms)
+    assert not ctx.poll().entries_to_append  # the first batch is not committed yet
+    ctx.deliver(2, fetch_request(2, 1, first.last_offset + 1, 1))
+    ready = ctx.poll()
+    assert leader.high_watermark == first.last_offset + 1
+    assert [(b.base_offset, b.record_count) for b in ready.entries_to_append] == [
+        (second.base_offset, 2)
+    ]
+    assert third.last_offset == second.base_offset + 1
+    fourth = leader.propose([record], ctx.now_ms)
+    ready = ctx.poll(advance_ms=leader.config.append_linger_ms)  # nobody acknowledges: linger
+    assert [b.base_offset for b in ready.entries_to_append] == [fourth.base_offset]
+
+
 @pytest.mark.parametrize(
     ("header", "error"),
     [
@@ -561,7 +592,8 @@ def test_observer_finds_the_leader_through_any_voter() -> None:
 def test_proposals_that_overflow_the_open_batch_seal_it_and_keep_every_record() -> None:
     """A proposal that does not fit in the open batch seals it and starts a new one; every
     record lands at the offsets promised (a regression: the second part was once lost)."""
-    ctx = Context(voters=frozenset({1}), config=RaftConfig(records_per_batch_max=10))
+    config = RaftConfig(records_per_batch_max=10, adaptive_batching=False)
+    ctx = Context(voters=frozenset({1}), config=config)
     ctx.poll(advance_ms=2000)
     ctx.poll()
     first = ctx.node.propose(

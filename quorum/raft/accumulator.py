@@ -48,12 +48,19 @@ class BatchAccumulator:
         self._records.extend(records)
         self._bytes += size_bytes
 
-    def needs_drain(self, now_ms: int) -> bool:
-        """Whether the open batch must go to the log at this poll."""
-        return bool(self._records) and (
-            self._config.seal_batches_on_poll
-            or now_ms - self._since_ms >= self._config.append_linger_ms
-        )
+    def needs_drain(self, now_ms: int, *, in_flight: bool = False) -> bool:
+        """Whether the open batch must go to the log at this poll. ``in_flight``: an earlier
+        batch of this leader is not committed yet; with ``adaptive_batching`` the open batch
+        then keeps growing until that batch commits (or the linger runs out, or it holds
+        ``adaptive_batch_records_min`` records), so batches grow with the load."""
+        if not self._records:
+            return False
+        config = self._config
+        if now_ms - self._since_ms >= config.append_linger_ms:
+            return True
+        if config.adaptive_batching and in_flight:
+            return len(self._records) >= config.adaptive_batch_records_min
+        return config.seal_batches_on_poll
 
     def drain_deadline_ms(self) -> int | None:
         """When the linger of the open batch runs out; None when it is empty."""

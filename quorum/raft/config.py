@@ -28,6 +28,14 @@ class RaftConfig:
     # the driver already groups every proposal that arrived during the previous fsync
     # (group commit), so lone requests are not taxed with the full linger.
     seal_batches_on_poll: bool = True
+    # Adaptive batching: while an earlier batch of this leader is still uncommitted, the open
+    # batch is not sealed at the next poll but grows until that batch commits (at most
+    # append_linger_ms, or until it holds adaptive_batch_records_min records). An idle leader
+    # seals at once as before, so a lone request pays nothing; under load a batch carries
+    # what arrived during one replication round, and each Fetch round, fsync and loop turn
+    # serves more requests.
+    adaptive_batching: bool = True
+    adaptive_batch_records_min: int = 1_000
     # metadata.max.idle.interval.ms: the leader writes a NoOpRecord after this much silence.
     idle_interval_ms: int = 500
     # The long-poll bound a fetcher asks for, and the bound the leader honours.

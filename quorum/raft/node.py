@@ -1891,7 +1891,8 @@ class RaftNode:
                     RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
-        if state.accumulator.needs_drain(now):
+        in_flight = self.log.high_watermark < self.log.log_end_offset
+        if state.accumulator.needs_drain(now, in_flight=in_flight):
             self._drain_accumulator(state)
         elif now >= state.idle_deadline_ms and state.accumulator.is_empty():
             self._append_local(
