@@ -18,6 +18,7 @@ admin command runs with ``--command-config .data/certs/client.properties`` (``CN
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -342,6 +343,42 @@ def acl_story(cluster: LocalCluster) -> None:
     _say("\n   alice may now describe 'orders' (and nothing else)")
 
 
+def kafka_client_story(cluster: LocalCluster) -> None:
+    """Kafka's own clients (docs/kafka-listener.md): kafka-python's KafkaAdminClient, over SSL
+    with the admin certificate, reads the topics and their ids through broker 1's Kafka
+    listener; the id of 'orders' is the one ``topics --describe`` printed."""
+    try:
+        from kafka.admin import KafkaAdminClient  # noqa: PLC0415 - a dev dependency
+    except ImportError:
+        _say("\n== (kafka-python is not installed: skipping the Kafka client)")
+        return
+    assert cluster.command_config is not None
+    broker = cluster.brokers[0]
+    listener = broker.config.kafka_listeners[0]
+    certs = cluster.command_config.parent
+    address = f"{listener.host}:{listener.port}"
+    _say(f"\n== Kafka's own clients: kafka-python's KafkaAdminClient at {broker.name}'s Kafka")
+    _say(f"   listener {address} (SSL, the admin certificate)")
+    client = KafkaAdminClient(
+        bootstrap_servers=address,
+        security_protocol="SSL",
+        ssl_cafile=str(certs / "ca.pem"),
+        ssl_certfile=str(certs / "admin.pem"),
+        ssl_keyfile=str(certs / "admin.pem"),
+        request_timeout_ms=20_000,
+    )
+    try:
+        (orders,) = client.describe_topics(["orders"])
+        topic_id = base64.urlsafe_b64encode(orders["topic_id"].bytes).decode().rstrip("=")
+        _say(f"   list_topics(): {sorted(client.list_topics())}")
+        _say(
+            f"   describe_topics(['orders']): topic_id {topic_id} (as the CLI shows it), "
+            f"{len(orders['partitions'])} partitions"
+        )
+    finally:
+        client.close()
+
+
 def replay_with_spark(cluster: LocalCluster, *, verbose: bool = False) -> None:
     """Replay the first controller's metadata log with Spark: the name-reuse table must show
     'orders' with its two ids."""
@@ -389,11 +426,11 @@ def ports_in_use(nodes: list[Managed], timeout_s: float = 0.5) -> list[str]:
     the port), as ``name (host:port)``."""
     taken = []
     for node in nodes:
-        listener = node.config.listener
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.settimeout(timeout_s)
-            if probe.connect_ex((listener.host, listener.port)) == 0:
-                taken.append(f"{node.name} ({node.address})")
+        for listener in node.config.listeners:  # the gRPC one and any Kafka listener
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.settimeout(timeout_s)
+                if probe.connect_ex((listener.host, listener.port)) == 0:
+                    taken.append(f"{node.name} ({listener.host}:{listener.port})")
     return taken
 
 
@@ -447,6 +484,7 @@ def dev_up(
             kip516_story(cluster)
             if cluster.command_config is not None:
                 acl_story(cluster)
+                kafka_client_story(cluster)
             replay_with_spark(cluster, verbose=verbose)
         if keep_running:
             _say(
