@@ -13,7 +13,9 @@ if it is missing, only metaquorum's figures are printed. The client is this proc
    new key with a 16-byte value.
 2. throughput: ``grpc.aio`` with ``--in-flight`` requests in flight on one channel to the
    leader for ``--seconds``; every answer is checked. Elections during the window are counted
-   (metaquorum: the leader epoch before and after; etcd: the Raft term).
+   (metaquorum: the leader epoch before and after; etcd: the Raft term), and for metaquorum the
+   loop turns any controller logged as longer than a tenth of the fetch timeout
+   (``loop_turn_slow``, 200 ms at Kafka's defaults).
 3. failover: ``--failover-runs`` times, kill -9 of the leader; the clock runs from the signal
    until a write is acknowledged by a survivor (each tried in turn with a 200 ms deadline; a
    metaquorum follower answers NOT_CONTROLLER and the next one is tried). The killed member is
@@ -173,6 +175,11 @@ class System:
     def elections_marker(self) -> int:
         """A number that grows with each election (a leader epoch, a Raft term)."""
         raise NotImplementedError
+
+    def slow_turns(self) -> int:
+        """metaquorum: loop turns logged as longer than a tenth of the fetch timeout
+        (``loop_turn_slow``) by any member so far; -1 where there is no such measure."""
+        return -1
 
     def write(self, channel: grpc.Channel, key: str, timeout_s: float) -> None:
         raise NotImplementedError
@@ -356,6 +363,11 @@ class Metaquorum(System):
         _, epoch, _ = self.cluster.wait_for_leader()
         return int(epoch)
 
+    def slow_turns(self) -> int:
+        return sum(
+            self.cluster.logs(n).count('"loop_turn_slow"') for n in self.cluster.controller_ids
+        )
+
     def write(self, channel: grpc.Channel, key: str, timeout_s: float) -> None:
         _check(admin_pb2_grpc.AdminServiceStub(channel).CreateTopics(_create(key),
                                                                     timeout=timeout_s))  # fmt: skip
@@ -501,8 +513,11 @@ def measure(system: System, security: Security, args: argparse.Namespace, run: i
     print(f"  {system.name}: sequential p50 {statistics.median(lat) * 1000:.2f} ms, "
           f"p99 {percentile(lat, 0.99) * 1000:.2f} ms", flush=True)  # fmt: skip
     before = system.elections_marker()
+    slow_before = system.slow_turns()
     lat = asyncio.run(in_flight(system, aio_channel_of, args.in_flight, args.seconds, run))
     elections = system.elections_marker() - before
+    if slow_before >= 0:
+        figures.add("loop turns > fetch timeout/10", system.slow_turns() - slow_before)
     rate = len(lat) / args.seconds
     figures.add("throughput /s", rate)
     figures.add("in-flight p50 ms", statistics.median(lat) * 1000)
