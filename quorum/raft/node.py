@@ -1662,9 +1662,10 @@ class RaftNode:
         """A Fetch to our leader found it gone (connection refused or reset): its process most
         likely died. The follower stops counting it as live (so it grants pre-votes) and, once
         per epoch, moves its fetch deadline to a random moment within
-        ``election_backoff_base_ms``, where ``poll_follower`` starts a pre-vote instead of
-        waiting out the fetch timeout (``RaftConfig.election_on_connection_loss``). A Fetch
-        that succeeds meanwhile puts the deadline back."""
+        ``election_backoff_base_ms``, where ``poll_follower`` starts a pre-vote (a voter) or
+        looks for the new leader among the voters (an observer: a broker) instead of waiting
+        out the fetch timeout (``RaftConfig.election_on_connection_loss``). A Fetch that
+        succeeds meanwhile puts the deadline back."""
         follower = self.maybe_follower_state()
         if (
             follower is None
@@ -1675,7 +1676,6 @@ class RaftNode:
         follower.leader_unreachable = True
         if (
             not self.config.election_on_connection_loss
-            or not self.is_voter
             or self._connection_loss_epoch == follower.epoch
         ):
             return
