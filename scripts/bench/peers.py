@@ -507,11 +507,12 @@ def measure(system: System, security: Security, args: argparse.Namespace, run: i
     aio_channel_of: Callable[[str], Any] = (
         system.security.aio_channel if isinstance(system, Metaquorum) else security.aio_channel
     )
-    lat = sequential(system, channel_of, args.sequential, run)
-    figures.add("sequential p50 ms", statistics.median(lat) * 1000)
-    figures.add("sequential p99 ms", percentile(lat, 0.99) * 1000)
-    print(f"  {system.name}: sequential p50 {statistics.median(lat) * 1000:.2f} ms, "
-          f"p99 {percentile(lat, 0.99) * 1000:.2f} ms", flush=True)  # fmt: skip
+    if args.sequential:
+        lat = sequential(system, channel_of, args.sequential, run)
+        figures.add("sequential p50 ms", statistics.median(lat) * 1000)
+        figures.add("sequential p99 ms", percentile(lat, 0.99) * 1000)
+        print(f"  {system.name}: sequential p50 {statistics.median(lat) * 1000:.2f} ms, "
+              f"p99 {percentile(lat, 0.99) * 1000:.2f} ms", flush=True)  # fmt: skip
     before = system.elections_marker()
     slow_before = system.slow_turns()
     lat = asyncio.run(in_flight(system, aio_channel_of, args.in_flight, args.seconds, run))
