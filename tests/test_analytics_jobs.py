@@ -347,8 +347,8 @@ def test_run_replay_writes_parquet_a_report_and_plots(
     code = run_replay(scripted_dir, out, master="local[2]", stdout=stdout, stderr=stderr)
     assert code == 0, stderr.getvalue()
     printed = stdout.getvalue()
-    assert "[1/10] starting Spark" in printed
-    assert "[10/10] report and plots" in printed
+    assert "[1/11] starting Spark" in printed
+    assert "[11/11] report and plots" in printed
     assert f"| orders | 3 | {A}, {C}, {D} | 1, 2 | 10, 20 |" in printed
     for name in [*jobs.JOBS, "state_as_of"]:  # acls_as_of: empty here, so no part files
         assert list((out / name).glob("*.parquet")), name

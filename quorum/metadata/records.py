@@ -1215,6 +1215,16 @@ def _kafka_value(value: object) -> object:
         return [_kafka_value(element) for element in value]
     if isinstance(value, BrokerEndpoint):
         return {"name": value.name, "host": value.host, "port": value.port}
+    if isinstance(value, VoterEntry):  # Kafka's VotersRecord.Voter
+        return {
+            "voterId": value.voter_id,
+            "voterDirectoryId": str(value.directory_id),
+            "endpoints": [_kafka_value(endpoint) for endpoint in value.endpoints],
+            "kRaftVersionFeature": {
+                "minSupportedVersion": value.kraft_version_min,
+                "maxSupportedVersion": value.kraft_version_max,
+            },
+        }
     return value
 
 
