@@ -348,7 +348,7 @@ def kafka_client_story(cluster: LocalCluster) -> None:
     with the admin certificate, reads the topics and their ids through broker 1's Kafka
     listener; the id of 'orders' is the one ``topics --describe`` printed."""
     try:
-        from kafka.admin import KafkaAdminClient  # noqa: PLC0415 - a dev dependency
+        from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]  # noqa: PLC0415
     except ImportError:
         _say("\n== (kafka-python is not installed: skipping the Kafka client)")
         return
