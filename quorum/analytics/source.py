@@ -149,8 +149,19 @@ batches at 230-370 k records/s (the tuple path pays for a record object per reco
 Spark's per-value conversion of 31 columns to Arrow). Arrow is kept. One batch per chunk rather
 than one per record type: the JVM's cost per row falls by about a fifth (a source that replays
 cached batches: 1.5-1.8 M rows/s per type, 2.0-2.2 M rows/s per 16 Ki-row chunk on ``local[2]``).
-On two cores both are already busy with one task per segment (the Python worker decodes while
-the JVM converts); ``splitBytes`` pays off with more cores than segments.
+
+Where the time goes (10 M records of ``scripts/bench/gen_synthetic_log.py``, ``local[2]``,
+CPU time per record, which other work on the machine moves much less than wall time): the
+Python workers about 0.9-1.2 us (msgspec decoding about a quarter, freeing the records' objects
+a tenth, the columns a quarter, the Arrow IPC stream to the JVM under a tenth), the JVM about
+0.45-0.55 us (rows from the Arrow batches: every column of every row, a NULL one included).
+Two tasks therefore keep both cores busy and Spark cannot do better than about 2 / 1.5 us =
+1.3 M records/s on two otherwise idle cores. ``read_partition`` alone, in one process, costs
+0.7 us per record (the IPC stream and Spark's worker are not in it; two such processes side
+by side cost 1.1 us each: the two cores share caches). Each input partition (Spark task) also
+costs about 0.1 s of CPU (the JVM's Python runner, the worker's full garbage collection after
+each task): 8 MiB ``splitBytes`` (44 tasks) took 0.4 us per record more than one task per
+segment (6 tasks); the default, 32 MiB, plans 11 tasks for 6 segments of 64 MiB.
 """
 
 from __future__ import annotations
