@@ -173,7 +173,7 @@ def test_snapshot_rows_carry_topic_identity(spark: Any, tmp_path: Path) -> None:
     write_snapshot(directory, image.offset + 1, 1, image_to_records(image), 0)
     rows = load(spark, directory, includeSnapshots=True).filter("snapshot_end_offset IS NOT NULL")
     identities = {
-        (r["topic_id"], r["creation_offset"])
+        (r["topic_id"], r["topic"]["creation_offset"])
         for r in rows.filter("record_type = 'TopicIdentityRecord'").collect()
     }
     expected = {

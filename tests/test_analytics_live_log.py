@@ -31,7 +31,7 @@ SETTINGS = {"metadata.log.segment.bytes": 8_192}  # several segments roll during
 READS_WHILE_WRITING = 4
 CREATES_BETWEEN_READS = 25  # >= 100 creations: > 25 KB, several segments
 PAUSE_BETWEEN_CREATES_S = 0.02  # leaves the two cores some room for Spark
-COLUMNS = ("offset", "epoch", "record_type", "topic_id", "name", "partition", "broker_id")
+COLUMNS = ("offset", "epoch", "record_type", "topic_id", "topic.name", "partition.id", "broker.id")
 
 
 class Creator(threading.Thread):

@@ -23,6 +23,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from quorum.analytics import source
 from quorum.analytics.source import (
     COLUMN_NAMES,
+    FAMILIES,
     LogFile,
     LogFilePartition,
     LogReadError,
@@ -150,6 +151,7 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
     write_log(tmp_path / METADATA_DIR, every_record_type())
     rows = [without_nulls(row) for row in read_rows(tmp_path)]
     header = {"control": False, "version": 0}
+    broker_only = dict.fromkeys(("incarnation_id", "rack", "fenced", "endpoints"))
     assert rows == [
         {
             **header,
@@ -158,9 +160,7 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "batch_timestamp_ms": timestamp_ms(0),
             "control": True,
             "record_type": "LeaderChangeMessage",
-            "leader_id": 1,
-            "quorum_epoch": 1,
-            "voters": [1, 2, 3],
+            "leader_change": {"leader_id": 1, "epoch": 1, "voters": [1, 2, 3]},
         },
         {
             **header,
@@ -168,12 +168,14 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "epoch": 1,
             "batch_timestamp_ms": timestamp_ms(1),
             "record_type": "RegisterBrokerRecord",
-            "broker_id": 0,
-            "incarnation_id": str(INCARNATION),
-            "broker_epoch": 7,
-            "endpoints": [{"name": "PLAINTEXT", "host": "broker-0.local", "port": 9092}],
-            "rack": "rack-a",
-            "fenced": True,
+            "broker": {
+                "id": 0,
+                "epoch": 7,
+                "incarnation_id": str(INCARNATION),
+                "rack": "rack-a",
+                "fenced": True,
+                "endpoints": [{"name": "PLAINTEXT", "host": "broker-0.local", "port": 9092}],
+            },
         },
         *[
             {
@@ -182,8 +184,7 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
                 "epoch": 1,
                 "batch_timestamp_ms": timestamp_ms(2),
                 "record_type": record_type,
-                "broker_id": 0,
-                "broker_epoch": 7,
+                "broker": {"id": 0, "epoch": 7, **broker_only},
             }
             for offset, record_type in (
                 (2, "UnfenceBrokerRecord"),
@@ -197,9 +198,13 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "epoch": 1,
             "batch_timestamp_ms": timestamp_ms(5),
             "record_type": "TopicRecord",
-            "name": "orders",
             "topic_id": str(TOPIC_A),
-            "internal": False,
+            "topic": {
+                "name": "orders",
+                "internal": False,
+                "creation_offset": None,
+                "deletion_offset": None,
+            },
         },
         {
             **header,
@@ -208,12 +213,14 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "batch_timestamp_ms": timestamp_ms(5),
             "record_type": "PartitionRecord",
             "topic_id": str(TOPIC_A),
-            "partition": 0,
-            "replicas": [0, 1, 2],
-            "isr": [0, 1],
-            "leader": 0,
-            "leader_epoch": 3,
-            "partition_epoch": 4,
+            "partition": {
+                "id": 0,
+                "replicas": [0, 1, 2],
+                "isr": [0, 1],
+                "leader": 0,
+                "leader_epoch": 3,
+                "partition_epoch": 4,
+            },
         },
         {
             **header,
@@ -221,10 +228,12 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "epoch": 1,
             "batch_timestamp_ms": timestamp_ms(5),
             "record_type": "ConfigRecord",
-            "config_resource_type": 2,
-            "config_resource_name": "orders",
-            "config_name": "retention.ms",
-            "config_value": "1000",
+            "config": {
+                "resource_type": 2,
+                "resource_name": "orders",
+                "name": "retention.ms",
+                "value": "1000",
+            },
         },
         {
             **header,
@@ -233,10 +242,14 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "batch_timestamp_ms": timestamp_ms(8),
             "record_type": "PartitionChangeRecord",
             "topic_id": str(TOPIC_A),
-            "partition": 0,
-            "isr": [0],
-            "leader": -1,
-            "partition_epoch": 5,
+            "partition": {
+                "id": 0,
+                "replicas": None,  # unchanged
+                "isr": [0],
+                "leader": -1,
+                "leader_epoch": None,
+                "partition_epoch": 5,
+            },
         },
         {
             **header,
@@ -244,9 +257,12 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "epoch": 2,
             "batch_timestamp_ms": timestamp_ms(8),
             "record_type": "ConfigRecord",
-            "config_resource_type": 2,
-            "config_resource_name": "orders",
-            "config_name": "retention.ms",
+            "config": {
+                "resource_type": 2,
+                "resource_name": "orders",
+                "name": "retention.ms",
+                "value": None,  # deleted
+            },
         },
         {
             **header,
@@ -291,6 +307,9 @@ def _reference_rows(frame: Any) -> list[dict[str, Any]]:
     rows = []
     for offset, record in enumerate(decoded.records, start=decoded.base_offset):
         row: dict[str, Any] = dict.fromkeys(COLUMN_NAMES)
+        family = source._family_of(source._RECORD_COLUMNS[type(record)])
+        if family is not None:
+            row[family] = dict.fromkeys(name for name, _ in dict(FAMILIES)[family])
         row.update(
             offset=offset,
             epoch=decoded.epoch,
@@ -310,7 +329,11 @@ def _reference_rows(frame: Any) -> list[dict[str, Any]]:
                     else v
                     for v in value
                 ]
-            row[spec.column] = value
+            if "." in spec.column:
+                struct, name = spec.column.split(".")
+                row[struct][name] = value
+            else:
+                row[spec.column] = value
         rows.append(row)
     return rows
 
@@ -713,9 +736,11 @@ def test_spark_reads_typed_rows_in_parallel(spark: Any, tmp_path: Path) -> None:
     assert [r.asDict(recursive=True) for r in df.orderBy("offset").collect()] == expected
     # Typed columns are queryable as they are: no JSON parsing.
     changes = df.filter(F.col("record_type") == "PartitionChangeRecord")
-    leaders = changes.groupBy("leader").count().collect()
+    leaders = changes.groupBy("partition.leader").count().collect()
     assert {row["leader"]: row["count"] for row in leaders} == Counter(
-        row["leader"] for row in expected if row["record_type"] == "PartitionChangeRecord"
+        row["partition"]["leader"]
+        for row in expected
+        if row["record_type"] == "PartitionChangeRecord"
     )
     ranged = source.load(spark, directory, startOffset=10, endOffset=20).orderBy("offset")
     assert [row["offset"] for row in ranged.select("offset").collect()] == list(range(10, 20))

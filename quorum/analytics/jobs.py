@@ -102,6 +102,8 @@ BROKER_EVENTS: Final = {
     "FenceBrokerRecord": "fenced",
     "UnfenceBrokerRecord": "unfenced",
 }
+# The broker struct's fields that only registrations fill (broker_events shows them flat).
+_REGISTRATION_FIELDS: Final = ("incarnation_id", "rack", "fenced", "endpoints")
 NO_LEADER: Final = -1
 
 
@@ -280,21 +282,21 @@ def _lifecycle_ms(df: DataFrame) -> DataFrame:
     topic, remove, deleted = _is(TOPIC), _is(REMOVE_TOPIC), _is(DELETED_TOPIC)
     snapshot_created = (_is(TOPIC_IDENTITY) | deleted) & ~in_log
     aggregated = rows.groupBy("topic_id").agg(
-        F.max(F.when(topic | deleted, F.col("name"))).alias("name"),
+        F.max(F.when(topic | deleted, F.col("topic.name"))).alias("name"),
         F.coalesce(
             F.min(F.when(topic & in_log, F.col("offset"))),
-            F.min(F.when(snapshot_created, F.col("creation_offset"))),
+            F.min(F.when(snapshot_created, F.col("topic.creation_offset"))),
         ).alias("created_offset"),
         F.min(F.when(topic & in_log, F.col("batch_timestamp_ms"))).alias("created_ms"),
-        F.max(F.when(topic, F.col("internal"))).alias("internal"),
+        F.max(F.when(topic, F.col("topic.internal"))).alias("internal"),
         F.coalesce(
             F.min(F.when(remove & in_log, F.col("offset"))),
-            F.min(F.when(deleted & ~in_log, F.col("deletion_offset"))),
+            F.min(F.when(deleted & ~in_log, F.col("topic.deletion_offset"))),
         ).alias("deleted_offset"),
         F.min(F.when(remove & in_log, F.col("batch_timestamp_ms"))).alias("deleted_ms"),
         # Unknown (NULL) for an id known only from a DeletedTopicRecord.
         F.when(
-            F.max(topic), F.size(F.collect_set(F.when(_is(PARTITION), F.col("partition"))))
+            F.max(topic), F.size(F.collect_set(F.when(_is(PARTITION), F.col("partition.id"))))
         ).alias("partitions"),
     )
     # Ids whose creation is in none of the rows read (a RemoveTopicRecord just after the
@@ -374,9 +376,18 @@ def partitions_per_broker_over_time(df: DataFrame, coverage: Coverage | None = N
     base = coverage.oldest_onward_base()
     log = log_records(df) if base is None else _from_base(df, base)
     changes = log.filter(F.col(_TYPE).isin(PARTITION, PARTITION_CHANGE)).select(
-        "topic_id", "partition", "offset", "batch_timestamp_ms", "replicas", "leader"
+        "topic_id",
+        F.col("partition.id").alias("partition"),
+        "offset",
+        "batch_timestamp_ms",
+        F.col("partition.replicas").alias("replicas"),
+        F.col("partition.leader").alias("leader"),
     )
-    keys = log.filter(_is(PARTITION)).select("topic_id", "partition").distinct()
+    keys = (
+        log.filter(_is(PARTITION))
+        .select("topic_id", F.col("partition.id").alias("partition"))
+        .distinct()
+    )
     removals = (
         log.filter(_is(REMOVE_TOPIC))
         .select("topic_id", "offset", "batch_timestamp_ms")
@@ -465,9 +476,9 @@ def leadership_timeline(df: DataFrame) -> DataFrame:
     # Leader changes are few (one per election): one partition is fine for this window.
     ordered = Window.orderBy("offset")
     return changes.select(
-        F.col("quorum_epoch").alias("epoch"),
-        F.col("leader_id").alias("leader"),
-        "voters",
+        F.col("leader_change.epoch").alias("epoch"),
+        F.col("leader_change.leader_id").alias("leader"),
+        F.col("leader_change.voters").alias("voters"),
         "offset",
         _time("batch_timestamp_ms").alias("time"),
         F.lead("offset").over(ordered).alias("end_offset"),
@@ -486,15 +497,12 @@ def broker_events(df: DataFrame) -> DataFrame:
         log_records(df)
         .filter(F.col(_TYPE).isin(*BROKER_EVENTS))
         .select(
-            "broker_id",
+            F.col("broker.id").alias("broker_id"),
             event[F.col(_TYPE)].alias("event"),
             "offset",
             _time("batch_timestamp_ms").alias("time"),
-            "broker_epoch",
-            "incarnation_id",
-            "rack",
-            "fenced",
-            "endpoints",
+            F.col("broker.epoch").alias("broker_epoch"),
+            *[F.col(f"broker.{field}").alias(field) for field in _REGISTRATION_FIELDS],
         )
         .orderBy("offset")
     )
@@ -540,14 +548,20 @@ def state_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) ->
         upto.filter(F.col(_TYPE).isin(TOPIC, REMOVE_TOPIC))
         .groupBy("topic_id")
         .agg(
-            F.max(F.when(_is(TOPIC), F.col("name"))).alias("name"),
-            F.max(F.when(_is(TOPIC), F.col("internal"))).alias("internal"),
+            F.max(F.when(_is(TOPIC), F.col("topic.name"))).alias("name"),
+            F.max(F.when(_is(TOPIC), F.col("topic.internal"))).alias("internal"),
             F.max(_is(REMOVE_TOPIC)).alias("removed"),
         )
         .filter(F.col("name").isNotNull() & ~F.col("removed"))
         .drop("removed")
     )
-    changes = upto.filter(F.col(_TYPE).isin(PARTITION, PARTITION_CHANGE))
+    changes = upto.filter(F.col(_TYPE).isin(PARTITION, PARTITION_CHANGE)).select(
+        "topic_id",
+        "offset",
+        _TYPE,
+        F.col("partition.id").alias("partition"),
+        *[F.col(f"partition.{field}").alias(field) for field in _PARTITION_FIELDS],
+    )
     key = Window.partitionBy("topic_id", "partition")
     # Only the last PartitionRecord of a key and the changes after it count.
     since_base = changes.withColumn(
@@ -589,7 +603,7 @@ _ACL_NAMES: Final = {
 
 def _named(column: str) -> Column:
     mapping = F.create_map(*[F.lit(x) for kv in _ACL_NAMES[column].items() for x in kv])
-    return F.coalesce(mapping[F.col(f"acl_{column}")], F.col(f"acl_{column}").cast("string"))
+    return F.coalesce(mapping[F.col(f"acl.{column}")], F.col(f"acl.{column}").cast("string"))
 
 
 def acls_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> DataFrame:
@@ -601,17 +615,18 @@ def acls_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -> 
         raise ValueError(f"offset must be >= 0, got {offset}")
     coverage = Coverage.of(df) if coverage is None else coverage
     upto = _from_base(df, coverage.base_for(offset), offset)
-    removed = upto.filter(_is(REMOVE_ACL)).select("acl_id").distinct()
+    removed = upto.filter(_is(REMOVE_ACL)).select(F.col("acl.id").alias("acl_id")).distinct()
     return (
         upto.filter(_is(ACL))
+        .withColumn("acl_id", F.col("acl.id"))
         .join(removed, "acl_id", "left_anti")
         .select(
             "acl_id",
             _named("resource_type").alias("resource_type"),
-            F.col("acl_resource_name").alias("resource_name"),
+            F.col("acl.resource_name").alias("resource_name"),
             _named("pattern_type").alias("pattern_type"),
-            F.col("acl_principal").alias("principal"),
-            F.col("acl_host").alias("host"),
+            F.col("acl.principal").alias("principal"),
+            F.col("acl.host").alias("host"),
             _named("operation").alias("operation"),
             _named("permission_type").alias("permission_type"),
         )
@@ -636,7 +651,7 @@ def voters_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -
     upto = _from_base(df, coverage.base_for(offset), offset)
     last = upto.filter(_is(VOTERS)).orderBy(F.col("offset").desc()).limit(1)
     if last.count():
-        voter = F.explode(F.from_json(F.col("voter_set"), _VOTER_SET_SCHEMA)).alias("voter")
+        voter = F.explode(F.from_json(F.col("voters.voter_set"), _VOTER_SET_SCHEMA)).alias("voter")
         return (
             last.select(F.col("offset").alias("since_offset"), voter)
             .select(
@@ -649,7 +664,10 @@ def voters_as_of(df: DataFrame, offset: int, coverage: Coverage | None = None) -
         )
     static = upto.filter(_is(LEADER_CHANGE)).orderBy(F.col("offset").desc()).limit(1)
     return (
-        static.select(F.col("offset").alias("since_offset"), F.explode("voters").alias("voter_id"))
+        static.select(
+            F.col("offset").alias("since_offset"),
+            F.explode("leader_change.voters").alias("voter_id"),
+        )
         .select(
             "voter_id",
             F.lit(None).cast("string").alias("directory_id"),

@@ -48,7 +48,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -91,11 +91,13 @@ def build_session(
     app_name: str = "metaquorum-replay",
     *,
     jvm_log: Path | None = None,
+    conf: Mapping[str, str] | None = None,
 ) -> Any:
     """A Spark session on ``master`` (None: whatever ``spark-submit`` set). Local masters bind
     to loopback only, run the Python workers with this interpreter and get a 4 GiB heap
     (``SPARK_DRIVER_MEMORY`` overrides it). ``jvm_log``: a file that gets the JVM's and Spark's
-    own output (the start-up chatter of Spark and Py4J) instead of the terminal."""
+    own output (the start-up chatter of Spark and Py4J) instead of the terminal. ``conf``: more
+    settings, applied last (benchmarks)."""
     # spark-submit hands the Python driver a running JVM through PYSPARK_GATEWAY_PORT.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     local = master.startswith("local") if master is not None else not submitted
@@ -120,6 +122,8 @@ def build_session(
     builder = builder.config("spark.sql.session.timeZone", "UTC").config(
         "spark.ui.showConsoleProgress", "false"
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     with _stderr_to(jvm_log if not submitted else None):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

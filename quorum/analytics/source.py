@@ -43,54 +43,71 @@ Options (names are case-insensitive, values strings as Spark passes them):
     that state onto each scan). With the option on, load a new DataFrame for each filtered
     query; ``startOffset`` / ``endOffset`` have no such trap.
 
-Schema. One row per record; the batch header columns come first::
+Schema. One row per record. The core columns come first: the batch header, then the topic id
+that several families share::
 
     offset BIGINT, epoch INT, batch_timestamp_ms BIGINT, control BOOLEAN,
-    record_type STRING, version INT, snapshot_end_offset BIGINT
+    record_type STRING, version INT, snapshot_end_offset BIGINT, topic_id STRING
 
-then flat, nullable, typed columns shared across record families (design choice: a record's
-fields are real columns, queryable and prunable in Parquet, with no JSON to parse; a column
-that a record type does not have is NULL; the same meaning gets the same column whatever the
-record). Which record fills which column:
+then one nullable STRUCT column per record family, set on the rows of that family's record
+types and NULL on every other row (design choice: a record's fields are real typed columns,
+queryable as ``partition.leader`` and prunable in Parquet, with no JSON to parse; a field that
+a record type does not have is NULL inside its struct; the same meaning gets the same field
+whatever the record). ``topic_id`` (Kafka's base64 text) is filled by TopicRecord,
+PartitionRecord, PartitionChangeRecord, RemoveTopicRecord and, in snapshots,
+TopicIdentityRecord and DeletedTopicRecord. The families:
 
 ==============================  ===============================================================
-column                          filled by (record field when the names differ)
+column and its fields           filled by (record field when the names differ)
 ==============================  ===============================================================
-topic_id STRING                 Topic, Partition, PartitionChange, RemoveTopic (Kafka base64)
-name STRING                     TopicRecord
-internal BOOLEAN                TopicRecord
-partition INT                   PartitionRecord, PartitionChangeRecord
-replicas, isr ARRAY<INT>        PartitionRecord, PartitionChangeRecord (NULL: unchanged)
-leader INT                      PartitionRecord, PartitionChangeRecord (-1: no leader,
-                                NULL: unchanged)
-leader_epoch, partition_epoch   PartitionRecord, PartitionChangeRecord (NULL: unchanged)
-broker_id INT                   Register/Unregister/Fence/UnfenceBrokerRecord
-broker_epoch BIGINT             the same four
-incarnation_id STRING           RegisterBrokerRecord
-rack STRING, fenced BOOLEAN     RegisterBrokerRecord
-endpoints ARRAY<STRUCT<name STRING, host STRING, port INT>>   RegisterBrokerRecord
-config_resource_type INT        ConfigRecord.resource_type (2 topic, 4 broker)
-config_resource_name STRING     ConfigRecord.resource_name
-config_name STRING              ConfigRecord.name
-config_value STRING             ConfigRecord.value (NULL: the config was deleted)
-leader_id INT                   LeaderChangeMessage.leader_id (the quorum leader)
-quorum_epoch INT                LeaderChangeMessage.epoch
-voters ARRAY<INT>               LeaderChangeMessage.voters
-kraft_version INT               KRaftVersionRecord.kraft_version (KIP-853)
-voter_set STRING                VotersRecord.voters as JSON: [{"id", "directoryId",
-                                "endpoints": ["NAME://host:port"]}] (directoryId omitted for none)
-control_version INT             KRaftVersionRecord.version, VotersRecord.version
-snapshot_version INT            SnapshotHeader.version, SnapshotFooter.version
-last_contained_log_timestamp_ms BIGINT   SnapshotHeader
-acl_id STRING                   AccessControlEntryRecord, RemoveAccessControlEntryRecord (id)
-acl_resource_type INT, ...      AccessControlEntryRecord: acl_resource_type, acl_resource_name,
-                                acl_pattern_type, acl_principal, acl_host, acl_operation,
-                                acl_permission_type (Kafka's enum codes)
+topic STRUCT<name STRING,       TopicRecord (name, internal); snapshots: TopicIdentityRecord
+internal BOOLEAN,               (creation_offset), DeletedTopicRecord (name, creation_offset,
+creation_offset BIGINT,         deletion_offset)
+deletion_offset BIGINT>
+partition STRUCT<id INT,        PartitionRecord, PartitionChangeRecord (id: the partition
+replicas ARRAY<INT>,            field). In a PartitionChangeRecord NULL means unchanged; leader
+isr ARRAY<INT>, leader INT,     -1 means no leader
+leader_epoch INT,
+partition_epoch INT>
+broker STRUCT<id INT,           Register/Unregister/Fence/UnfenceBrokerRecord (broker_id,
+epoch BIGINT,                   broker_epoch); incarnation_id, rack, fenced and endpoints
+incarnation_id STRING,          (ARRAY<STRUCT<name STRING, host STRING, port INT>>) from
+rack STRING, fenced BOOLEAN,    RegisterBrokerRecord only
+endpoints ARRAY<...>>
+config STRUCT<resource_type     ConfigRecord (resource_type: 2 topic, 4 broker; value NULL: the
+INT, resource_name STRING,      config was deleted)
+name STRING, value STRING>
+leader_change STRUCT<leader_id  LeaderChangeMessage (the quorum leader, its epoch, the voters)
+INT, epoch INT, voters
+ARRAY<INT>>
+snapshot STRUCT<version INT,    SnapshotHeader (both), SnapshotFooter (version)
+last_contained_log_timestamp_
+ms BIGINT>
+acl STRUCT<id STRING,           AccessControlEntryRecord (all, Kafka's enum codes),
+resource_type INT,              RemoveAccessControlEntryRecord (id)
+resource_name STRING,
+pattern_type INT, principal
+STRING, host STRING,
+operation INT,
+permission_type INT>
+voters STRUCT<version INT,      KRaftVersionRecord (version, kraft_version), VotersRecord
+kraft_version INT,              (version; voter_set: its voters as JSON, [{"id",
+voter_set STRING>               "directoryId", "endpoints": ["NAME://host:port"]}], directoryId
+                                omitted for none) (KIP-853 control records)
 ==============================  ===============================================================
 
-``NoOpRecord`` fills only the header columns. ``_RECORD_COLUMNS`` below is the one table of
-this mapping; an import-time check ties it to the record classes, so a new record type or
-version fails here until it is given columns, instead of being dropped.
+``NoOpRecord`` fills only the header columns, ``RemoveTopicRecord`` only those and
+``topic_id``. ``CORE_COLUMNS`` and ``FAMILIES`` below define the schema and
+``_RECORD_COLUMNS`` is the one table of which field goes where; an import-time check ties it
+to the record classes, so a new record type or version fails here until it is given columns,
+instead of being dropped.
+
+Why structs and not one flat column per field (the layout before): Spark turns every Arrow
+batch a Python source yields into rows, touching every column of every row, so a NULL costs
+about as much as a value. With one flat column per field (41 columns) each row carried some 30
+NULLs of other families; with a struct per family it carries six NULL structs. Measured with a
+source that replays cached batches of the same 10 M records (``local[2]``): 0.76-0.82 us of JVM
+CPU per row flat, 0.48-0.52 us as structs.
 
 Partitions and reading. ``partitions()`` runs where Spark plans the query (the driver) and
 only *lists* the directory (names and sizes): one input partition per segment file, or per
@@ -122,8 +139,9 @@ Decoding. ``read()`` yields ``pyarrow.RecordBatch``es, one per chunk of about 16
 msgspec decodes each batch body straight into typed objects: a tagged union of one
 ``msgspec.Struct`` per record type (the type code is the tag), whose fields are typed from
 ``_RECORD_COLUMNS`` with the record classes' ranges, so every check runs in C while decoding.
-The records of a chunk are then grouped by type (a stable argsort), each group's fields are
-transposed in one ``zip`` and each column becomes an Arrow array with no Python code per value.
+The records of a chunk are then grouped by family and type (a stable argsort), each group's
+fields are transposed in one ``zip``, each column becomes an Arrow array with no Python code per
+value, and each family's fields become its struct.
 What the types refuse is decoded again with the reference ``decode_log_batch``, which either
 raises its precise error or, should the types ever be stricter than the record classes,
 provides the records (tests/test_analytics_source.py checks both directions field by field).
@@ -135,8 +153,21 @@ batches at 230-370 k records/s (the tuple path pays for a record object per reco
 Spark's per-value conversion of 31 columns to Arrow). Arrow is kept. One batch per chunk rather
 than one per record type: the JVM's cost per row falls by about a fifth (a source that replays
 cached batches: 1.5-1.8 M rows/s per type, 2.0-2.2 M rows/s per 16 Ki-row chunk on ``local[2]``).
-On two cores both are already busy with one task per segment (the Python worker decodes while
-the JVM converts); ``splitBytes`` pays off with more cores than segments.
+
+Where the time goes (10 M records of ``scripts/bench/gen_synthetic_log.py``, ``local[2]``,
+CPU time per record, which other work on the machine moves much less than wall time): the
+Python workers about 0.85-0.95 us (msgspec decoding about a quarter, freeing the records'
+objects a tenth, the columns a quarter, the Arrow IPC stream to the JVM under a tenth), the JVM
+about 0.45-0.55 us (rows from the Arrow batches: every column of every row, a NULL one
+included). Two tasks therefore keep both cores busy and Spark cannot do better than about
+2 / 1.4 us = 1.4 M records/s on two otherwise idle cores. ``read_partition`` alone, in one
+process, costs 0.7 us per record (the IPC stream and Spark's worker are not in it; two such
+processes side by side cost 1.1 us each: the two cores share caches). Each input partition
+(Spark task) also costs the JVM about 25 ms of CPU (its Python runner), and cost the worker
+about 60 ms more before it froze its long-lived objects (``_freeze_long_lived_objects``): 8 MiB
+``splitBytes`` (44 tasks) then took 0.4 us per record more than one task per segment (6
+tasks), and takes 0.08 us more than 32 MiB (11 tasks) now. The default, 32 MiB, plans 11 tasks
+for 6 segments of 64 MiB.
 """
 
 from __future__ import annotations
@@ -278,9 +309,12 @@ _WINDOW_SLACK_BYTES: Final = 1024 * 1024
 # ----- schema -------------------------------------------------------------------------------
 
 _ENDPOINT_STRUCT: Final = "STRUCT<name STRING, host STRING, port INT>"
+_ENDPOINTS: Final = f"ARRAY<{_ENDPOINT_STRUCT}>"
 
-# (name, SQL type). The order is the column order of the table.
-COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+# (name, SQL type): the columns every row has, the batch header first. ``topic_id`` is here
+# because three families carry it (topics, partitions, and RemoveTopicRecord, which has no
+# family struct of its own).
+CORE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("offset", "BIGINT"),
     ("epoch", "INT"),
     ("batch_timestamp_ms", "BIGINT"),
@@ -289,50 +323,100 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("version", "INT"),
     ("snapshot_end_offset", "BIGINT"),
     ("topic_id", "STRING"),
-    ("name", "STRING"),
-    ("internal", "BOOLEAN"),
-    ("partition", "INT"),
-    ("replicas", "ARRAY<INT>"),
-    ("isr", "ARRAY<INT>"),
-    ("leader", "INT"),
-    ("leader_epoch", "INT"),
-    ("partition_epoch", "INT"),
-    ("broker_id", "INT"),
-    ("broker_epoch", "BIGINT"),
-    ("incarnation_id", "STRING"),
-    ("rack", "STRING"),
-    ("fenced", "BOOLEAN"),
-    ("endpoints", f"ARRAY<{_ENDPOINT_STRUCT}>"),
-    ("config_resource_type", "INT"),
-    ("config_resource_name", "STRING"),
-    ("config_name", "STRING"),
-    ("config_value", "STRING"),
-    ("leader_id", "INT"),
-    ("quorum_epoch", "INT"),
-    ("voters", "ARRAY<INT>"),
-    ("snapshot_version", "INT"),
-    ("last_contained_log_timestamp_ms", "BIGINT"),
-    # Snapshot-only records (topic identity survives snapshots).
-    ("creation_offset", "BIGINT"),
-    ("deletion_offset", "BIGINT"),
-    # ACLs (AccessControlEntryRecord, RemoveAccessControlEntryRecord): Kafka's enum codes.
-    ("acl_id", "STRING"),
-    ("acl_resource_type", "INT"),
-    ("acl_resource_name", "STRING"),
-    ("acl_pattern_type", "INT"),
-    ("acl_principal", "STRING"),
-    ("acl_host", "STRING"),
-    ("acl_operation", "INT"),
-    ("acl_permission_type", "INT"),
-    # The voter set (KIP-853): KRaftVersionRecord, VotersRecord (control records).
-    ("kraft_version", "INT"),
-    ("voter_set", "STRING"),
-    ("control_version", "INT"),
+)
+_HEADER_COLUMNS: Final = 7  # the core columns every row fills from the batch and the type
+
+# (family, ((field, SQL type), ...)): one STRUCT column per record family, set on the rows of
+# that family's record types and NULL on every other row. Field names follow Kafka's record
+# schemas (PartitionRecord.PartitionId -> partition.id, RegisterBrokerRecord.BrokerEpoch ->
+# broker.epoch, ...).
+FAMILIES: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
+    (
+        "topic",  # TopicRecord; snapshots: TopicIdentityRecord, DeletedTopicRecord
+        (
+            ("name", "STRING"),
+            ("internal", "BOOLEAN"),
+            ("creation_offset", "BIGINT"),
+            ("deletion_offset", "BIGINT"),
+        ),
+    ),
+    (
+        "partition",  # PartitionRecord, PartitionChangeRecord
+        (
+            ("id", "INT"),
+            ("replicas", "ARRAY<INT>"),
+            ("isr", "ARRAY<INT>"),
+            ("leader", "INT"),
+            ("leader_epoch", "INT"),
+            ("partition_epoch", "INT"),
+        ),
+    ),
+    (
+        "broker",  # Register/Unregister/Fence/UnfenceBrokerRecord
+        (
+            ("id", "INT"),
+            ("epoch", "BIGINT"),
+            ("incarnation_id", "STRING"),
+            ("rack", "STRING"),
+            ("fenced", "BOOLEAN"),
+            ("endpoints", _ENDPOINTS),
+        ),
+    ),
+    (
+        "config",  # ConfigRecord
+        (
+            ("resource_type", "INT"),
+            ("resource_name", "STRING"),
+            ("name", "STRING"),
+            ("value", "STRING"),
+        ),
+    ),
+    (
+        "leader_change",  # LeaderChangeMessage (control)
+        (("leader_id", "INT"), ("epoch", "INT"), ("voters", "ARRAY<INT>")),
+    ),
+    (
+        "snapshot",  # SnapshotHeader, SnapshotFooter (control)
+        (("version", "INT"), ("last_contained_log_timestamp_ms", "BIGINT")),
+    ),
+    (
+        "voters",  # KRaftVersionRecord, VotersRecord (control, KIP-853)
+        (("version", "INT"), ("kraft_version", "INT"), ("voter_set", "STRING")),
+    ),
+    (
+        "acl",  # AccessControlEntryRecord, RemoveAccessControlEntryRecord
+        (
+            ("id", "STRING"),
+            ("resource_type", "INT"),
+            ("resource_name", "STRING"),
+            ("pattern_type", "INT"),
+            ("principal", "STRING"),
+            ("host", "STRING"),
+            ("operation", "INT"),
+            ("permission_type", "INT"),
+        ),
+    ),
+)
+FAMILY_NAMES: Final = tuple(family for family, _ in FAMILIES)
+
+
+def _struct_sql(fields: Sequence[tuple[str, str]]) -> str:
+    return "STRUCT<" + ", ".join(f"{name} {sql}" for name, sql in fields) + ">"
+
+
+# (name, SQL type). The order is the column order of the table.
+COLUMNS: Final[tuple[tuple[str, str], ...]] = CORE_COLUMNS + tuple(
+    (family, _struct_sql(fields)) for family, fields in FAMILIES
 )
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
-_COLUMN_TYPES: Final = dict(COLUMNS)
-_HEADER_COLUMNS: Final = 7
 SCHEMA_DDL: Final = ", ".join(f"{name} {sql}" for name, sql in COLUMNS)
+# Where record fields can go: "topic_id" or "<family>.<field>", with their SQL types.
+_SLOTS: Final[tuple[tuple[str, str], ...]] = (
+    ("topic_id", "STRING"),
+    *((f"{family}.{name}", sql) for family, fields in FAMILIES for name, sql in fields),
+)
+_SLOT_NAMES: Final = tuple(name for name, _ in _SLOTS)
+_SLOT_TYPES: Final = dict(_SLOTS)
 
 
 def _spark_type(sql: str) -> DataType:
@@ -346,19 +430,23 @@ def _spark_type(sql: str) -> DataType:
         return simple[sql]
     if sql == "ARRAY<INT>":
         return ArrayType(IntegerType())
-    assert sql == f"ARRAY<{_ENDPOINT_STRUCT}>", sql
-    endpoint = StructType(
+    if sql == _ENDPOINTS:
+        return ArrayType(_spark_type(_ENDPOINT_STRUCT))
+    for _, fields in FAMILIES:
+        if sql == _struct_sql(fields):
+            return StructType([StructField(name, _spark_type(t)) for name, t in fields])
+    assert sql == _ENDPOINT_STRUCT, sql
+    return StructType(
         [
             StructField("name", StringType()),
             StructField("host", StringType()),
             StructField("port", IntegerType()),
         ]
     )
-    return ArrayType(endpoint)
 
 
 def spark_schema() -> StructType:
-    """The schema of the table (every column nullable), built without a JVM."""
+    """The schema of the table (every column and field nullable), built without a JVM."""
     return StructType([StructField(name, _spark_type(sql)) for name, sql in COLUMNS])
 
 
@@ -375,9 +463,13 @@ def _arrow_type(sql: str) -> pa.DataType:
         return simple[sql]
     if sql == "ARRAY<INT>":
         return pa.list_(pa.field("element", pa.int32()))
-    assert sql == f"ARRAY<{_ENDPOINT_STRUCT}>", sql
-    endpoint = pa.struct([("name", pa.string()), ("host", pa.string()), ("port", pa.int32())])
-    return pa.list_(pa.field("element", endpoint))
+    if sql == _ENDPOINTS:
+        return pa.list_(pa.field("element", _arrow_type(_ENDPOINT_STRUCT)))
+    for _, fields in FAMILIES:
+        if sql == _struct_sql(fields):
+            return pa.struct([pa.field(name, _arrow_type(t)) for name, t in fields])
+    assert sql == _ENDPOINT_STRUCT, sql
+    return pa.struct([("name", pa.string()), ("host", pa.string()), ("port", pa.int32())])
 
 
 _arrow_schema_cache: list[pa.Schema] = []
@@ -413,100 +505,101 @@ _KINDS: Final = frozenset(
     {"int", "int?", "bool", "str", "str?", "uuid", "ints", "ints?", "eps", "voters"}
 )
 _TOPIC_ID: Final = _Field("topic_id", "topic_id", "uuid")
-_PARTITION: Final = _Field("partition", "partition", "int")
-_BROKER_ID: Final = _Field("broker_id", "broker_id", "int")
-_BROKER_EPOCH: Final = _Field("broker_epoch", "broker_epoch", "int", 0, INT64_MAX)
+_PARTITION: Final = _Field("partition", "partition.id", "int")
+_BROKER_ID: Final = _Field("broker_id", "broker.id", "int")
+_BROKER_EPOCH: Final = _Field("broker_epoch", "broker.epoch", "int", 0, INT64_MAX)
+_CREATION_OFFSET: Final = _Field("creation_offset", "topic.creation_offset", "int", 0, INT64_MAX)
+_ACL_ID: Final = _Field("id", "acl.id", "uuid")
+_SNAPSHOT_VERSION: Final = _Field("version", "snapshot.version", "int", 0, INT16_MAX)
 
-# The one table of which record field fills which column (see the module docstring). Ranges
-# repeat the record classes' __post_init__ checks; tests/test_analytics_source.py proves, value
-# by value, that these checks accept exactly what the record classes accept.
+# The one table of which record field fills which column (see the module docstring): the core
+# column topic_id or a field of the record's family struct. Ranges repeat the record classes'
+# __post_init__ checks; tests/test_analytics_source.py proves, value by value, that these checks
+# accept exactly what the record classes accept.
 _RECORD_COLUMNS: Final[Mapping[type[Record], tuple[_Field, ...]]] = {
     RegisterBrokerRecord: (
         _BROKER_ID,
-        _Field("incarnation_id", "incarnation_id", "uuid"),
+        _Field("incarnation_id", "broker.incarnation_id", "uuid"),
         _BROKER_EPOCH,
-        _Field("endpoints", "endpoints", "eps"),
-        _Field("rack", "rack", "str?"),
-        _Field("fenced", "fenced", "bool"),
+        _Field("endpoints", "broker.endpoints", "eps"),
+        _Field("rack", "broker.rack", "str?"),
+        _Field("fenced", "broker.fenced", "bool"),
     ),
     UnregisterBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
     TopicRecord: (
-        _Field("name", "name", "str"),
+        _Field("name", "topic.name", "str"),
         _TOPIC_ID,
-        _Field("internal", "internal", "bool"),
+        _Field("internal", "topic.internal", "bool"),
     ),
     PartitionRecord: (
         _TOPIC_ID,
         _PARTITION,
-        _Field("replicas", "replicas", "ints"),
-        _Field("isr", "isr", "ints"),
-        _Field("leader", "leader", "int", NO_LEADER),
-        _Field("leader_epoch", "leader_epoch", "int"),
-        _Field("partition_epoch", "partition_epoch", "int"),
+        _Field("replicas", "partition.replicas", "ints"),
+        _Field("isr", "partition.isr", "ints"),
+        _Field("leader", "partition.leader", "int", NO_LEADER),
+        _Field("leader_epoch", "partition.leader_epoch", "int"),
+        _Field("partition_epoch", "partition.partition_epoch", "int"),
     ),
     ConfigRecord: (
-        _Field("resource_type", "config_resource_type", "int", 0, INT8_MAX),
-        _Field("resource_name", "config_resource_name", "str"),
-        _Field("name", "config_name", "str"),
-        _Field("value", "config_value", "str?"),
+        _Field("resource_type", "config.resource_type", "int", 0, INT8_MAX),
+        _Field("resource_name", "config.resource_name", "str"),
+        _Field("name", "config.name", "str"),
+        _Field("value", "config.value", "str?"),
     ),
     PartitionChangeRecord: (
         _TOPIC_ID,
         _PARTITION,
-        _Field("isr", "isr", "ints?"),
-        _Field("leader", "leader", "int?", NO_LEADER),
-        _Field("replicas", "replicas", "ints?"),
-        _Field("leader_epoch", "leader_epoch", "int?"),
-        _Field("partition_epoch", "partition_epoch", "int?"),
+        _Field("isr", "partition.isr", "ints?"),
+        _Field("leader", "partition.leader", "int?", NO_LEADER),
+        _Field("replicas", "partition.replicas", "ints?"),
+        _Field("leader_epoch", "partition.leader_epoch", "int?"),
+        _Field("partition_epoch", "partition.partition_epoch", "int?"),
     ),
     FenceBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
     UnfenceBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
     RemoveTopicRecord: (_TOPIC_ID,),
     NoOpRecord: (),
     AccessControlEntryRecord: (
-        _Field("id", "acl_id", "uuid"),
-        _Field("resource_type", "acl_resource_type", "int", 0, INT8_MAX),
-        _Field("resource_name", "acl_resource_name", "str"),
-        _Field("pattern_type", "acl_pattern_type", "int", 0, INT8_MAX),
-        _Field("principal", "acl_principal", "str"),
-        _Field("host", "acl_host", "str"),
-        _Field("operation", "acl_operation", "int", 0, INT8_MAX),
-        _Field("permission_type", "acl_permission_type", "int", 0, INT8_MAX),
+        _ACL_ID,
+        _Field("resource_type", "acl.resource_type", "int", 0, INT8_MAX),
+        _Field("resource_name", "acl.resource_name", "str"),
+        _Field("pattern_type", "acl.pattern_type", "int", 0, INT8_MAX),
+        _Field("principal", "acl.principal", "str"),
+        _Field("host", "acl.host", "str"),
+        _Field("operation", "acl.operation", "int", 0, INT8_MAX),
+        _Field("permission_type", "acl.permission_type", "int", 0, INT8_MAX),
     ),
-    RemoveAccessControlEntryRecord: (_Field("id", "acl_id", "uuid"),),
+    RemoveAccessControlEntryRecord: (_ACL_ID,),
     LeaderChangeMessage: (
-        _Field("leader_id", "leader_id", "int"),
-        _Field("epoch", "quorum_epoch", "int"),
-        _Field("voters", "voters", "ints"),
+        _Field("leader_id", "leader_change.leader_id", "int"),
+        _Field("epoch", "leader_change.epoch", "int"),
+        _Field("voters", "leader_change.voters", "ints"),
     ),
     SnapshotHeader: (
-        _Field("version", "snapshot_version", "int", 0, INT16_MAX),
+        _SNAPSHOT_VERSION,
         _Field(
             "last_contained_log_timestamp_ms",
-            "last_contained_log_timestamp_ms",
+            "snapshot.last_contained_log_timestamp_ms",
             "int",
             0,
             INT64_MAX,
         ),
     ),
-    SnapshotFooter: (_Field("version", "snapshot_version", "int", 0, INT16_MAX),),
+    SnapshotFooter: (_SNAPSHOT_VERSION,),
     KRaftVersionRecord: (
-        _Field("version", "control_version", "int", 0, INT16_MAX),
-        _Field("kraft_version", "kraft_version", "int", 0, INT16_MAX),
+        _Field("version", "voters.version", "int", 0, INT16_MAX),
+        _Field("kraft_version", "voters.kraft_version", "int", 0, INT16_MAX),
     ),
     VotersRecord: (
-        _Field("version", "control_version", "int", 0, INT16_MAX),
-        _Field("voters", "voter_set", "voters"),
+        _Field("version", "voters.version", "int", 0, INT16_MAX),
+        _Field("voters", "voters.voter_set", "voters"),
     ),
-    TopicIdentityRecord: (
-        _TOPIC_ID,
-        _Field("creation_offset", "creation_offset", "int", 0, INT64_MAX),
-    ),
+    TopicIdentityRecord: (_TOPIC_ID, _CREATION_OFFSET),
     DeletedTopicRecord: (
-        _Field("name", "name", "str"),
+        _Field("name", "topic.name", "str"),
         _TOPIC_ID,
-        _Field("creation_offset", "creation_offset", "int", 0, INT64_MAX),
-        _Field("deletion_offset", "deletion_offset", "int", 0, INT64_MAX),
+        _CREATION_OFFSET,
+        _Field("deletion_offset", "topic.deletion_offset", "int", 0, INT64_MAX),
     ),
 }
 
@@ -519,27 +612,39 @@ _KIND_SQL_TYPES: Final = {
     "uuid": ("STRING",),
     "ints": ("ARRAY<INT>",),
     "ints?": ("ARRAY<INT>",),
-    "eps": (f"ARRAY<{_ENDPOINT_STRUCT}>",),
+    "eps": (_ENDPOINTS,),
     "voters": ("STRING",),
 }
 
 
+def _family_of(fields: Sequence[_Field]) -> str | None:
+    """The family whose struct the fields fill (None: only core columns, or none at all)."""
+    families = {f.column.split(".")[0] for f in fields if "." in f.column}
+    assert len(families) <= 1, families  # a record type belongs to one family at most
+    return families.pop() if families else None
+
+
 def _check_record_columns() -> None:
-    """The table above covers every record class, field by field, in wire order."""
+    """The table above covers every record class, field by field, in wire order; every family
+    field is filled by some record type."""
     every_class = set(RECORD_CLASSES.values()) | set(SNAPSHOT_RECORD_CLASSES.values())
     assert set(_RECORD_COLUMNS) == every_class, "a record type has no columns"
+    filled = set()
     for cls, fields in _RECORD_COLUMNS.items():
         names = tuple(f.name for f in dataclasses.fields(cls))
         assert names == tuple(f.field for f in fields), (cls.__name__, names)
         assert len({f.column for f in fields}) == len(fields), cls.__name__
+        _family_of(fields)
         for f in fields:
             assert f.kind in _KINDS, f
-            assert COLUMN_NAMES.index(f.column) >= _HEADER_COLUMNS, f
-            assert _COLUMN_TYPES[f.column] in _KIND_SQL_TYPES[f.kind], f
-            if _COLUMN_TYPES[f.column] == "INT":
+            assert f.column in _SLOT_TYPES, f
+            assert _SLOT_TYPES[f.column] in _KIND_SQL_TYPES[f.kind], f
+            if _SLOT_TYPES[f.column] == "INT":
                 assert f.maximum <= INT32_MAX, f
             if f.kind.startswith("ints"):  # one shared cache of distinct int arrays
                 assert (f.minimum, f.maximum) == (0, INT32_MAX), f
+            filled.add(f.column)
+    assert filled == set(_SLOT_NAMES), set(_SLOT_NAMES) - filled
 
 
 _check_record_columns()
@@ -1013,11 +1118,13 @@ class _RecordLayout:
     version: int
     control: bool
     fields: tuple[_Field, ...]
-    column_indexes: tuple[int, ...]  # where each field goes in COLUMN_NAMES
+    slot_indexes: tuple[int, ...]  # where each field goes in _SLOT_NAMES
+    family: int | None  # the index in FAMILIES of the struct the fields fill
     struct: type[msgspec.Struct]  # [type code (the tag), version, fields] -> .version, .fields
 
 
 def _layout(cls: type[Record], fields: tuple[_Field, ...]) -> _RecordLayout:
+    family = _family_of(fields)
     field_types: Any = tuple.__class_getitem__(tuple(_wire_type(f) for f in fields) or ((),))
     struct = msgspec.defstruct(
         cls.__name__,
@@ -1032,7 +1139,8 @@ def _layout(cls: type[Record], fields: tuple[_Field, ...]) -> _RecordLayout:
         version=cls.VERSION,
         control=cls.TYPE in CONTROL_RECORD_TYPES,
         fields=fields,
-        column_indexes=tuple(COLUMN_NAMES.index(f.column) for f in fields),
+        slot_indexes=tuple(_SLOT_NAMES.index(f.column) for f in fields),
+        family=None if family is None else FAMILY_NAMES.index(family),
         struct=struct,
     )
 
@@ -1041,6 +1149,18 @@ _LAYOUT_LIST: Final = tuple(_layout(cls, fields) for cls, fields in _RECORD_COLU
 _LAYOUT_INDEX: Final[Mapping[type, int]] = {
     layout.struct: index for index, layout in enumerate(_LAYOUT_LIST)
 }
+# The rank of each layout when a chunk's rows are grouped: family by family (then the types of
+# no family), type by type within a family, so each family's rows are one run.
+_LAYOUT_RANKS: Final = tuple(
+    sorted(
+        range(len(_LAYOUT_LIST)),
+        key=lambda i: (
+            len(FAMILIES) if _LAYOUT_LIST[i].family is None else _LAYOUT_LIST[i].family,
+            i,
+        ),
+    ).index(i)
+    for i in range(len(_LAYOUT_LIST))
+)
 
 
 def _body_decoder(control: bool) -> msgspec.msgpack.Decoder[Any]:
@@ -1317,9 +1437,28 @@ def _by_kind() -> tuple[pa.Array, pa.Array, pa.Array]:
     return control, type_name, version
 
 
-def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa.RecordBatch]:
-    """The chunk as one Arrow batch (none if it is empty), its rows grouped by record type.
+_FAMILY_SQL: Final = tuple(_struct_sql(fields) for _, fields in FAMILIES)
+# Each family's fields as (slot index, SQL type), in struct order.
+_FAMILY_SLOTS: Final = tuple(
+    tuple((_SLOT_NAMES.index(f"{family}.{name}"), sql) for name, sql in fields)
+    for family, fields in FAMILIES
+)
+_family_types: list[pa.DataType] = []
 
+
+def _family_type(family: int) -> pa.DataType:
+    if not _family_types:
+        _family_types.extend(_arrow_type(sql) for sql in _FAMILY_SQL)
+    return _family_types[family]
+
+
+def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa.RecordBatch]:
+    """The chunk as one Arrow batch (none if it is empty), its rows grouped by family and, in a
+    family, by record type.
+
+    Grouped so that each family's rows are one run: its struct is built from that run alone
+    (each field from its record types' pieces, nulls between them) and padded with NULL
+    structs around it. A family with no row in the chunk is one slice of a cached NULL array.
     One batch per chunk rather than one per record type: the JVM pays per batch and per
     column, and a batch of 16 Ki rows costs it about a fifth less per row than the same rows
     in one batch per type (measured with a source that only replays cached batches)."""
@@ -1341,7 +1480,7 @@ def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa
     order = None
     bounds = [0, count]
     if not (kinds == kinds[0]).all():
-        order = np.argsort(kinds, kind="stable")
+        order = np.argsort(_layout_ranks()[kinds], kind="stable")
         kinds, offsets, epochs, timestamps_ms = (
             kinds[order],
             offsets[order],
@@ -1349,10 +1488,19 @@ def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa
             timestamps_ms[order],
         )
         bounds = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), count]
-    # Each column's pieces, (first row, array), from the groups that have the column.
-    pieces: list[list[tuple[int, pa.Array]]] = [[] for _ in COLUMNS]
+    # Each slot's pieces, (first row, array), from the record types that have the field; and
+    # each family's run of rows [low, high).
+    pieces: list[list[tuple[int, pa.Array]]] = [[] for _ in _SLOTS]
+    runs: list[list[int] | None] = [None] * len(FAMILIES)
     for low, high in pairwise(bounds):
         layout = _LAYOUT_LIST[kinds[low]]
+        if layout.family is not None:
+            run = runs[layout.family]
+            if run is None:
+                runs[layout.family] = [low, high]
+            else:
+                assert run[1] == low, (run, low)  # the ranks keep a family's rows together
+                run[1] = high
         if not layout.fields:
             continue
         if order is None:
@@ -1362,8 +1510,8 @@ def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa
         else:
             group = itemgetter(*order[low:high].tolist())(records)
         columns = zip(*map(_FIELDS_OF, group), strict=True)  # the group's columns, transposed
-        for spec, index, column in zip(layout.fields, layout.column_indexes, columns, strict=True):
-            pieces[index].append((low, _convert(column, spec, COLUMNS[index][1])))
+        for spec, index, column in zip(layout.fields, layout.slot_indexes, columns, strict=True):
+            pieces[index].append((low, _convert(column, spec, _SLOTS[index][1])))
     control, type_name, version = _by_kind()
     kind_indexes = pa.array(kinds)
     arrays = [
@@ -1376,61 +1524,112 @@ def _chunk_to_batches(chunk: _Chunk, snapshot_end_offset: int | None) -> list[pa
         _nulls("BIGINT", count)
         if snapshot_end_offset is None
         else pa.repeat(pa.scalar(snapshot_end_offset, pa.int64()), count),
+        _assemble(pieces[0], "STRING", 0, count),  # topic_id
     ]
-    for index in range(_HEADER_COLUMNS, len(COLUMNS)):
-        arrays.append(_assemble(pieces[index], COLUMNS[index][1], count))
+    for family, run in enumerate(runs):
+        arrays.append(_family_array(family, run, pieces, count))
     return [pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())]
 
 
-def _assemble(pieces: list[tuple[int, pa.Array]], sql: str, count: int) -> pa.Array:
-    """One column of ``count`` rows from its pieces, nulls in between."""
+_ranks_array: list[Any] = []
+
+
+def _layout_ranks() -> Any:
+    """_LAYOUT_RANKS as a numpy array (built once, when numpy is imported)."""
+    if not _ranks_array:
+        import numpy as np  # noqa: PLC0415
+
+        _ranks_array.append(np.array(_LAYOUT_RANKS, dtype=np.int8))
+    return _ranks_array[0]
+
+
+def _family_array(
+    family: int, run: list[int] | None, pieces: list[list[tuple[int, pa.Array]]], count: int
+) -> pa.Array:
+    """The family's struct column of ``count`` rows: its run of rows, NULL elsewhere."""
     import pyarrow as pa  # noqa: PLC0415
 
-    if len(pieces) == 1 and len(pieces[0][1]) == count:
+    sql = _FAMILY_SQL[family]
+    if run is None:
+        return _nulls(sql, count)
+    low, high = run
+    struct_type = _family_type(family)
+    children = [
+        _assemble(pieces[index], field_sql, low, high - low)
+        for index, field_sql in _FAMILY_SLOTS[family]
+    ]
+    struct = pa.StructArray.from_arrays(children, fields=list(struct_type))
+    if low == 0 and high == count:
+        return struct
+    parts = [_nulls(sql, low)] if low else []
+    parts.append(struct)
+    if high < count:
+        parts.append(_nulls(sql, count - high))
+    return pa.concat_arrays(parts)
+
+
+def _assemble(pieces: list[tuple[int, pa.Array]], sql: str, origin: int, count: int) -> pa.Array:
+    """Rows ``origin`` to ``origin + count`` of one column, from its pieces (first row, array),
+    nulls in between."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if len(pieces) == 1 and pieces[0][0] == origin and len(pieces[0][1]) == count:
         return pieces[0][1]
     parts = []
-    position = 0
+    position = origin
     for low, array in pieces:
         if low > position:
             parts.append(_nulls(sql, low - position))
         parts.append(array)
         position = low + len(array)
-    if position < count:
-        parts.append(_nulls(sql, count - position))
+    end = origin + count
+    assert position <= end, (position, end)
+    if position < end:
+        parts.append(_nulls(sql, end - position))
     return pa.concat_arrays(parts)
 
 
 def _decode_chunk(frames: Sequence[_Frame], partition: LogFilePartition) -> list[pa.RecordBatch]:
     """The records of ``frames`` in the partition's offset range, as (at most) one Arrow
-    batch."""
+    batch.
+
+    The cyclic garbage collector is paused meanwhile (see the decoding notes above) and only
+    resumed once the chunk's objects are freed: resumed with them alive, its next pass would
+    walk every one of them."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode_chunk_paused(frames, partition)  # its objects are gone on return
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _decode_chunk_paused(
+    frames: Sequence[_Frame], partition: LogFilePartition
+) -> list[pa.RecordBatch]:
     file = partition.file
     start = 0 if file.is_checkpoint else partition.start_offset
     end = None if file.is_checkpoint else partition.end_offset
     snapshot_end = file.base_offset if file.is_checkpoint else None
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        try:
-            chunk = _Chunk()
-            for frame in frames:
-                _collect_fast(chunk, frame, start, end, path=file.path)
-            return _chunk_to_batches(chunk, snapshot_end)
-        except _NotFast:
-            pass
-        # Something the types refuse: the reference decoder names the problem exactly.
         chunk = _Chunk()
         for frame in frames:
-            _collect_reference(chunk, frame, start, end, path=file.path)
-        try:
-            return _chunk_to_batches(chunk, snapshot_end)
-        except _NotFast as exc:
-            raise AssertionError(
-                f"{file.path}: the column conversion refused records that decode_log_batch "
-                f"accepts ({exc}); this is a bug in quorum.analytics.source"
-            ) from exc
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+            _collect_fast(chunk, frame, start, end, path=file.path)
+        return _chunk_to_batches(chunk, snapshot_end)
+    except _NotFast:
+        pass
+    # Something the types refuse: the reference decoder names the problem exactly.
+    chunk = _Chunk()
+    for frame in frames:
+        _collect_reference(chunk, frame, start, end, path=file.path)
+    try:
+        return _chunk_to_batches(chunk, snapshot_end)
+    except _NotFast as exc:
+        raise AssertionError(
+            f"{file.path}: the column conversion refused records that decode_log_batch "
+            f"accepts ({exc}); this is a bug in quorum.analytics.source"
+        ) from exc
 
 
 def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -1475,6 +1674,22 @@ class MetaquorumDataSource(DataSource):
         return MetaquorumReader(options)
 
 
+_frozen: list[bool] = []  # set once this process has frozen its long-lived objects
+
+
+def _freeze_long_lived_objects() -> None:
+    """Once per Python worker: move every object it holds so far (the modules of PySpark,
+    pyarrow, pandas, numpy and this one) out of the cyclic garbage collector's reach, the
+    fork-server idiom (``gc.freeze``). PySpark's reused worker runs a full collection after
+    every task (``pyspark/daemon.py``), which walks all of them each time; frozen, they are
+    skipped. Reference counting still frees them. Measured with 10 M records on ``local[2]``:
+    the workers' CPU per record 0.99-1.09 -> 0.88-0.90 us (32 MiB splits), 1.13 -> 0.87 us
+    (8 MiB splits, 44 tasks)."""
+    if not _frozen:
+        _frozen.append(True)
+        gc.freeze()
+
+
 class MetaquorumReader(DataSourceReader):
     """Plans one partition per segment on the driver; reads them on the executors."""
 
@@ -1488,6 +1703,7 @@ class MetaquorumReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # Everything read() needs is imported by this module, which executors import by name
         # (the classes pickle by reference); pyarrow is imported inside the decoding functions.
+        _freeze_long_lived_objects()
         return read_partition(partition)
 
 
