@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,7 +370,9 @@ def kafka_client_story(cluster: LocalCluster) -> None:
     )
     try:
         (orders,) = client.describe_topics(["orders"])
-        topic_id = base64.urlsafe_b64encode(orders["topic_id"].bytes).decode().rstrip("=")
+        raw = orders["topic_id"]  # kafka-python gives a uuid.UUID or its text
+        raw_bytes = (raw if isinstance(raw, uuid.UUID) else uuid.UUID(str(raw))).bytes
+        topic_id = base64.urlsafe_b64encode(raw_bytes).decode().rstrip("=")
         _say(f"   list_topics(): {sorted(client.list_topics())}")
         _say(
             f"   describe_topics(['orders']): topic_id {topic_id} (as the CLI shows it), "
