@@ -565,16 +565,20 @@ class SimCluster:
                 (envelope.destination, envelope.correlation_id), None
             )
         elif (envelope.source, envelope.destination) in self.network.faults.refused:
-            refused = Envelope(
-                envelope.destination,
-                envelope.source,
-                envelope.correlation_id,
-                RequestFailed("connection refused", peer_gone=True),
-            )
-            self.scheduler.after(1, "refused", lambda: self._deliver(refused))
+            self._fail_back(envelope, "connection refused")
             return
         for delay in self.network.deliveries(envelope.source, envelope.destination):
             self.scheduler.after(delay, "deliver", lambda e=envelope: self._deliver(e))
+
+    def _fail_back(self, request: Envelope, reason: str) -> None:
+        """The OS answers ``request`` at once: nobody is there (``RequestFailed.peer_gone``)."""
+        failed = Envelope(
+            request.destination,
+            request.source,
+            request.correlation_id,
+            RequestFailed(reason, peer_gone=True),
+        )
+        self.scheduler.after(1, reason.replace(" ", "_"), lambda: self._deliver(failed))
 
     def _deliver(self, envelope: Envelope) -> None:
         if (envelope.source, envelope.destination) in self.network.faults.blocked:
@@ -587,13 +591,7 @@ class SimCluster:
             return  # an answer to the hostile peer's own id: it does not listen
         if node.raft is None:
             if envelope.is_request:
-                refused = Envelope(
-                    envelope.destination,
-                    envelope.source,
-                    envelope.correlation_id,
-                    RequestFailed("connection refused", peer_gone=True),
-                )
-                self.scheduler.after(1, "refused", lambda: self._deliver(refused))
+                self._fail_back(envelope, "connection refused")
             return
         if envelope.is_request:
             key = (envelope.source, envelope.correlation_id)
@@ -747,14 +745,8 @@ class SimCluster:
         # The dead process's connections are closed: what it held unanswered fails at once
         # (unless the link is cut: then nothing reaches the sender, not even the reset).
         for envelope in self._open_requests.pop(node_id, {}).values():
-            reset = Envelope(
-                node_id,
-                envelope.source,
-                envelope.correlation_id,
-                RequestFailed("connection reset", peer_gone=True),
-            )
             if (node_id, envelope.source) not in self.network.faults.blocked:
-                self.scheduler.after(1, "reset", lambda r=reset: self._deliver(r))
+                self._fail_back(envelope, "connection reset")
 
     def restart(self, node_id: int) -> None:
         node = self.nodes[node_id]
