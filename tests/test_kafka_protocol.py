@@ -12,9 +12,12 @@ import asyncio
 import io
 import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,13 @@ import structlog
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import BufferUnderflow
+from kio.serial.readers import (
+    compact_array_reader,
+    legacy_array_reader,
+    read_legacy_bytes,
+    read_legacy_string,
+)
 
 from broker.kafka.apis import KafkaApis, Session
 from broker.kafka.forwarding import ForwardingError
@@ -500,6 +510,89 @@ def mutate(rng: random.Random, frame: bytes) -> bytes:
         else:
             data[rng.randrange(len(data) + 1) :] = rng.randbytes(rng.randint(0, 16))
     return bytes(data)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def test_a_negative_string_length_is_refused() -> None:
+    """kio alone reads a legacy string of length -2 as '' in zero bytes (and moves the offset
+    back); the listener's codec refuses any negative length but -1 (null), as Kafka does."""
+
+    for length in (-2, -32768):
+        with pytest.raises(BufferUnderflow, match="negative"):
+            read_legacy_string(length.to_bytes(2, "big", signed=True) + b"abc", 0)
+    with pytest.raises(BufferUnderflow, match="negative"):
+        read_legacy_bytes((-7).to_bytes(4, "big", signed=True) + b"abcdefgh", 0)
+
+
+def test_an_array_claiming_more_items_than_bytes_is_refused_before_any_item() -> None:
+    """Kafka's generated readers refuse an array that claims more items than bytes remain,
+    before reading one; so does the listener's codec (the item reader is never called)."""
+
+    calls = 0
+
+    def item(buffer: Any, offset: int, /) -> tuple[int, int]:
+        nonlocal calls
+        calls += 1
+        if calls > 1_000:  # without the check: stop here, not at 2^31 items
+            raise AssertionError("the array's items are being read")
+        return 0, 0
+
+    with pytest.raises(BufferUnderflow, match="claims 2147483647 items"):
+        legacy_array_reader(item)((2**31 - 1).to_bytes(4, "big") + b"\x00" * 10, 0)
+    with pytest.raises(BufferUnderflow, match="claims 1000 items"):
+        compact_array_reader(item)(_uvarint(1001) + b"\x00" * 10, 0)
+    assert calls == 0
+
+
+FORGED_METADATA_FRAME_CHECK = """
+import asyncio, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+sys.path.insert(0, sys.argv[1])
+import tests.test_kafka_protocol as t
+from kio.index import load_request_schema
+from broker.kafka.protocol import build
+
+harness = t.Harness(t.image_with_topics())
+frame = harness.frame(3, 1, build(load_request_schema(3, 1), {"topics": ()}))
+# topics: 2^31 - 1 of them, the first named with a length of -2 (zero bytes, for kio alone)
+forged = frame[:-4] + (2**31 - 1).to_bytes(4, "big") + b"\\xff\\xfe"
+started = time.monotonic()
+answer = asyncio.run(harness.server.answer(forged, harness.session()))
+print("RESULT", answer is None, round(time.monotonic() - started, 3), harness.server.failures)
+"""
+
+
+def test_a_forged_metadata_frame_closes_the_connection_at_once(tmp_path: Any) -> None:
+    """The frame that grew the fuzz test's process to 9.7 GB: Metadata v1 whose topic array
+    claims 2^31 - 1 topics named with a length of -2. The listener closes the connection at
+    once. Run in a child process limited to 2 GiB, so a regression fails here instead of
+    taking the machine's memory."""
+
+    root = Path(__file__).resolve().parent.parent
+    script = tmp_path / "forged.py"
+    script.write_text(FORGED_METADATA_FRAME_CHECK)
+    done = subprocess.run(
+        [sys.executable, str(script), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    _, closed, seconds, failures = result.split()
+    assert closed == "True", "a forged array count must close the connection"
+    assert float(seconds) < 1.0
+    assert failures == "0"
 
 
 def test_fuzzed_request_bytes_never_fail_a_handler() -> None:

@@ -26,14 +26,15 @@ import io
 import struct
 import types
 import uuid
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, get_args, get_origin
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
+from kio.serial import readers as _kio_readers
+from kio.serial.errors import BufferUnderflow, SerialError
 from kio.serial.readers import read_int16, read_int32
 
 from quorum.errors import ErrorCode
@@ -109,6 +110,39 @@ _DECODE_ERRORS: Final = (
     TypeError,
     UnicodeError,
 )
+
+
+def _exact_bytes(buffer: Any, offset: int, size: int) -> memoryview:
+    """kio 0.5's ``_read_exact``, refusing a negative size. kio reads a legacy string or bytes
+    field whose length is negative (other than -1, null) as empty and moves the offset
+    *back* by that length, so such an item takes zero bytes or fewer; an array of them with a
+    forged count of 2^31 - 1 never runs out of frame and grew a broker's fuzz test to 9.7 GB
+    (tests/test_kafka_protocol.py). Kafka's own readers refuse any such length."""
+    if size < 0:
+        raise BufferUnderflow(f"a length of {size} bytes (only -1, null, may be negative)")
+    return _unchecked_exact_bytes(buffer, offset, size)
+
+
+def _bounded_array_items(
+    item_reader: Any, length: int, buffer: Any, offset: int
+) -> Generator[Any, None, int]:
+    """kio 0.5's array reader, with the check Kafka's own generated readers make first: an
+    array may not claim more items than bytes remain in the frame (with negative lengths
+    refused, every item of a served request takes at least one byte), so a forged count is
+    refused before any item is built."""
+    remaining = len(buffer) - offset
+    if length > remaining:
+        raise BufferUnderflow(
+            f"an array claims {length} items but only {remaining} bytes of the frame remain"
+        )
+    return (yield from _unbounded_array_items(item_reader, length, buffer, offset))
+
+
+# kio's readers look both up as module globals at each call, so every reader gets the checks.
+_unchecked_exact_bytes = _kio_readers._read_exact
+_kio_readers._read_exact = _exact_bytes
+_unbounded_array_items = _kio_readers._read_length_items
+_kio_readers._read_length_items = _bounded_array_items
 
 
 class MalformedRequestError(Exception):
