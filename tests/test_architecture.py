@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -306,3 +308,17 @@ def test_brokers_import_nothing_from_the_controller() -> None:
         if module.startswith(BROKER_FORBIDDEN_IMPORTS)
     ]
     assert not offenders, "\n".join(offenders)
+
+
+def test_a_node_loads_no_x509_library() -> None:
+    """A running node leaves certificates to the TLS stack (gRPC's auth context, Python's ssl):
+    loading cryptography's X.509 code costs every node about 11 MiB of resident memory. Only
+    the tools that issue certificates (`metaquorum dev certs`) load it."""
+    code = (
+        "import sys, quorum.server.controller, broker.server, broker.kafka.server; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography'))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]", loaded

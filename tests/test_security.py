@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from quorum.config import ConfigError, config_from_settings
 from quorum.logs import LogThrottle
@@ -131,16 +132,34 @@ def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
 
 
 class FakeAuthContext:
-    """What gRPC hands a handler: the peer address and the verified certificate (if any)."""
+    """What gRPC hands a handler: the peer address and, for a verified certificate, its PEM,
+    its subject (RFC 2253) and its URI alternative names, as BoringSSL reads them."""
 
-    def __init__(self, pem: bytes | None) -> None:
-        self._auth = {} if pem is None else {"x509_pem_cert": [pem]}
+    def __init__(self, pem: bytes | None, **properties: list[bytes]) -> None:
+        self._auth: dict[str, list[bytes]] = {}
+        if pem is not None:
+            self._auth["x509_pem_cert"] = [pem]
+            try:
+                cert = x509.load_pem_x509_certificate(pem)
+            except ValueError:
+                pass  # a test's garbled bytes: no other properties
+            else:
+                self._auth["x509_subject"] = [cert.subject.rfc4514_string().encode()]
+                try:
+                    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                except x509.ExtensionNotFound:
+                    uris = []
+                else:
+                    uris = san.value.get_values_for_type(x509.UniformResourceIdentifier)
+                if uris:
+                    self._auth["peer_uri"] = [uri.encode() for uri in uris]
+        self._auth.update(properties)
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:1"
 
     def auth_context(self) -> dict[str, list[bytes]]:
-        return self._auth  # type: ignore[return-value]
+        return self._auth
 
 
 def _certificate_only(pem: bytes) -> bytes:
@@ -174,6 +193,23 @@ def test_callers_fail_closed() -> None:
     )
     assert refuse_claim(unmapped, "Y2x1c3Rlcg", "replica_id", 2) is not None
     assert refuse_claim(garbled, "Y2x1c3Rlcg", "replica_id", 2) is not None
+    # What the TLS stack says is read defensively: a subject that is not UTF-8, or two node
+    # names in one certificate, name nobody (a fresh certificate each: identities are cached).
+    for properties in (
+        {"x509_subject": [b"CN=\xff"]},
+        {"x509_subject": [b"CN=a", b"CN=b"]},
+        {
+            "peer_uri": [
+                b"spiffe://metaquorum/Y2x1c3Rlcg/node/1",
+                b"spiffe://metaquorum/Y2x1c3Rlcg/node/2",
+            ]
+        },
+    ):
+        odd = resolver.caller(
+            FakeAuthContext(_certificate_only(authority.issue_client("x")), **properties)
+        )
+        assert odd.authenticated and odd.node_id is None, properties
+        assert odd.principal == "User:ANONYMOUS" or "peer_uri" in properties, properties
 
 
 class ForwardedContext(FakeAuthContext):

@@ -1,13 +1,16 @@
 """Who is calling: the Kafka principal and node identity behind one gRPC call.
 
 On a TLS listener with client authentication the caller presented a certificate our trust
-store accepted; its subject gives the principal (``User:`` + the RFC 4514 distinguished name,
+store accepted; its subject gives the principal (``User:`` + the RFC 2253 distinguished name,
 Kafka's default ``ssl.principal.mapping.rules = DEFAULT``), and a URI subject alternative name
 ``spiffe://metaquorum/<cluster-id>/node/<node-id>`` names a controller or broker
 (docs/security.md). On a plaintext listener every caller is ``User:ANONYMOUS`` and names no node.
 
-The certificate bytes come from the TLS stack after it verified the chain; they are still
-parsed defensively: anything unexpected in them yields no node identity, never an exception.
+Both come from the TLS stack itself, which parsed the certificate when it verified the chain:
+gRPC's auth context names the subject (``x509_subject``, RFC 2253 as BoringSSL prints it) and
+the URI alternative names (``peer_uri``). No certificate is parsed here (and no X.509 library
+is loaded into a node's memory); what is there is still read defensively: anything unexpected
+yields no name or no node identity, never an exception.
 
 Forwarding (Kafka's KIP-590): a broker's Kafka listener forwards a client's writes to the active
 controller over the admin gRPC, authenticated by the broker's own node certificate, and names
@@ -25,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import structlog
-from cryptography import x509
 
 from quorum.logs import LogThrottle
 
@@ -325,40 +327,45 @@ class CallerResolver:
             return Caller(ANONYMOUS, None, None, authenticated=False, peer=peer)
         known = self._identities.get(pems[0])
         if known is None:
-            known = self._identity(pems[0])
+            known = self._identity(auth.get("x509_subject") or (), auth.get("peer_uri") or ())
             if len(self._identities) >= IDENTITIES_CACHED_MAX:
                 del self._identities[next(iter(self._identities))]
             self._identities[pems[0]] = known
         principal, node_id, cluster_id = known
         return Caller(principal, node_id, cluster_id, authenticated=True, peer=peer)
 
-    def _identity(self, pem: bytes) -> tuple[str, int | None, str | None]:
-        """(principal, node id, cluster id) of a certificate the TLS stack verified."""
+    def _identity(
+        self, subjects: Sequence[bytes], uris: Sequence[bytes]
+    ) -> tuple[str, int | None, str | None]:
+        """(principal, node id, cluster id) of a certificate the TLS stack verified, from the
+        subject and URI alternative names it read from it."""
         # From here on the TLS stack verified a client certificate: whatever goes wrong below
         # fails closed (an authenticated caller with no name and no node may claim nothing),
         # never open as a plaintext caller would (docs/security.md#what-a-node-may-claim).
-        try:
-            cert = x509.load_pem_x509_certificate(pem)
-            subject = cert.subject.rfc4514_string()
-        except ValueError:
-            return ANONYMOUS, None, None
-        node: tuple[str, int] | None = None
-        try:
-            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-            uris = san.value.get_values_for_type(x509.UniformResourceIdentifier)
-        except (x509.ExtensionNotFound, ValueError):
-            uris = []
-        named = [parsed for parsed in map(_parse_node_uri, uris) if parsed is not None]
-        if len(named) == 1:  # two node names in one certificate name no node
-            node = named[0]
-        principal = self.principal_for_subject(subject)
+        principal = None
+        if len(subjects) == 1:
+            subject = _text(subjects[0])
+            if subject is not None:
+                principal = self.principal_for_subject(subject)
+        texts = [text for text in map(_text, uris) if text is not None]
+        named = [parsed for parsed in map(_parse_node_uri, texts) if parsed is not None]
+        node = named[0] if len(named) == 1 else None  # two node names in one name no node
         return (
-            # No mapping rule matched: no name (Kafka refuses the authentication); the node
-            # identity comes from the URI SAN alone and stands.
+            # No subject, or no mapping rule matched: no name (Kafka refuses the
+            # authentication); the node identity comes from the URI SAN alone and stands.
             ANONYMOUS if principal is None else principal,
             None if node is None else node[1],
             None if node is None else node[0],
         )
+
+
+def _text(value: bytes) -> str | None:
+    """A name from the TLS stack as text: UTF-8 without NUL, else None (no name)."""
+    try:
+        text = value.decode()
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
 
 
 def forwarding_metadata(caller: Caller) -> tuple[tuple[str, bytes], ...]:

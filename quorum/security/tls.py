@@ -24,7 +24,9 @@ Clients outside a node (the AdminClient, the CLI) take Kafka's client properties
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import ssl
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +35,6 @@ from typing import Any, Final
 
 import grpc
 import structlog
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from quorum.config import (
     PLAINTEXT,
@@ -110,7 +110,7 @@ def _read(path: Path, key: str) -> bytes:
         raise ConfigError(f"{key}: cannot read {path}: {exc}", key=key) from None
 
 
-def load_keystore(keystore: KeyStore) -> tuple[bytes, bytes, int]:
+def load_keystore(keystore: KeyStore) -> tuple[bytes, bytes, int | None]:
     """(private key PEM, certificate chain PEM, leaf serial), checked: exactly one private key,
     at least one certificate, the key matching the first (leaf) certificate."""
     if keystore.location is not None:
@@ -133,25 +133,67 @@ def load_keystore(keystore: KeyStore) -> tuple[bytes, bytes, int]:
             key=key_name,
         )
     try:
-        private_key = serialization.load_pem_private_key(keys[0], password=None)
-        leaf = x509.load_pem_x509_certificate(certs[0])
-        for pem in certs[1:]:
-            x509.load_pem_x509_certificate(pem)
-    except (ValueError, TypeError) as exc:
+        _check_key_pair(keys[0], b"".join(certs))
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise ConfigError(
+                f"{what}: the private key does not belong to the first certificate (the leaf); "
+                "put the node's own certificate first",
+                key=key_name,
+            ) from None
         raise ConfigError(
-            f"{what} does not load: {exc} (encrypted keys are not supported)", key=key_name
-        ) from None
-    public = serialization.PublicFormat.SubjectPublicKeyInfo
-    encoding = serialization.Encoding.DER
-    if private_key.public_key().public_bytes(encoding, public) != leaf.public_key().public_bytes(
-        encoding, public
-    ):
-        raise ConfigError(
-            f"{what}: the private key does not belong to the first certificate (the leaf); "
-            "put the node's own certificate first",
+            f"{what} does not load: {exc.reason or exc} (encrypted keys are not supported)",
             key=key_name,
+        ) from None
+    return keys[0], b"".join(certs), _leaf_serial(certs[0])
+
+
+def _check_key_pair(key: bytes, chain: bytes) -> None:
+    """Load the key and the chain as the TLS stack will (OpenSSL, through Python's ``ssl``):
+    every certificate must parse, the key must be unencrypted and match the first certificate.
+    Raises ``ssl.SSLError``. The PEM text goes through anonymous in-memory files, never to
+    disk; no X.509 library is loaded into a node's memory for this."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    key_fd = os.memfd_create("keystore-key", os.MFD_CLOEXEC)
+    chain_fd = os.memfd_create("keystore-chain", os.MFD_CLOEXEC)
+    try:
+        os.write(key_fd, key)
+        os.write(chain_fd, chain)
+        # A password, so an encrypted key fails instead of prompting on a terminal.
+        context.load_cert_chain(
+            f"/proc/self/fd/{chain_fd}", f"/proc/self/fd/{key_fd}", password=b""
         )
-    return keys[0], b"".join(certs), leaf.serial_number
+    finally:
+        os.close(key_fd)
+        os.close(chain_fd)
+
+
+def _leaf_serial(pem: bytes) -> int | None:
+    """The serial number of a certificate OpenSSL already loaded (for logs and rotation tests):
+    Certificate = SEQUENCE { tbsCertificate = SEQUENCE { [0] version OPTIONAL, serialNumber
+    INTEGER, ... } }, read from its DER; None if it is not where X.509 puts it."""
+    try:
+        der = ssl.PEM_cert_to_DER_cert(pem.decode("ascii"))
+
+        def header(position: int) -> tuple[int, int, int]:
+            tag, length = der[position], der[position + 1]
+            position += 2
+            if length & 0x80:
+                size = length & 0x7F
+                length = int.from_bytes(der[position : position + size], "big")
+                position += size
+            return tag, position, length
+
+        _, position, _ = header(0)  # Certificate
+        _, position, _ = header(position)  # tbsCertificate
+        tag, start, length = header(position)
+        if tag == 0xA0:  # [0] EXPLICIT version
+            tag, start, length = header(start + length)
+        if tag != 0x02 or not 0 < length <= 20 or start + length > len(der):
+            return None
+        return int.from_bytes(der[start : start + length], "big", signed=True)
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
 
 
 def load_truststore(path: Path) -> bytes:
@@ -164,9 +206,10 @@ def load_truststore(path: Path) -> bytes:
             key="ssl.truststore.location",
         )
     try:
-        for pem in certs:
-            x509.load_pem_x509_certificate(pem)
-    except ValueError as exc:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(
+            cadata=b"".join(certs).decode("ascii")
+        )
+    except (ssl.SSLError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"ssl.truststore.location {path} does not load: {exc}", key="ssl.truststore.location"
         ) from None
