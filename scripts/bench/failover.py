@@ -6,13 +6,16 @@ data in a temporary directory). For each run the current leader is killed (SIGKI
 stop (SIGTERM); the clock starts when the signal is sent and stops when a DescribeQuorum answer
 from one of the survivors names a new leader whose high watermark is past the one seen before
 the kill (polled every 5 ms). The killed node is then restarted and the quorum left to settle
-before the next run. Idle CPU is the sum of user+system time of the three processes over a
-window with no client traffic (only NoOps every 500 ms), from /proc/PID/stat.
+before the next run. Idle CPU is the sum of user+system time of the three controllers over a
+window with no client traffic (only NoOps every 500 ms), from /proc/PID/stat; two real brokers
+run beside them, and at the end of the window every node's resident memory (VmRSS from
+/proc/PID/status) is the idle RSS of a fresh 3-controller + 2-broker cluster.
 
 ``--security ssl`` (the default) runs the quorum with mTLS between the controllers (and for the
 probing client); ``--security plaintext`` without, to measure what TLS costs (docs/security.md).
 
 Usage: .venv/bin/python scripts/bench/failover.py [--runs 10] [--skip-fast] [--skip-idle]
+       (--runs 0: the idle figures alone)
        [--security ssl|plaintext]
 """
 
@@ -107,13 +110,13 @@ def run(runs: int, settings: dict[str, object], label: str, sigterm: bool, secur
 def idle_cpu(window_s: float, security: str) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="mq-bench-") as tmp,
-        process_cluster(Path(tmp), security=security) as cluster,
+        process_cluster(Path(tmp), security=security, brokers=2) as cluster,
     ):
         cluster.format()
         cluster.start_all()
         settle(cluster)
         time.sleep(2)  # let start-up work finish before the window opens
-        pids = [n.process.pid for n in cluster.nodes.values()]  # type: ignore[union-attr]
+        pids = [cluster.nodes[n].process.pid for n in cluster.controller_ids]  # type: ignore[union-attr]
         before = sum(cpu_seconds(p) for p in pids)
         time.sleep(window_s)
         after = sum(cpu_seconds(p) for p in pids)
@@ -122,6 +125,24 @@ def idle_cpu(window_s: float, security: str) -> None:
             f"idle CPU of the 3-node quorum: {percent:.2f} % of one core over {window_s:.0f} s "
             "(target <= 5 %)"
         )
+        rss = {
+            f"{'controller' if n in cluster.controller_ids else 'broker'} {n}": rss_mib(
+                cluster.nodes[n].process.pid  # type: ignore[union-attr]
+            )
+            for n in sorted(cluster.nodes)
+        }
+        print(
+            "idle RSS, fresh 3-controller + 2-broker cluster: "
+            + ", ".join(f"{name} {mib:.1f} MiB" for name, mib in rss.items())
+            + " (target <= 60 MiB)"
+        )
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def main() -> int:
@@ -136,14 +157,15 @@ def main() -> int:
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; "
         f"security {args.security}"
     )
-    run(
-        args.runs,
-        {},
-        "Kafka defaults (election 1000 ms, fetch 2000 ms)",
-        sigterm=True,
-        security=args.security,
-    )
-    if not args.skip_fast:
+    if args.runs:
+        run(
+            args.runs,
+            {},
+            "Kafka defaults (election 1000 ms, fetch 2000 ms)",
+            sigterm=True,
+            security=args.security,
+        )
+    if args.runs and not args.skip_fast:
         fast = {
             "controller.quorum.election.timeout.ms": 300,
             "controller.quorum.fetch.timeout.ms": 600,
