@@ -146,6 +146,13 @@ def test_raft_metrics_follow_a_real_node_through_election_and_commits() -> None:
     assert voter.metrics.last_applied_wall_ms > 0
     # The driver reports no idle time here: the loop never waited.
     assert values["poll_idle_ratio_avg"] == 0.0
+    # KIP-853's: one voter, no observer, no voter change under way.
+    assert values["log_end_epoch"] == voter.node.epoch
+    assert (values["number_of_voters"], values["number_of_observers"]) == (1, 0)
+    assert values["uncommitted_voter_change"] == 0
+    assert values["number_unknown_voter_connections"] == 0
+    unknown = m.RaftMetrics(voter.node, lambda: 0.0, unknown_voters=lambda: 2)
+    assert unknown.read(voter.now_ms)["number_unknown_voter_connections"] == 2
 
 
 def test_poll_idle_ratio_is_the_share_of_time_spent_waiting() -> None:

@@ -138,6 +138,13 @@ def test_every_node_serves_kafkas_metrics_with_values_that_follow_the_cluster(
         assert samples[(controller_prefix + "activebrokercount", ())] == 2
         assert samples[(controller_prefix + "fencedbrokercount", ())] == 0
         assert samples[(controller_prefix + "lastappliedrecordlagms", ())] < 5_000
+        assert samples[("kafka_server_raftmetrics_number_of_voters", ())] == 3
+        assert samples[("kafka_server_raftmetrics_log_end_epoch", ())] == epoch
+        assert samples[("kafka_server_raftmetrics_uncommitted_voter_change", ())] == 0
+        assert samples[("kafka_server_raftmetrics_number_unknown_voter_connections", ())] == 0
+        # The leader tracks the two brokers as observers (they fetch every 500 ms at most).
+        observers = samples[("kafka_server_raftmetrics_number_of_observers", ())]
+        assert observers == (2 if node_id == leader else 0), node_id
     for node_id in brokers:
         samples = running.scrape(node_id)
         assert samples[("kafka_server_raftmetrics_current_state", (("state", "observer"),))] == 1

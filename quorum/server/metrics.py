@@ -218,9 +218,17 @@ class RaftMetrics:
       leader's NoOps, as Kafka's does).
     """
 
-    def __init__(self, node: RaftNode, idle_s: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        node: RaftNode,
+        idle_s: Callable[[], float],
+        unknown_voters: Callable[[], int] = lambda: 0,
+    ) -> None:
+        """``unknown_voters``: how many voters of the set in force this node has no address
+        for (the shell's address book knows)."""
         self.node = node
         self._idle_s = idle_s
+        self._unknown_voters = unknown_voters
         self.commit_latency_ms = WindowedStat()
         self.election_latency_ms = WindowedStat()
         self.append_records = WindowedStat()
@@ -284,15 +292,25 @@ class RaftMetrics:
         node = self.node
         voted = election_state_of(node.state, node.voters, node.node_id).voted_id
         leader = node.leader_id
+        leader_state = node.maybe_leader_state()
+        latest_change = node.voter_history.latest_offset()
         return {
             "current_leader": -1 if leader is None else leader,
             "current_vote": -1 if voted is None or not node.is_voter else voted,
             "current_epoch": node.epoch,
             "high_watermark": node.high_watermark,
             "log_end_offset": node.log_end_offset,
-            # Static controller.quorum.voters: every voter's endpoint is known (as in Kafka,
-            # whose docs say this value is always 0).
-            "number_unknown_voter_connections": 0,
+            "log_end_epoch": node.log.last_fetched_epoch,
+            "number_unknown_voter_connections": self._unknown_voters(),
+            # KIP-853's: the voter set in force, the observers the leader tracks, and whether
+            # a voter change is under way (the leader's pending AddRaftVoter or RemoveRaftVoter,
+            # or a VotersRecord in this log not yet below the high watermark).
+            "number_of_voters": len(node.voters),
+            "number_of_observers": 0 if leader_state is None else len(leader_state.observers),
+            "uncommitted_voter_change": int(
+                (leader_state is not None and leader_state.voter_change is not None)
+                or (latest_change is not None and latest_change >= node.high_watermark)
+            ),
             "commit_latency_avg": self.commit_latency_ms.avg(now_ms),
             "commit_latency_max": self.commit_latency_ms.max(now_ms),
             "election_latency_avg": self.election_latency_ms.avg(now_ms),
@@ -309,8 +327,13 @@ RAFT_HELP: Final[Mapping[str, str]] = {
     "current_epoch": "The current quorum epoch",
     "high_watermark": "The high watermark maintained on this member; -1 if it is unknown",
     "log_end_offset": "The current raft log end offset",
+    "log_end_epoch": "The current raft log end epoch",
     "number_unknown_voter_connections": "Number of unknown voters whose connection "
-    "information is not cached (always 0 with a static voter set)",
+    "information is not cached",
+    "number_of_voters": "Number of voters for a KRaft topic partition",
+    "number_of_observers": "Number of observers being tracked by the KRaft topic partition leader",
+    "uncommitted_voter_change": "1 if there is a voter change that has not been committed, "
+    "0 otherwise",
     "commit_latency_avg": "The average time in milliseconds to commit an entry in the raft log",
     "commit_latency_max": "The maximum time in milliseconds to commit an entry in the raft log",
     "election_latency_avg": "The average time in milliseconds spent on electing a new leader",
@@ -425,13 +448,14 @@ class NodeMetrics:
         idle_s: Callable[[], float],
         role: str,
         registry: CollectorRegistry | None = None,
+        unknown_voters: Callable[[], int] = lambda: 0,
     ) -> None:
         # Counters without their _created series (Kafka's have none; dashboards never use
         # them). A process-wide switch of prometheus_client: a node has one registry.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.role = role
         self.node = node
-        self.raft = RaftMetrics(node, idle_s)
+        self.raft = RaftMetrics(node, idle_s, unknown_voters)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.event_queue_ms = Reservoir()
         self.event_processing_ms = Reservoir()
@@ -803,7 +827,17 @@ def node_metrics(config: NodeConfig, raft: RaftManager, role: str) -> NodeMetric
     if config.metrics_listener is None:
         return None
     driver = raft.driver
-    metrics = NodeMetrics(node=raft.node, idle_s=lambda: driver.idle_s_total, role=role)
+    node, peers = raft.node, raft.peers
+
+    def unknown_voters() -> int:
+        return sum(1 for v in node.voters if v != node.node_id and peers.address_of(v) is None)
+
+    metrics = NodeMetrics(
+        node=node,
+        idle_s=lambda: driver.idle_s_total,
+        role=role,
+        unknown_voters=unknown_voters,
+    )
     snapshotter = raft.snapshotter
 
     def read_snapshots() -> dict[str, Any]:
