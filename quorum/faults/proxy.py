@@ -315,6 +315,11 @@ class FaultProxy:
                         await pump
         except (_Reset, OSError, TimeoutError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # The proxy shuts down. Ended, not cancelled: Python 3.11's start_server calls
+            # task.exception() on the connection task, which a cancelled one raises (logged
+            # as "Exception in callback ... CancelledError").
+            pass
         finally:
             connection.abort()
             link._open.discard(connection)

@@ -72,6 +72,7 @@ class FaultContext:
     paused: set[int] = field(default_factory=set)
     disk: tuple[int, Path] | None = None  # the node whose data sits on a small tmpfs
     exits: dict[int, int] = field(default_factory=dict)  # exit codes of nodes that stopped
+    start_epoch: int | None = None  # the leader's epoch once the workload runs
 
     def note(self, what: str, fault: bool = True) -> None:
         self.timeline.append((round(time.monotonic() - self.started, 3), what))
@@ -277,9 +278,13 @@ def witness_of(records: list[Any]) -> list[WitnessRecord]:
     return witness
 
 
-def elections_in(records: list[Any]) -> int:
-    """Leaders elected after the first: one committed LeaderChangeMessage each."""
-    return max(0, sum(isinstance(r.record, LeaderChangeMessage) for r in records) - 1)
+def elections_in(records: list[Any], after_epoch: int | None = None) -> int:
+    """Leaders elected after the first (one committed LeaderChangeMessage each), or, with
+    ``after_epoch``, the leaders of later epochs than that one."""
+    epochs = [r.epoch for r in records if isinstance(r.record, LeaderChangeMessage)]
+    if after_epoch is None:
+        return max(0, len(epochs) - 1)
+    return sum(epoch > after_epoch for epoch in epochs)
 
 
 def wait_caught_up(
@@ -309,6 +314,48 @@ def wait_caught_up(
 
 
 # ----- one run --------------------------------------------------------------------------------
+
+# How often a controller started under libfiu that never came up is restarted before the run
+# fails (``_every_controller_up``).
+FIU_START_ATTEMPTS = 3
+
+
+def _lagging_controllers(cluster: ProcessCluster) -> list[int]:
+    """Controllers the leader does not report at its high watermark (all, with no leader)."""
+    found = cluster.leader()
+    if found is None:
+        return list(cluster.controller_ids)
+    answer = cluster.describe(found[0])
+    voters = {v.replica_id: v.log_end_offset for v in answer.current_voters}
+    return [
+        n
+        for n in cluster.controller_ids
+        if n != found[0] and voters.get(n, -1) < answer.high_watermark
+    ]
+
+
+def _every_controller_up(
+    cluster: ProcessCluster, context: FaultContext, env: dict[str, str]
+) -> None:
+    """Before the workload of a scenario whose controllers run under libfiu's preload: every
+    controller caught up. Rarely (once in 324 soak runs) such a node never comes up: its main
+    thread stays inside the dynamic loader (loading a C extension module) from its first second,
+    a hang of the preload, not of the node (none in thousands of runs without it). A majority
+    elects a leader regardless, so that node would go unnoticed until the fault could not be
+    injected into it. It is restarted (kill -9, noted in the timeline, thread dump in its log),
+    at most ``FIU_START_ATTEMPTS - 1`` times."""
+    for attempt in range(FIU_START_ATTEMPTS):
+        try:
+            wait_caught_up(cluster, timeout_s=15, at_least=1)
+            return
+        except AssertionError:
+            if attempt == FIU_START_ATTEMPTS - 1:
+                raise
+        _dump_stacks(cluster)
+        for node_id in _lagging_controllers(cluster):
+            context.note(f"node {node_id} did not come up under libfiu: restarted", fault=False)
+            cluster.kill(node_id)
+            cluster.start(node_id, env=env, prefix=fiu_prefix())
 
 
 def _dump_stacks(cluster: ProcessCluster) -> None:
@@ -388,6 +435,8 @@ def run_scenario(scenario: Scenario, seed: int, root: Path) -> Report:
                     prefix=fiu_prefix() if scenario.fiu and is_controller else (),
                 )
             cluster.wait_for_leader(timeout_s=30)
+            if scenario.fiu:
+                _every_controller_up(cluster, context, scenario.env)
             with _brokers_for(cluster, scenario):
                 _run_with_brokers(
                     cluster=cluster,
@@ -434,6 +483,9 @@ def _run_with_brokers(
             "the workload under way (20 operations acknowledged)",
         )
         context.note("workload running", fault=False)
+        # The epoch the faults start from: a slow start-up may elect several leaders before
+        # the workload runs, which no fault caused (``Scenario.no_election``).
+        context.start_epoch = cluster.wait_for_leader()[1]
         try:
             scenario.inject(context)
         finally:
@@ -491,7 +543,9 @@ def _check(
     }
     fullest = min(starts, key=lambda node: starts[node])
     first = witnesses[fullest]
-    report.elections = elections_in(logs[int(fullest.split("-")[1])])
+    fullest_log = logs[int(fullest.split("-")[1])]
+    report.elections = elections_in(fullest_log)
+    during_faults = elections_in(fullest_log, after_epoch=context.start_epoch)
     on_controllers = [o for o in history if not (o.node or "").startswith("broker-")]
     on_brokers = [o for o in history if (o.node or "").startswith("broker-")]
     report.operations = sum(o.status is not Status.UNKNOWN for o in history)
@@ -508,9 +562,10 @@ def _check(
     report.problems.extend(check_lists(on_controllers, first, starts[fullest]))
     report.problems.extend(check_lists(on_brokers, first, starts[fullest]))
     report.problems.extend(check_monotonic_reads(history))
-    if scenario.no_election and report.elections:
+    if scenario.no_election and during_faults:
         report.problems.append(
-            f"{report.elections} election(s): this fault must not depose a live leader (I14)"
+            f"{during_faults} election(s) after the workload started (epoch "
+            f"{context.start_epoch}): this fault must not depose a live leader (I14)"
         )
     if scenario.after is not None:
         report.problems.extend(scenario.after(context))

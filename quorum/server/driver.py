@@ -34,6 +34,12 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
+
+# asyncio.to_thread (every fsync) loads the thread pool, and with it the _queue C extension,
+# on first use. Loaded here, at start-up: a node's first fsync pays no import, and no C
+# extension is loaded while the node runs (under libfiu's preload such a late load once hung
+# a controller for good, docs/faults.md).
+from concurrent.futures import ThreadPoolExecutor  # noqa: F401
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 

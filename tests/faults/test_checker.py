@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,8 @@ from quorum.faults.checker import (
     describe_violation,
 )
 from quorum.faults.history import Kind, Operation, Status, from_jsonl, to_jsonl
+from quorum.faults.runner import elections_in
+from quorum.metadata.records import LeaderChangeMessage, NoOpRecord
 
 _ids = itertools.count(1)
 
@@ -297,3 +300,18 @@ def test_histories_round_trip_through_json_lines() -> None:
         op(Kind.LIST, 4, 5, offset=3, listed=(("t", "A"),)),
     ]
     assert from_jsonl(to_jsonl(ops)) == ops
+
+
+def test_elections_count_leaders_after_the_first_or_after_an_epoch() -> None:
+    """A slow start-up may elect several leaders before the workload runs; a scenario that
+    must not depose a live leader counts only those of later epochs than the one in force
+    when the workload ran (quorum/faults/runner.py)."""
+
+    def change(epoch: int) -> SimpleNamespace:
+        return SimpleNamespace(epoch=epoch, record=LeaderChangeMessage(1, epoch, (1, 2, 3)))
+
+    log = [change(2), SimpleNamespace(epoch=2, record=NoOpRecord()), change(3), change(5)]
+    assert elections_in(log) == 2
+    assert elections_in(log, after_epoch=3) == 1
+    assert elections_in(log, after_epoch=5) == 0
+    assert elections_in([]) == 0
