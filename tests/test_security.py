@@ -3,13 +3,22 @@ the ssl.* config keys (docs/security.md#principals)."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import ssl
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from quorum.config import ConfigError, config_from_settings
 from quorum.logs import LogThrottle
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.certs import Authority, write_private
 from quorum.security.identity import (
     FORWARDED_CLIENT_KEY,
@@ -17,7 +26,9 @@ from quorum.security.identity import (
     CallerResolver,
     MappingRuleError,
     PrincipalMapper,
+    node_uri,
     parse_mapping_rules,
+    peer_certificate_properties,
 )
 from quorum.security.node_identity import refuse_claim
 from quorum.security.tls import ClientSecurity, NodeSecurity, parse_properties
@@ -263,3 +274,121 @@ def test_log_throttle_logs_the_first_and_every_thousandth() -> None:
     for key in ("c", "d"):
         throttle.count((key,))
     assert throttle.count(("a",)) == 1
+
+
+def _certificate_with_subject(authority: Authority, attributes: list[tuple[Any, str]]) -> bytes:
+    """A client key and certificate (PEM) whose subject has ``attributes`` (most general
+    first, as certificates list them) and a node URI."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(oid, value) for oid, value in attributes]))
+        .issuer_name(authority.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.UniformResourceIdentifier(node_uri("Y2x1c3Rlcg", 7)), x509.DNSName("a")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(authority.key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return key_pem + cert.public_bytes(serialization.Encoding.PEM)
+
+
+def test_the_kafka_listener_names_a_certificate_as_grpc_does(tmp_path: Path) -> None:
+    """The same client certificate, presented over gRPC (BoringSSL: the auth context's
+    x509_subject and peer_uri) and to a Python ssl server (OpenSSL, as the brokers' Kafka
+    listener reads it: ``peer_certificate_properties``), gives the same subject, URI names and
+    so the same principal and node."""
+    authority = Authority.create()
+    server_pem = authority.issue("server", dns_names=["localhost"], ip_addresses=["127.0.0.1"])
+    server_key, _, server_cert = server_pem.partition(b"-----BEGIN CERTIFICATE-----")
+    server_cert = b"-----BEGIN CERTIFICATE-----" + server_cert
+    client_pem = _certificate_with_subject(
+        authority,
+        [
+            (NameOID.COUNTRY_NAME, "SE"),
+            (NameOID.ORGANIZATION_NAME, "Acme, Inc."),
+            (NameOID.ORGANIZATIONAL_UNIT_NAME, "ops+sre"),
+            (NameOID.COMMON_NAME, ' alice "a" <b>;#'),
+        ],
+    )
+    client_key, _, client_cert = client_pem.partition(b"-----BEGIN CERTIFICATE-----")
+    client_cert = b"-----BEGIN CERTIFICATE-----" + client_cert
+
+    async def through_grpc() -> dict[str, list[bytes]]:
+        seen: dict[str, list[bytes]] = {}
+
+        class Servicer(admin_pb2_grpc.AdminServiceServicer):  # type: ignore[misc]
+            async def DescribeCluster(self, request: Any, context: Any) -> Any:
+                seen.update({k: list(v) for k, v in context.auth_context().items()})
+                return admin_pb2.DescribeClusterResponse()
+
+        server = grpc.aio.server()
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(Servicer(), server)
+        credentials = grpc.ssl_server_credentials(
+            [(server_key, server_cert)], root_certificates=authority.cert_pem,
+            require_client_auth=True,
+        )  # fmt: skip
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+        await server.start()
+        try:
+            channel_credentials = grpc.ssl_channel_credentials(
+                authority.cert_pem, client_key, client_cert
+            )
+            async with grpc.aio.secure_channel(f"127.0.0.1:{port}", channel_credentials) as ch:
+                stub = admin_pb2_grpc.AdminServiceStub(ch)
+                await stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=10)
+        finally:
+            await server.stop(0)
+        return seen
+
+    async def through_python_ssl() -> dict[str, list[bytes]]:
+        (tmp_path / "server.pem").write_bytes(server_pem)
+        (tmp_path / "client.pem").write_bytes(client_pem)
+        server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_context.load_cert_chain(tmp_path / "server.pem")
+        server_context.load_verify_locations(cadata=authority.cert_pem.decode())
+        server_context.verify_mode = ssl.CERT_REQUIRED
+        seen: dict[str, list[bytes]] = {}
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            ssl_object = writer.get_extra_info("ssl_object")
+            seen.update(peer_certificate_properties(ssl_object.getpeercert()))
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_context)
+        port = server.sockets[0].getsockname()[1]
+        client_context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client_context.load_verify_locations(cadata=authority.cert_pem.decode())
+        client_context.load_cert_chain(tmp_path / "client.pem")
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client_context, server_hostname="localhost"
+        )
+        await reader.read()
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return seen
+
+    by_grpc = asyncio.run(through_grpc())
+    by_ssl = asyncio.run(through_python_ssl())
+    assert by_ssl["x509_subject"] == by_grpc["x509_subject"], (by_ssl, by_grpc)
+    assert by_ssl["peer_uri"] == by_grpc["peer_uri"] == [node_uri("Y2x1c3Rlcg", 7).encode()]
+    resolver = CallerResolver()
+    grpc_caller = resolver.caller(FakeAuthContext(client_cert, **by_grpc))
+    ssl_caller = CallerResolver().caller(FakeAuthContext(client_cert, **by_ssl))
+    assert grpc_caller.principal == ssl_caller.principal
+    assert grpc_caller.principal.startswith('User:CN=\\ alice \\"a\\" \\<b\\>\\;#,OU=ops\\+sre')
+    assert (ssl_caller.node_id, ssl_caller.cluster_id) == (7, "Y2x1c3Rlcg")

@@ -50,7 +50,7 @@ from broker.kafka.protocol import (
 )
 from quorum.config import Listener
 from quorum.logs import LogThrottle
-from quorum.security.identity import Caller, CallerResolver
+from quorum.security.identity import Caller, CallerResolver, peer_certificate_properties
 from quorum.security.tls import Material, PemFiles
 
 __all__ = [
@@ -81,17 +81,25 @@ KAFKA_TLS_HANDSHAKE_MS_MAX: Final = 10_000
 
 class _PeerContext:
     """What ``CallerResolver`` reads from a gRPC call, for a Kafka connection: the peer's
-    address and its verified certificate (PEM), if it presented one."""
+    address and, if it presented one, its verified certificate (PEM) with the subject and URI
+    names OpenSSL read from it (``peer_certificate_properties``)."""
 
-    def __init__(self, peer: str, certificate_pem: bytes | None) -> None:
+    def __init__(
+        self, peer: str, certificate_pem: bytes | None, certificate: Mapping[str, Any]
+    ) -> None:
         self._peer = peer
-        self._pems = [certificate_pem] if certificate_pem is not None else []
+        self._auth: dict[str, list[bytes]] = {}
+        if certificate_pem is not None:
+            self._auth = {
+                "x509_pem_cert": [certificate_pem],
+                **peer_certificate_properties(certificate),
+            }
 
     def peer(self) -> str:
         return self._peer
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
-        return {"x509_pem_cert": self._pems} if self._pems else {}
+        return self._auth
 
 
 class KafkaTls:
@@ -229,11 +237,13 @@ class KafkaListenerServer:
     def _caller(self, writer: asyncio.StreamWriter, peer: str) -> Caller:
         ssl_object = writer.get_extra_info("ssl_object")
         pem = None
+        certificate: Mapping[str, Any] = {}
         if ssl_object is not None:
             der = ssl_object.getpeercert(binary_form=True)
             if der:
                 pem = ssl.DER_cert_to_PEM_cert(der).encode()
-        return self._callers.caller(_PeerContext(peer, pem))
+                certificate = ssl_object.getpeercert() or {}
+        return self._callers.caller(_PeerContext(peer, pem, certificate))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

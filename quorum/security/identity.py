@@ -43,6 +43,7 @@ __all__ = [
     "forwarding_metadata",
     "node_uri",
     "parse_mapping_rules",
+    "peer_certificate_properties",
 ]
 
 ANONYMOUS: Final = "User:ANONYMOUS"
@@ -357,6 +358,54 @@ class CallerResolver:
             None if node is None else node[1],
             None if node is None else node[0],
         )
+
+
+# OpenSSL's long attribute names (Python's ``SSLSocket.getpeercert``) -> the short names an RFC
+# 2253 distinguished name uses (gRPC's ``x509_subject`` and Kafka's principals print these).
+_SHORT_ATTRIBUTE_NAMES: Final = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "street",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _escape_dn_value(value: str) -> str:
+    escaped = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if escaped.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def peer_certificate_properties(certificate: Mapping[str, Any]) -> dict[str, list[bytes]]:
+    """For a connection of Python's ``ssl`` (the brokers' Kafka listener): the properties gRPC's
+    auth context gives for a verified peer certificate, from ``getpeercert()``'s dictionary:
+    ``x509_subject`` (RFC 2253: the last relative name first, short attribute names, values
+    escaped) and ``peer_uri`` (the URI alternative names)."""
+    names = []
+    for rdn in reversed(certificate.get("subject", ())):
+        names.append(
+            "+".join(
+                f"{_SHORT_ATTRIBUTE_NAMES.get(str(key), str(key))}={_escape_dn_value(str(value))}"
+                for key, value in rdn
+            )
+        )
+    uris = [
+        str(value).encode()
+        for kind, value in certificate.get("subjectAltName", ())
+        if kind == "URI"
+    ]
+    properties = {"x509_subject": [",".join(names).encode()]}
+    if uris:
+        properties["peer_uri"] = uris
+    return properties
 
 
 def _text(value: bytes) -> str | None:
