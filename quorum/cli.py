@@ -930,7 +930,6 @@ def add_controller_commands(subparsers: Subparsers) -> None:
 def _run_node(args: argparse.Namespace, role: str) -> int:
     """``controller start`` / ``broker start``: check the role, set up logging, run the
     process until it stops. Start-up refusals become a one-line error."""
-    import asyncio
 
     from quorum.logs import configure_logging
     from quorum.server.raft_manager import StartupError
@@ -953,8 +952,10 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
         from quorum.server.controller import run_controller as run
     else:
         from broker.server import run_broker as run
+    from quorum.server.event_loop import run as run_event_loop
+
     try:
-        return asyncio.run(run(config))
+        return run_event_loop(run(config))
     except StartupError as exc:
         raise CommandError(str(exc)) from exc
 
