@@ -376,12 +376,19 @@ _SHORT_ATTRIBUTE_NAMES: Final = {
 
 
 def _escape_dn_value(value: str) -> str:
-    escaped = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
-    if escaped.startswith(("#", " ")):
-        escaped = "\\" + escaped
-    if escaped.endswith(" ") and not escaped.endswith("\\ "):
-        escaped = escaped[:-1] + "\\ "
-    return escaped
+    """RFC 2253's escapes as BoringSSL makes them for gRPC's ``x509_subject``: the special
+    characters anywhere, a space first or last, a leading ``#``, and every byte of a control
+    or non-ASCII character's UTF-8 as ``\\XX``."""
+    last = len(value) - 1
+    out = []
+    for i, c in enumerate(value):
+        if c in ',+"\\<>;' or (c == " " and i in (0, last)) or (c == "#" and i == 0):
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) >= 0x7F:
+            out.extend(f"\\{byte:02X}" for byte in c.encode())
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def peer_certificate_properties(certificate: Mapping[str, Any]) -> dict[str, list[bytes]]:
