@@ -157,8 +157,10 @@ def _check_key_pair(key: bytes, chain: bytes) -> None:
     key_fd = os.memfd_create("keystore-key", os.MFD_CLOEXEC)
     chain_fd = os.memfd_create("keystore-chain", os.MFD_CLOEXEC)
     try:
-        os.write(key_fd, key)
-        os.write(chain_fd, chain)
+        for fd, data in ((key_fd, key), (chain_fd, chain)):
+            view = memoryview(data)
+            while view:  # each write writes at least one byte or raises
+                view = view[os.write(fd, view) :]
         # A password, so an encrypted key fails instead of prompting on a terminal.
         context.load_cert_chain(
             f"/proc/self/fd/{chain_fd}", f"/proc/self/fd/{key_fd}", password=b""
