@@ -58,6 +58,14 @@ def _hold_port(held: list[socket.socket]) -> int:
     return int(sock.getsockname()[1])
 
 
+def resident_mib(pid: int) -> float:
+    """The resident memory (VmRSS) of process ``pid`` now, in MiB (benchmarks report it)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
 def wait_until(
     condition: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.02
 ) -> T:

@@ -287,23 +287,31 @@ def elections_in(records: list[Any], after_epoch: int | None = None) -> int:
     return sum(epoch > after_epoch for epoch in epochs)
 
 
+def _leader_view(cluster: ProcessCluster) -> tuple[int, Any, dict[int, int]] | None:
+    """The leader, its DescribeQuorum answer and every voter's log end offset in it (a
+    follower forwards DescribeQuorum to the leader, and a voter's log end offset is what its
+    last Fetch asked for: durable on that voter); None without a leader."""
+    found = cluster.leader()
+    if found is None:
+        return None
+    answer = cluster.describe(found[0])
+    return found[0], answer, {v.replica_id: v.log_end_offset for v in answer.current_voters}
+
+
 def wait_caught_up(
     cluster: ProcessCluster, timeout_s: float = CAUGHT_UP_TIMEOUT_S, at_least: int = 0
 ) -> int:
     """Wait until the leader's high watermark is at least ``at_least`` and every voter's log
-    reaches it, as the leader reports them (a follower forwards DescribeQuorum to the leader,
-    and a voter's log end offset is what its last Fetch asked for: durable on that voter).
-    Returns that high watermark."""
+    reaches it, as the leader reports them (``_leader_view``). Returns that high watermark."""
 
     def caught_up() -> int | None:
-        found = cluster.leader()
-        if found is None:
+        view = _leader_view(cluster)
+        if view is None:
             return None
-        answer = cluster.describe(found[0])
+        _, answer, voters = view
         if answer.error_code != 0 or answer.high_watermark < at_least:
             return None
         target = int(answer.high_watermark)
-        voters = {v.replica_id: v.log_end_offset for v in answer.current_voters}
         if set(voters) != set(cluster.controller_ids):
             return None
         if any(end < target for end in voters.values()):
@@ -322,15 +330,14 @@ FIU_START_ATTEMPTS = 3
 
 def _lagging_controllers(cluster: ProcessCluster) -> list[int]:
     """Controllers the leader does not report at its high watermark (all, with no leader)."""
-    found = cluster.leader()
-    if found is None:
+    view = _leader_view(cluster)
+    if view is None:
         return list(cluster.controller_ids)
-    answer = cluster.describe(found[0])
-    voters = {v.replica_id: v.log_end_offset for v in answer.current_voters}
+    leader, answer, voters = view
     return [
         n
         for n in cluster.controller_ids
-        if n != found[0] and voters.get(n, -1) < answer.high_watermark
+        if n != leader and voters.get(n, -1) < answer.high_watermark
     ]
 
 

@@ -22,21 +22,13 @@ T = TypeVar("T")
 EVENT_LOOP_ENV: Final = "METAQUORUM_TEST_EVENT_LOOP"
 
 
-def loop_name() -> str:
-    """``uvloop`` or ``asyncio``: what ``run`` uses."""
-    if os.environ.get(EVENT_LOOP_ENV, "uvloop") == "asyncio":
-        return "asyncio"
-    try:
-        import uvloop  # noqa: F401, PLC0415  (optional: asyncio's loop without it)
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
-
-
 def run(main: Coroutine[Any, Any, T]) -> T:
     """Run ``main`` to completion on the node's event loop (``asyncio.run`` semantics)."""
-    if loop_name() == "uvloop":
-        import uvloop  # noqa: PLC0415
-
-        return uvloop.run(main)
+    if os.environ.get(EVENT_LOOP_ENV, "uvloop") != "asyncio":
+        try:
+            import uvloop  # noqa: PLC0415  (optional: asyncio's loop without it)
+        except ImportError:
+            pass
+        else:
+            return uvloop.run(main)
     return asyncio.run(main)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.harness import ProcessCluster, process_cluster, resident_mib, wait_until
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -126,7 +126,7 @@ def idle_cpu(window_s: float, security: str) -> None:
             "(target <= 5 %)"
         )
         rss = {
-            f"{'controller' if n in cluster.controller_ids else 'broker'} {n}": rss_mib(
+            f"{'controller' if n in cluster.controller_ids else 'broker'} {n}": resident_mib(
                 cluster.nodes[n].process.pid  # type: ignore[union-attr]
             )
             for n in sorted(cluster.nodes)
@@ -136,13 +136,6 @@ def idle_cpu(window_s: float, security: str) -> None:
             + ", ".join(f"{name} {mib:.1f} MiB" for name, mib in rss.items())
             + " (target <= 60 MiB)"
         )
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def main() -> int:

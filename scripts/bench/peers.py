@@ -51,7 +51,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from quorum.harness import cluster_with_brokers, free_port, wait_until
+from quorum.harness import cluster_with_brokers, free_port, resident_mib, wait_until
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.certs import Authority
 
@@ -483,12 +483,7 @@ def failovers(system: System, channel_of: Callable[[str], grpc.Channel], runs: i
 def idle_rss_mib(system: System) -> list[float]:
     system.settle()
     time.sleep(5)  # a measurement window, not synchronisation: nothing happens meanwhile
-    values = []
-    for pid in system.member_pids().values():
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                values.append(int(line.split()[1]) / 1024)
-    return values
+    return [resident_mib(pid) for pid in system.member_pids().values()]
 
 
 @dataclass
