@@ -3,10 +3,12 @@ I15, I16; docs/architecture.md#hostile-peers): with only the controllers' addres
 the issue's one-RPC crashes and wedges, the rest of the QuorumService surface with
 out-of-range, contradictory and repeated fields, and a seeded fuzzer over the proto fields for
 a bounded time. Afterwards every controller is alive, a leader exists, a write commits and the
-committed logs agree. Every process is killed by PID at the end."""
+committed logs agree. Every process is killed by PID at the end. Replay the fuzzer's requests
+with HOSTILE_FUZZ_SEED=<seed> (its timing still varies)."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
@@ -205,7 +207,7 @@ def test_hostile_requests_neither_crash_nor_wedge_the_quorum(tmp_path: Path) -> 
         assert_all_alive(cluster, "spoofed ids and an observer flood")
 
         # A seeded fuzzer over every QuorumService request's fields, for a bounded time.
-        seed = random.randrange(1 << 30)
+        seed = int(os.environ.get("HOSTILE_FUZZ_SEED", str(random.randrange(1 << 30))))
         rng = random.Random(seed)
         deadline = time.monotonic() + FUZZ_S
         sent = 0
@@ -224,19 +226,23 @@ def test_hostile_requests_neither_crash_nor_wedge_the_quorum(tmp_path: Path) -> 
                 lambda: _try_create(admin), 60, f"a committed create after fuzz seed {seed}"
             )
         assert created is not None
-        leader_now, _, hw = wait_until(
+        _, _, hw = wait_until(
             lambda: (found := cluster.leader()) is not None and found[2] > 0 and found,
             20,
             "a leader with a high watermark",
         )
-        wait_until(
-            lambda: all(
-                v.log_end_offset >= hw for v in cluster.describe(leader_now).current_voters
-            ),
-            20,
-            "every voter holding the committed log",
+
+        # Each voter's own log, not the leader's view of it: a fuzzed Fetch in a voter's name
+        # (believed on PLAINTEXT, docs/security.md) can make the leader report a log end
+        # offset that voter does not hold yet.
+        def committed_prefixes() -> list[list[dict[str, Any]]] | None:
+            dumps = [[r for r in cluster.log_dump(n) if int(r["offset"]) < hw] for n in voters]
+            held = all(dump and int(dump[-1]["offset"]) == hw - 1 for dump in dumps)
+            return dumps if held else None
+
+        prefixes = wait_until(
+            committed_prefixes, 20, f"every voter holding the committed log (fuzz seed {seed})"
         )
-        prefixes = [[r for r in cluster.log_dump(n) if int(r["offset"]) < hw] for n in voters]
         assert all(p == prefixes[0] for p in prefixes), f"committed logs differ (seed {seed})"
         for n in voters:
             logs = cluster.logs(n)
