@@ -66,6 +66,12 @@ def resident_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` (all its threads) has used, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_until(
     condition: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.02
 ) -> T:

@@ -15,7 +15,9 @@ if it is missing, only metaquorum's figures are printed. The client is this proc
    leader for ``--seconds``; every answer is checked. Elections during the window are counted
    (metaquorum: the leader epoch before and after; etcd: the Raft term), and for metaquorum the
    loop turns any controller logged as longer than a tenth of the fetch timeout
-   (``loop_turn_slow``, 200 ms at Kafka's defaults).
+   (``loop_turn_slow``, 200 ms at Kafka's defaults). CPU per write: the user and system time
+   of each member (all its threads, from /proc/PID/stat) and of this client process over the
+   window, divided by the writes acknowledged in it.
 3. failover: ``--failover-runs`` times, kill -9 of the leader; the clock runs from the signal
    until a write is acknowledged by a survivor (each tried in turn with a 200 ms deadline; a
    metaquorum follower answers NOT_CONTROLLER and the next one is tried). The killed member is
@@ -51,7 +53,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from quorum.harness import cluster_with_brokers, free_port, resident_mib, wait_until
+from quorum.harness import cluster_with_brokers, cpu_seconds, free_port, resident_mib, wait_until
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.certs import Authority
 
@@ -510,7 +512,13 @@ def measure(system: System, security: Security, args: argparse.Namespace, run: i
               f"p99 {percentile(lat, 0.99) * 1000:.2f} ms", flush=True)  # fmt: skip
     before = system.elections_marker()
     slow_before = system.slow_turns()
+    pids = system.member_pids()
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    client_before = sum(os.times()[:2])
     lat = asyncio.run(in_flight(system, aio_channel_of, args.in_flight, args.seconds, run))
+    client_us = (sum(os.times()[:2]) - client_before) / len(lat) * 1e6
+    member_us = sorted(((cpu_seconds(pid) - cpu_before[name]) / len(lat) * 1e6
+                        for name, pid in pids.items()), reverse=True)  # fmt: skip
     elections = system.elections_marker() - before
     if slow_before >= 0:
         figures.add("loop turns > fetch timeout/10", system.slow_turns() - slow_before)
@@ -522,6 +530,14 @@ def measure(system: System, security: Security, args: argparse.Namespace, run: i
     print(f"  {system.name}: {args.in_flight} in flight: {rate:,.0f}/s, p50 "
           f"{statistics.median(lat) * 1000:.1f} ms, p99 {percentile(lat, 0.99) * 1000:.1f} ms, "
           f"{elections} elections", flush=True)  # fmt: skip
+    figures.add("CPU us/write, all members", sum(member_us))
+    figures.add("CPU us/write, busiest member", member_us[0])
+    figures.add("CPU us/write, client", client_us)
+    print(
+        f"  {system.name}: CPU per write under load (us): members "
+        f"{', '.join(f'{v:.0f}' for v in member_us)}, client {client_us:.0f}",
+        flush=True,
+    )
     rss = idle_rss_mib(system)
     figures.add("idle RSS MiB (max member)", max(rss))
     print(f"  {system.name}: idle RSS {', '.join(f'{v:.0f}' for v in rss)} MiB", flush=True)
