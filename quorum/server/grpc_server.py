@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import inspect
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,8 @@ def undecodable_message(method: str, reason: str, size_bytes: int) -> str:
 
 
 class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Turns a request that does not decode into INVALID_ARGUMENT, for every unary method.
+    """Turns a request that does not decode into INVALID_ARGUMENT, for every unary method
+    and every bidirectional stream (a stream ends at its first undecodable message).
 
     The method's handler is rebuilt once (cached per registered method, so the cache is bounded
     by the methods the server serves) with a request deserializer that catches ``DecodeError``
@@ -102,9 +103,14 @@ class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mi
         if cached is not None:
             return cached
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
-            return handler  # unknown methods stay UNIMPLEMENTED; streams are grpc's own
-        wrapped = _decoding_handler(method, handler)
+        if handler is None or handler.request_deserializer is None:
+            return handler  # unknown methods stay UNIMPLEMENTED
+        if handler.unary_unary is not None:
+            wrapped = _decoding_handler(method, handler)
+        elif handler.stream_stream is not None:
+            wrapped = _decoding_stream_handler(method, handler)
+        else:
+            return handler  # no such method is served: the others are grpc's own
         self._handlers[method] = wrapped
         return wrapped
 
@@ -133,6 +139,41 @@ def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMe
 
     return grpc.unary_unary_rpc_method_handler(
         unary_unary,
+        request_deserializer=request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def _decoding_stream_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    deserialize = handler.request_deserializer
+    behaviour = handler.stream_stream
+    assert deserialize is not None and behaviour is not None
+
+    def request_deserializer(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as exc:
+            return Undecodable(method, str(exc) or type(exc).__name__, len(data))
+
+    async def decoded(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, Undecodable):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    undecodable_message(request.method, request.reason, request.size_bytes),
+                )
+            yield request
+
+    async def stream_stream(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        async for response in behaviour(decoded(requests, context), context):
+            yield response
+
+    return grpc.stream_stream_rpc_method_handler(
+        stream_stream,
         request_deserializer=request_deserializer,
         response_serializer=handler.response_serializer,
     )

@@ -9,7 +9,7 @@ cannot be parsed INVALID_ARGUMENT. Protocol errors travel as Kafka error codes i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +342,17 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
     async def Fetch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._handle(request, context)
 
+    async def FetchStream(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        """Fetch on one stream: each request answered in order as ``Fetch`` answers it (the
+        same checks, long poll and codes). One request is handled at a time, so a replica that
+        writes ahead only fills gRPC's flow-control window. A failure that would end a unary
+        call with a status (shutting down, a full inbox, a malformed request) ends the stream
+        with it; the replica opens a new one."""
+        async for request in requests:
+            yield await self._handle(request, context)
+
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Answered by the leader. Tools do not know the cluster id: an empty one means this
         node's. A follower forwards the request to the leader it knows (one hop).
@@ -469,6 +480,7 @@ class PeerClients:
         # the files changed (docs/security.md#rotation).
         self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
         self._stubs: dict[int, tuple[grpc.aio.Channel, Any]] = {}
+        self._fetch_streams = _FetchStreams()
 
     @property
     def bootstrap_ids(self) -> tuple[int, ...]:
@@ -519,6 +531,10 @@ class PeerClients:
         self.voter_addresses.update(addresses)
 
     def stub(self, node_id: int) -> Any:
+        found = self._channel_and_stub(node_id)
+        return None if found is None else found[1]
+
+    def _channel_and_stub(self, node_id: int) -> tuple[grpc.aio.Channel, Any] | None:
         address = self.address_of(node_id)
         if address is None:
             return None
@@ -526,12 +542,13 @@ class PeerClients:
         cached = self._stubs.get(node_id)
         if cached is None or cached[0] is not channel:
             cached = self._stubs[node_id] = (channel, raft_pb2_grpc.QuorumServiceStub(channel))
-        return cached[1]
+        return cached
 
     async def send(self, envelope: Envelope) -> Message:
-        stub = self.stub(envelope.destination)
-        if stub is None:
+        found = self._channel_and_stub(envelope.destination)
+        if found is None:
             raise OSError(f"no address for node {envelope.destination}")
+        channel, stub = found
         message = envelope.message
         timeout_s = self._request_timeout_s
         if not isinstance(message, transport.CoreRequest):
@@ -553,7 +570,13 @@ class PeerClients:
                 raise AssertionError(f"not a request: {message!r}")
         if isinstance(wire, raft_pb2.BeginQuorumEpochRequest) and self._local_endpoint is not None:
             wire.leader_endpoint = f"{self._local_endpoint.host}:{self._local_endpoint.port}"
-        response = await call(wire, timeout=timeout_s)
+        response = None
+        if isinstance(message, FetchRequest):
+            response = await self._fetch_streams.exchange(
+                envelope.destination, channel, stub, wire, timeout_s
+            )
+        if response is None:
+            response = await call(wire, timeout=timeout_s)
         answer = transport.response_from_proto(response)
         leader_endpoint = getattr(response, "leader_endpoint", "")
         if leader_endpoint:
@@ -578,5 +601,68 @@ class PeerClients:
         return transport.voter_change_response_from_proto(response), response.leader_endpoint
 
     async def close(self) -> None:
+        self._fetch_streams.close()
         self._stubs.clear()
         await self._channels.close()
+
+
+class _FetchStreams:
+    """A replica's Fetch streams (``FetchStream``), one per destination on its current
+    channel, each with one request in flight. A stream that failed, timed out or was
+    interrupted mid-exchange is cancelled and dropped (its next answer could belong to the
+    wrong request); the next Fetch opens a new one. ``exchange`` returns None when the caller
+    should use unary ``Fetch`` instead: the destination's stream is busy, or the destination's
+    address answered UNIMPLEMENTED (a node without FetchStream)."""
+
+    def __init__(self) -> None:
+        self._streams: dict[int, tuple[grpc.aio.Channel, Any]] = {}
+        self._busy: set[int] = set()
+        # destination -> the channel on which it answered UNIMPLEMENTED (a node without it)
+        self._unary_only: dict[int, grpc.aio.Channel] = {}
+
+    async def exchange(
+        self, destination: int, channel: grpc.aio.Channel, stub: Any, wire: Any, timeout_s: float
+    ) -> Any | None:
+        if destination in self._busy or self._unary_only.get(destination) is channel:
+            return None
+        entry = self._streams.get(destination)
+        if entry is not None and entry[0] is not channel:
+            entry[1].cancel()  # the channel was replaced (new certificates): start afresh
+            entry = None
+        if entry is None:
+            entry = self._streams[destination] = (channel, stub.FetchStream())
+        call = entry[1]
+        self._busy.add(destination)
+        finished = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                await call.write(wire)
+                response = await call.read()
+            if response is grpc.aio.EOF:
+                raise OSError(f"node {destination} ended its Fetch stream")
+            finished = True
+            return response
+        except asyncio.InvalidStateError:
+            # The call had already ended: surface its status as a unary call would.
+            raise grpc.aio.AioRpcError(
+                await call.code(),
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                details=await call.details(),
+            ) from None
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                self._unary_only[destination] = channel
+                return None
+            raise
+        finally:
+            self._busy.discard(destination)
+            if not finished:
+                call.cancel()
+                if self._streams.get(destination, (None, None))[1] is call:
+                    del self._streams[destination]
+
+    def close(self) -> None:
+        for _, call in self._streams.values():
+            call.cancel()
+        self._streams.clear()

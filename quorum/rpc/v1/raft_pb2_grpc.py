@@ -27,7 +27,8 @@ if _version_not_supported:
 
 class QuorumServiceStub:
     """The Raft RPCs between controllers (voters) and, for Fetch and DescribeQuorum, observers
-    (brokers and tools). All calls are unary; Fetch long-polls up to `max_wait_ms`.
+    (brokers and tools). All calls are unary but FetchStream; Fetch long-polls up to
+    `max_wait_ms`.
     """
 
     def __init__(self, channel):
@@ -53,6 +54,11 @@ class QuorumServiceStub:
                 _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/quorum.rpc.v1.QuorumService/Fetch',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.FromString,
+                _registered_method=True)
+        self.FetchStream = channel.stream_stream(
+                '/quorum.rpc.v1.QuorumService/FetchStream',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.FromString,
                 _registered_method=True)
@@ -85,7 +91,8 @@ class QuorumServiceStub:
 
 class QuorumServiceServicer:
     """The Raft RPCs between controllers (voters) and, for Fetch and DescribeQuorum, observers
-    (brokers and tools). All calls are unary; Fetch long-polls up to `max_wait_ms`.
+    (brokers and tools). All calls are unary but FetchStream; Fetch long-polls up to
+    `max_wait_ms`.
     """
 
     def Vote(self, request, context):
@@ -111,6 +118,16 @@ class QuorumServiceServicer:
 
     def Fetch(self, request, context):
         """A follower or observer pulls log batches from the leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchStream(self, request_iterator, context):
+        """Fetch on one long-lived stream, as Kafka pipelines Fetch on one connection: each request
+        is answered in order, exactly as Fetch answers it, and a replica sends its next request
+        once it has the answer. Saves a call's set-up per round trip (about half of its latency
+        and CPU in grpc.aio). A replica whose leader answers UNIMPLEMENTED uses Fetch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -176,6 +193,11 @@ def add_QuorumServiceServicer_to_server(servicer, server):
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.SerializeToString,
             ),
+            'FetchStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.FetchStream,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.SerializeToString,
+            ),
             'DescribeQuorum': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeQuorum,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_raft__pb2.DescribeQuorumRequest.FromString,
@@ -211,7 +233,8 @@ def add_QuorumServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class QuorumService:
     """The Raft RPCs between controllers (voters) and, for Fetch and DescribeQuorum, observers
-    (brokers and tools). All calls are unary; Fetch long-polls up to `max_wait_ms`.
+    (brokers and tools). All calls are unary but FetchStream; Fetch long-polls up to
+    `max_wait_ms`.
     """
 
     @staticmethod
@@ -310,6 +333,33 @@ class QuorumService:
             request,
             target,
             '/quorum.rpc.v1.QuorumService/Fetch',
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/quorum.rpc.v1.QuorumService/FetchStream',
             quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_raft__pb2.FetchResponse.FromString,
             options,

@@ -1,0 +1,179 @@
+"""FetchStream, in-process: the follower side (``PeerClients``) keeps one stream per leader and
+one request in flight on it, opens a new stream after a timeout, and uses unary Fetch against a
+node that answers UNIMPLEMENTED; the leader side answers each request in order as Fetch does and
+ends the stream INVALID_ARGUMENT at the first message that does not decode."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+
+from quorum.config import HostPort
+from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID
+from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, RequestHeader
+from quorum.rpc.v1 import raft_pb2
+from quorum.server.grpc_server import make_server
+from quorum.server.service import PeerClients
+
+T = TypeVar("T")
+HEADER = RequestHeader("stream-test", METADATA_TOPIC_ID, 0)
+SERVICE = "quorum.rpc.v1.QuorumService"
+TRUNCATED = b"\x0a\x64\x00"  # field 1 announced as 100 bytes long, 1 byte follows
+
+
+def fetch(offset: int, max_wait_ms: int = 0) -> Envelope:
+    request = FetchRequest(HEADER, 1, 3, offset, 0, max_wait_ms, 1024)
+    return Envelope(1, 2, offset, request)
+
+
+class Leader:
+    """A leader's Fetch and FetchStream that answer a request at ``fetch_offset`` with that
+    offset as high watermark (``stall_at``: never answer that offset), counting the calls."""
+
+    def __init__(self, *, stream: bool = True, stall_at: int | None = None) -> None:
+        self.calls: Counter[str] = Counter()
+        self.streamed: list[int] = []
+        self.stream = stream
+        self.stall_at = stall_at
+
+    async def answer(self, request: Any) -> Any:
+        if request.fetch_offset == self.stall_at:
+            await asyncio.sleep(30)
+        return raft_pb2.FetchResponse(
+            current_leader=raft_pb2.LeaderIdAndEpoch(leader_id=2, leader_epoch=3),
+            high_watermark=request.fetch_offset,
+        )
+
+    async def fetch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.calls["Fetch"] += 1
+        return await self.answer(request)
+
+    async def fetch_stream(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        self.calls["FetchStream"] += 1
+        async for request in requests:
+            self.streamed.append(request.fetch_offset)
+            yield await self.answer(request)
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        if details.method == f"/{SERVICE}/Fetch":
+            return grpc.unary_unary_rpc_method_handler(
+                self.fetch,
+                request_deserializer=raft_pb2.FetchRequest.FromString,
+                response_serializer=raft_pb2.FetchResponse.SerializeToString,
+            )
+        if details.method == f"/{SERVICE}/FetchStream" and self.stream:
+            return grpc.stream_stream_rpc_method_handler(
+                self.fetch_stream,
+                request_deserializer=raft_pb2.FetchRequest.FromString,
+                response_serializer=raft_pb2.FetchResponse.SerializeToString,
+            )
+        self.calls["UNIMPLEMENTED"] += 1
+        return None
+
+
+def against(leader: Leader, body: Callable[[PeerClients, int], Awaitable[T]]) -> T:
+    async def main() -> T:
+        server = make_server()
+
+        class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
+            def service(self, details: grpc.HandlerCallDetails) -> Any:
+                return leader.service(details)
+
+        server.add_generic_rpc_handlers((Handler(),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        peers = PeerClients({2: HostPort("127.0.0.1", port)}, request_timeout_ms=2_000)
+        try:
+            return await body(peers, port)
+        finally:
+            await peers.close()
+            await server.stop(None)
+
+    return asyncio.run(main())
+
+
+def test_fetches_share_one_stream_one_request_at_a_time() -> None:
+    leader = Leader()
+
+    async def body(peers: PeerClients, _port: int) -> None:
+        for offset in (5, 6, 7):
+            answer = await peers.send(fetch(offset))
+            assert isinstance(answer, FetchResponse)
+            assert answer.error_code is ErrorCode.NONE
+            assert answer.high_watermark == offset  # each answer is its own request's
+
+    against(leader, body)
+    assert leader.calls == Counter({"FetchStream": 1})
+    assert leader.streamed == [5, 6, 7]
+
+
+def test_a_timed_out_exchange_drops_the_stream_and_the_next_fetch_opens_another() -> None:
+    leader = Leader(stall_at=9)
+
+    async def body(peers: PeerClients, _port: int) -> None:
+        peers._request_timeout_s = 0.3  # the Fetch's deadline: request timeout + max wait
+        with pytest.raises(TimeoutError):
+            await peers.send(fetch(9))
+        answer = await peers.send(fetch(10))
+        assert isinstance(answer, FetchResponse)
+        assert answer.high_watermark == 10  # not the late answer to offset 9
+
+    against(leader, body)
+    assert leader.calls["FetchStream"] == 2
+    assert leader.calls["Fetch"] == 0
+
+
+def test_a_leader_without_fetch_stream_is_fetched_from_with_unary_fetch() -> None:
+    leader = Leader(stream=False)
+
+    async def body(peers: PeerClients, _port: int) -> None:
+        for offset in (3, 4):
+            answer = await peers.send(fetch(offset))
+            assert isinstance(answer, FetchResponse)
+            assert answer.high_watermark == offset
+
+    against(leader, body)
+    # UNIMPLEMENTED once, then unary Fetch only on that channel.
+    assert leader.calls == Counter({"UNIMPLEMENTED": 1, "Fetch": 2})
+
+
+def test_a_second_fetch_while_the_stream_is_busy_goes_unary() -> None:
+    leader = Leader()
+
+    async def body(peers: PeerClients, _port: int) -> None:
+        first = asyncio.create_task(peers.send(fetch(20, max_wait_ms=0)))
+        second = asyncio.create_task(peers.send(fetch(21)))
+        answers = await asyncio.gather(first, second)
+        assert [a.high_watermark for a in answers] == [20, 21]
+
+    against(leader, body)
+    assert leader.calls == Counter({"FetchStream": 1, "Fetch": 1})
+
+
+def test_an_undecodable_message_ends_the_stream_invalid_argument() -> None:
+    leader = Leader()
+
+    async def body(_peers: PeerClients, port: int) -> grpc.aio.AioRpcError:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.stream_stream(f"/{SERVICE}/FetchStream")()  # raw bytes
+            await call.write(raft_pb2.FetchRequest(fetch_offset=4).SerializeToString())
+            first = raft_pb2.FetchResponse.FromString(await call.read())
+            assert first.high_watermark == 4
+            await call.write(TRUNCATED)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            return caught.value
+
+    error = against(leader, body)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = error.details() or ""
+    assert details.startswith("request QuorumService/FetchStream could not be decoded: "), details
+    assert f"({len(TRUNCATED)} bytes received)" in details
