@@ -304,7 +304,8 @@ def test_leader_commits_only_after_its_epoch_is_on_a_majority() -> None:
 def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> None:
     """An idle leader seals a proposal at the next poll; while that batch is uncommitted,
     later proposals share one open batch, sealed once the high watermark passes the earlier
-    batch (or at the linger). So batches grow with the load, not with the poll rate."""
+    batch and the open one is adaptive_batch_age_min_ms old (or at the linger). So batches
+    grow with the load, not with the poll rate; a lone proposal never waits."""
     ctx = Context()
     ctx.elect()
     leader = ctx.node
@@ -321,8 +322,15 @@ def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> No
     third = leader.propose([record], ctx.now_ms)
     assert not ctx.poll().entries_to_append  # the first batch is not committed yet
     ctx.deliver(2, fetch_request(2, 1, first.last_offset + 1, 1))
-    ready = ctx.poll()
+    ready = ctx.poll(advance_ms=1)
     assert leader.high_watermark == first.last_offset + 1
+    # The open batch waited under load: held until it is adaptive_batch_age_min_ms old, and
+    # the leader asks to be polled then.
+    age_min_ms = leader.config.adaptive_batch_age_min_ms
+    assert 0 < age_min_ms < leader.config.append_linger_ms
+    assert not ready.entries_to_append
+    assert ready.next_poll_at_ms <= ctx.now_ms - 1 + age_min_ms
+    ready = ctx.poll(advance_ms=age_min_ms - 1)
     assert [(b.base_offset, b.record_count) for b in ready.entries_to_append] == [
         (second.base_offset, 2)
     ]
@@ -330,6 +338,12 @@ def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> No
     fourth = leader.propose([record], ctx.now_ms)
     ready = ctx.poll(advance_ms=leader.config.append_linger_ms)  # nobody acknowledges: linger
     assert [b.base_offset for b in ready.entries_to_append] == [fourth.base_offset]
+    # All committed, a lone proposal is sealed at the next poll: no hold without load.
+    ctx.deliver(2, fetch_request(2, 1, fourth.last_offset + 1, 1))
+    ctx.poll()
+    assert leader.high_watermark == fourth.last_offset + 1
+    fifth = leader.propose([record], ctx.now_ms)
+    assert [b.base_offset for b in ctx.poll().entries_to_append] == [fifth.base_offset]
 
 
 @pytest.mark.parametrize(

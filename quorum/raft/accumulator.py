@@ -18,7 +18,7 @@ from quorum.raft.config import RaftConfig
 class BatchAccumulator:
     """Records of one leader epoch not yet in the log, with their encoded size."""
 
-    __slots__ = ("_bytes", "_config", "_epoch", "_records", "_since_ms")
+    __slots__ = ("_bytes", "_config", "_epoch", "_held", "_loaded", "_records", "_since_ms")
 
     def __init__(self, epoch: int, config: RaftConfig) -> None:
         self._epoch = epoch
@@ -26,6 +26,10 @@ class BatchAccumulator:
         self._records: list[Record] = []
         self._bytes = 0
         self._since_ms = 0  # when the first record of the open batch arrived
+        # The open batch waited for an earlier one to commit (the leader is under load) ...
+        self._loaded = False
+        # ... and, that one committed, is held until adaptive_batch_age_min_ms.
+        self._held = False
 
     @property
     def record_count(self) -> int:
@@ -52,21 +56,36 @@ class BatchAccumulator:
         """Whether the open batch must go to the log at this poll. ``in_flight``: an earlier
         batch of this leader is not committed yet; with ``adaptive_batching`` the open batch
         then keeps growing until that batch commits (or the linger runs out, or it holds
-        ``adaptive_batch_records_min`` records), so batches grow with the load."""
+        ``adaptive_batch_records_min`` records), so batches grow with the load; and once it
+        has committed, a batch that waited is sealed no sooner than
+        ``adaptive_batch_age_min_ms`` after its first record."""
         if not self._records:
             return False
         config = self._config
-        if now_ms - self._since_ms >= config.append_linger_ms:
+        age_ms = now_ms - self._since_ms
+        if age_ms >= config.append_linger_ms:
             return True
-        if config.adaptive_batching and in_flight:
-            return len(self._records) >= config.adaptive_batch_records_min
+        if config.adaptive_batching:
+            if len(self._records) >= config.adaptive_batch_records_min:
+                return True
+            if in_flight:
+                self._loaded = True
+                self._held = False
+                return False
+            if self._loaded and age_ms < config.adaptive_batch_age_min_ms:
+                self._held = True
+                return False
         return config.seal_batches_on_poll
 
     def drain_deadline_ms(self) -> int | None:
-        """When the linger of the open batch runs out; None when it is empty."""
+        """When the open batch must be looked at again: its linger runs out, or it is held
+        and reaches ``adaptive_batch_age_min_ms``; None when it is empty."""
         if not self._records:
             return None
-        return self._since_ms + self._config.append_linger_ms
+        config = self._config
+        if self._held:
+            return self._since_ms + min(config.adaptive_batch_age_min_ms, config.append_linger_ms)
+        return self._since_ms + config.append_linger_ms
 
     def drain(
         self, base_offset: int, now_ms: int, timestamp_ms: int | None = None
@@ -84,4 +103,5 @@ class BatchAccumulator:
         self._records = []
         self._bytes = 0
         self._since_ms = 0
+        self._loaded = self._held = False
         return batch
