@@ -210,7 +210,8 @@ def test_every_node_serves_kafkas_metrics_with_values_that_follow_the_cluster(
         value
         for (name, labels), value in leader_samples.items()
         if name == "metaquorum_grpc_server_handling_seconds_count"
-        and ("grpc_method", "Fetch") in labels
+        and ("grpc_method", "FetchStream") in labels
+        and ("grpc_code", "OK") in labels
     ]
     assert sum(fetches) > 0
     broker_samples = running.scrape(brokers[0])

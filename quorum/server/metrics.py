@@ -747,9 +747,14 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if cached is not None:
             return cached
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
-        wrapped = self._timed(method, handler)
+        if handler.unary_unary is not None:
+            wrapped = self._timed(method, handler)
+        elif handler.stream_stream is not None:
+            wrapped = self._timed_stream(method, handler)
+        else:
+            return handler
         self._handlers[method] = wrapped  # bounded by the methods the server serves
         return wrapped
 
@@ -784,6 +789,43 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return grpc.unary_unary_rpc_method_handler(
             unary_unary,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _timed_stream(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """A bidirectional stream (FetchStream) is timed per message: from a request's arrival
+        to its answer (answers come in order), the status for the one in flight if it ends."""
+        service, _, rpc = method.lstrip("/").rpartition("/")
+        behaviour = handler.stream_stream
+        latency = self._metrics.grpc_latency
+
+        async def stream_stream(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            arrived: deque[float] = deque()
+
+            async def timed() -> Any:
+                async for request in requests:
+                    arrived.append(time.perf_counter())
+                    yield request
+
+            try:
+                async for response in behaviour(timed(), context):
+                    if arrived:
+                        latency.labels(service, rpc, "OK").observe(
+                            time.perf_counter() - arrived.popleft()
+                        )
+                    yield response
+            except BaseException:
+                if arrived:
+                    status = context.code()
+                    code = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
+                    latency.labels(service, rpc, "UNKNOWN" if code == "OK" else code).observe(
+                        time.perf_counter() - arrived.popleft()
+                    )
+                raise
+
+        return grpc.stream_stream_rpc_method_handler(
+            stream_stream,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
