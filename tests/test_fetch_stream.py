@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import grpc
@@ -17,7 +18,8 @@ from quorum.config import HostPort
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, RequestHeader
-from quorum.rpc.v1 import raft_pb2
+from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.server import service
 from quorum.server.grpc_server import make_server
 from quorum.server.service import PeerClients
 
@@ -177,3 +179,36 @@ def test_an_undecodable_message_ends_the_stream_invalid_argument() -> None:
     details = error.details() or ""
     assert details.startswith("request QuorumService/FetchStream could not be decoded: "), details
     assert f"({len(TRUNCATED)} bytes received)" in details
+
+
+def test_the_leader_ends_a_stream_that_carries_no_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle stream (a stalled or hostile replica) does not hold a handler for ever."""
+    monkeypatch.setattr(service, "FETCH_STREAM_IDLE_S", 0.2)
+    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
+    servicer = service.QuorumServicer(
+        SimpleNamespace(node=node),
+        cluster_id="stream-test",
+        endpoints={},
+        leader_stub=lambda _node_id: None,
+    )
+
+    async def main() -> grpc.aio.AioRpcError:
+        server = make_server()
+        raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = raft_pb2_grpc.QuorumServiceStub(channel).FetchStream()
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    async with asyncio.timeout(10):
+                        await call.read()
+                return caught.value
+        finally:
+            await server.stop(None)
+
+    error = asyncio.run(main())
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no Fetch on this stream for 0.2 s" in (error.details() or "")

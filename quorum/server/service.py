@@ -63,6 +63,8 @@ from quorum.storage.snapshots import (
 # The slack a handler allows beyond the long-poll wait before giving up on the core.
 HANDLER_TIMEOUT_S = 5.0
 MESSAGE_BYTES_MAX = 16 * 1024 * 1024  # a full 8 MiB fetch plus framing, with room
+# A FetchStream without a request for this long is ended (replicas fetch every long poll).
+FETCH_STREAM_IDLE_S = 60.0
 # A FetchSnapshot answer stays well under the message cap.
 CHUNK_BYTES_MAX = 4 * 1024 * 1024
 
@@ -349,8 +351,22 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         same checks, long poll and codes). One request is handled at a time, so a replica that
         writes ahead only fills gRPC's flow-control window. A failure that would end a unary
         call with a status (shutting down, a full inbox, a malformed request) ends the stream
-        with it; the replica opens a new one."""
-        async for request in requests:
+        with it; the replica opens a new one. A stream that carries no request for
+        ``FETCH_STREAM_IDLE_S`` ends DEADLINE_EXCEEDED: a replica fetches at least every long
+        poll, so only a stalled or hostile one holds a stream that long."""
+        pending = aiter(requests)
+        while True:
+            try:
+                async with asyncio.timeout(FETCH_STREAM_IDLE_S):
+                    request = await anext(pending)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"no Fetch on this stream for {FETCH_STREAM_IDLE_S:g} s; a replica sends "
+                    "one at least every long poll: open a new stream",
+                )
             yield await self._handle(request, context)
 
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
