@@ -115,10 +115,8 @@ class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mi
         return wrapped
 
 
-def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    deserialize = handler.request_deserializer
-    behaviour = handler.unary_unary
-    assert deserialize is not None and behaviour is not None
+def _tolerant(method: str, deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``deserialize`` that returns an ``Undecodable`` instead of raising ``DecodeError``."""
 
     def request_deserializer(data: bytes) -> Any:
         try:
@@ -126,12 +124,24 @@ def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMe
         except DecodeError as exc:
             return Undecodable(method, str(exc) or type(exc).__name__, len(data))
 
+    return request_deserializer
+
+
+async def _refuse_undecodable(request: Any, context: grpc.aio.ServicerContext) -> None:
+    if isinstance(request, Undecodable):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            undecodable_message(request.method, request.reason, request.size_bytes),
+        )
+
+
+def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    deserialize = handler.request_deserializer
+    behaviour = handler.unary_unary
+    assert deserialize is not None and behaviour is not None
+
     async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, Undecodable):
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                undecodable_message(request.method, request.reason, request.size_bytes),
-            )
+        await _refuse_undecodable(request, context)
         result = behaviour(request, context)
         if inspect.isawaitable(result):
             result = await result
@@ -139,7 +149,7 @@ def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMe
 
     return grpc.unary_unary_rpc_method_handler(
         unary_unary,
-        request_deserializer=request_deserializer,
+        request_deserializer=_tolerant(method, deserialize),
         response_serializer=handler.response_serializer,
     )
 
@@ -149,21 +159,11 @@ def _decoding_stream_handler(method: str, handler: grpc.RpcMethodHandler) -> grp
     behaviour = handler.stream_stream
     assert deserialize is not None and behaviour is not None
 
-    def request_deserializer(data: bytes) -> Any:
-        try:
-            return deserialize(data)
-        except DecodeError as exc:
-            return Undecodable(method, str(exc) or type(exc).__name__, len(data))
-
     async def decoded(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         async for request in requests:
-            if isinstance(request, Undecodable):
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    undecodable_message(request.method, request.reason, request.size_bytes),
-                )
+            await _refuse_undecodable(request, context)
             yield request
 
     async def stream_stream(
@@ -174,7 +174,7 @@ def _decoding_stream_handler(method: str, handler: grpc.RpcMethodHandler) -> grp
 
     return grpc.stream_stream_rpc_method_handler(
         stream_stream,
-        request_deserializer=request_deserializer,
+        request_deserializer=_tolerant(method, deserialize),
         response_serializer=handler.response_serializer,
     )
 
