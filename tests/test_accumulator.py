@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.batch import decode_batch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, Record
@@ -52,6 +54,28 @@ def test_seal_on_poll_drains_at_once() -> None:
     accumulator = BatchAccumulator(1, RaftConfig(seal_batches_on_poll=True))
     accumulator.append(records(1), 1, now_ms=100)
     assert accumulator.needs_drain(100)
+
+
+def test_a_held_batch_asks_to_be_polled_at_its_minimum_age_then_at_its_linger() -> None:
+    """Under load (the batch waited for an earlier one), the hold ends at
+    adaptive_batch_age_min_ms; without seal-on-poll the batch then waits for its linger, and
+    the deadline it reports moves there (never a deadline already past: no busy polling)."""
+    config = RaftConfig(append_linger_ms=25, adaptive_batch_age_min_ms=10)
+    accumulator = BatchAccumulator(1, config)
+    accumulator.append(records(1), 1, now_ms=100)
+    assert not accumulator.needs_drain(102, in_flight=True)
+    assert accumulator.drain_deadline_ms() == 125  # in flight: the linger bounds it
+    assert not accumulator.needs_drain(104)  # the earlier batch committed: held ...
+    assert accumulator.drain_deadline_ms() == 110  # ... until its minimum age
+    assert accumulator.needs_drain(110)
+    lingering = BatchAccumulator(1, replace(config, seal_batches_on_poll=False))
+    lingering.append(records(1), 1, now_ms=100)
+    assert not lingering.needs_drain(102, in_flight=True)
+    assert not lingering.needs_drain(104)
+    assert lingering.drain_deadline_ms() == 110
+    assert not lingering.needs_drain(110)  # past its minimum age: waits for the linger
+    assert lingering.drain_deadline_ms() == 125
+    assert lingering.needs_drain(125)
 
 
 def fetch(replica: int, offset: int) -> Envelope:

@@ -75,6 +75,7 @@ class BatchAccumulator:
             if self._loaded and age_ms < config.adaptive_batch_age_min_ms:
                 self._held = True
                 return False
+            self._held = False  # the hold is over: the linger's deadline again
         return config.seal_batches_on_poll
 
     def drain_deadline_ms(self) -> int | None:
