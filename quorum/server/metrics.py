@@ -772,10 +772,7 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 if asyncio.iscoroutine(response):
                     response = await response
             except BaseException:
-                status = context.code()
-                code = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
-                if code == "OK":
-                    code = "UNKNOWN"
+                code = _failure_code(context)
                 if is_admin:
                     metrics.admin_requests.labels(rpc, code).inc()
                 raise
@@ -817,9 +814,7 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     yield response
             except BaseException:
                 if arrived:
-                    status = context.code()
-                    code = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
-                    latency.labels(service, rpc, "UNKNOWN" if code == "OK" else code).observe(
+                    latency.labels(service, rpc, _failure_code(context)).observe(
                         time.perf_counter() - arrived.popleft()
                     )
                 raise
@@ -829,6 +824,13 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+
+def _failure_code(context: grpc.aio.ServicerContext) -> str:
+    """The status name of a call whose handler raised (UNKNOWN when none, or OK, was set)."""
+    status = context.code()
+    code = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
+    return "UNKNOWN" if code == "OK" else code
 
 
 def error_name(code: int) -> str:

@@ -30,14 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from quorum.harness import ProcessCluster, process_cluster, resident_mib, wait_until
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+from quorum.harness import (
+    ProcessCluster,
+    cpu_seconds,
+    process_cluster,
+    resident_mib,
+    wait_until,
+)
 
 
 def settle(cluster: ProcessCluster) -> tuple[int, int, int]:

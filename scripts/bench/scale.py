@@ -96,6 +96,7 @@ from quorum.harness import (
     process_cluster,
     wait_until,
 )
+from quorum.harness import cpu_seconds as harness_cpu_seconds
 from quorum.limits import (
     CREATE_TOPICS_REPLICAS_MAX,
     CREATE_TOPICS_TOPICS_MAX,
@@ -134,12 +135,11 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far."""
+    """User + system CPU seconds the process has used so far (0 once it is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return harness_cpu_seconds(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def mib(value: float) -> str:
