@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,10 +183,12 @@ class System:
         (``loop_turn_slow``) by any member so far; -1 where there is no such measure."""
         return -1
 
-    def write(self, channel: grpc.Channel, key: str, timeout_s: float) -> None:
+    def writer(self, channel: grpc.Channel) -> Callable[[str, float], None]:
+        """One write of a new key; the callable is built once per channel, as a client keeps
+        its stub."""
         raise NotImplementedError
 
-    async def write_aio(self, channel: grpc.aio.Channel, key: str) -> None:
+    def aio_writer(self, channel: grpc.aio.Channel) -> Callable[[str], Awaitable[None]]:
         raise NotImplementedError
 
     def member_pids(self) -> dict[str, int]:
@@ -282,11 +284,21 @@ class Etcd(System):
     def elections_marker(self) -> int:
         return int(self.status(self.leader()).raft_term)
 
-    def write(self, channel: grpc.Channel, key: str, timeout_s: float) -> None:
-        _etcd_put(channel)(ETCD["PutRequest"](key=key.encode(), value=b"v" * 16), timeout=timeout_s)
+    def writer(self, channel: grpc.Channel) -> Callable[[str, float], None]:
+        put, request = _etcd_put(channel), ETCD["PutRequest"]
 
-    async def write_aio(self, channel: grpc.aio.Channel, key: str) -> None:
-        await _etcd_put(channel)(ETCD["PutRequest"](key=key.encode(), value=b"v" * 16), timeout=10)
+        def write(key: str, timeout_s: float) -> None:
+            put(request(key=key.encode(), value=b"v" * 16), timeout=timeout_s)
+
+        return write
+
+    def aio_writer(self, channel: grpc.aio.Channel) -> Callable[[str], Awaitable[None]]:
+        put, request = _etcd_put(channel), ETCD["PutRequest"]
+
+        async def write(key: str) -> None:
+            await put(request(key=key.encode(), value=b"v" * 16), timeout=10)
+
+        return write
 
     def member_pids(self) -> dict[str, int]:
         return {n: p.pid for n, p in self.processes.items()}
@@ -370,14 +382,21 @@ class Metaquorum(System):
             self.cluster.logs(n).count('"loop_turn_slow"') for n in self.cluster.controller_ids
         )
 
-    def write(self, channel: grpc.Channel, key: str, timeout_s: float) -> None:
-        _check(admin_pb2_grpc.AdminServiceStub(channel).CreateTopics(_create(key),
-                                                                    timeout=timeout_s))  # fmt: skip
+    def writer(self, channel: grpc.Channel) -> Callable[[str, float], None]:
+        create = admin_pb2_grpc.AdminServiceStub(channel).CreateTopics
 
-    async def write_aio(self, channel: grpc.aio.Channel, key: str) -> None:
-        _check(
-            await admin_pb2_grpc.AdminServiceStub(channel).CreateTopics(_create(key), timeout=10)
-        )
+        def write(key: str, timeout_s: float) -> None:
+            _check(create(_create(key), timeout=timeout_s))
+
+        return write
+
+    def aio_writer(self, channel: grpc.aio.Channel) -> Callable[[str], Awaitable[None]]:
+        create = admin_pb2_grpc.AdminServiceStub(channel).CreateTopics
+
+        async def write(key: str) -> None:
+            _check(await create(_create(key), timeout=10))
+
+        return write
 
     def member_pids(self) -> dict[str, int]:
         return {
@@ -403,11 +422,28 @@ class Metaquorum(System):
             if found is None:
                 return False
             answer = self.cluster.describe(found[0])
-            return answer.high_watermark > 0 and all(
-                v.log_end_offset >= answer.high_watermark for v in answer.current_voters
-            )
+            high_watermark = answer.high_watermark
+            if high_watermark <= 0 or any(
+                v.log_end_offset < high_watermark for v in answer.current_voters
+            ):
+                return False
+            # Every member has applied the committed log too, as etcd's members agree on the
+            # revision they answer Status with: a member restarted a moment ago has its whole
+            # log on disk but is still loading it.
+            return all(self._applied(n, high_watermark - 1) for n in self.cluster.controller_ids)
 
         wait_until(settled, 60, "a settled quorum")
+
+    def _applied(self, node_id: int, offset: int) -> bool:
+        request = admin_pb2.DescribeClusterRequest(min_metadata_offset=offset)
+        with self.security.channel(self.cluster.nodes[node_id].address) as channel:
+            try:
+                answer = admin_pb2_grpc.AdminServiceStub(channel).DescribeCluster(
+                    request, timeout=1
+                )
+            except grpc.RpcError:
+                return False
+        return not answer.error_code
 
 
 # ----- the measurements -------------------------------------------------------------------------
@@ -422,11 +458,12 @@ def sequential(system: System, channel_of: Callable[[str], grpc.Channel], count:
                run: int) -> list[float]:  # fmt: skip
     latencies = []
     with channel_of(system.leader_address()) as channel:
+        write = system.writer(channel)
         for i in range(WARM_UP):
-            system.write(channel, f"warm-{run}-{i}", 10)
+            write(f"warm-{run}-{i}", 10)
         for i in range(count):
             started = time.perf_counter()
-            system.write(channel, f"seq-{run}-{i}", 10)
+            write(f"seq-{run}-{i}", 10)
             latencies.append(time.perf_counter() - started)
     return latencies
 
@@ -436,13 +473,14 @@ async def in_flight(system: System, channel_of: Callable[[str], grpc.aio.Channel
     latencies: list[float] = []
     address = system.leader_address()
     async with channel_of(address) as channel:
+        write = system.aio_writer(channel)
         deadline = time.perf_counter() + seconds
 
         async def worker(number: int) -> None:
             i = 0
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
-                await system.write_aio(channel, f"load-{run}-{number}-{i}")
+                await write(f"load-{run}-{number}-{i}")
                 latencies.append(time.perf_counter() - started)
                 i += 1
 
@@ -458,17 +496,17 @@ def failovers(system: System, channel_of: Callable[[str], grpc.Channel], runs: i
         member, survivors = system.kill_leader()
         started = time.monotonic()
         channels = [channel_of(a) for a in survivors]
+        writers = [system.writer(channel) for channel in channels]
         try:
             number = 0
             done = False
             while not done:
                 if time.monotonic() - started > 30:
                     raise RuntimeError(f"{system.name}: no write acknowledged 30 s after kill -9")
-                for channel in channels:
+                for write in writers:
                     number += 1
                     try:
-                        system.write(channel, f"fo-{run}-{attempt}-{number}",
-                                     FAILOVER_CALL_TIMEOUT_S)  # fmt: skip
+                        write(f"fo-{run}-{attempt}-{number}", FAILOVER_CALL_TIMEOUT_S)
                     except (grpc.RpcError, RuntimeError):
                         continue
                     done = True
