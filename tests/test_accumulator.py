@@ -78,6 +78,33 @@ def test_a_held_batch_asks_to_be_polled_at_its_minimum_age_then_at_its_linger() 
     assert lingering.needs_drain(125)
 
 
+def test_a_waiting_batch_says_until_when_proposals_still_join_it() -> None:
+    """What a driver may gather operations for (``waits_until_ms``): only while the open
+    batch waits anyway, never past its deadline, and without changing what ``needs_drain``
+    decides."""
+    config = RaftConfig(
+        append_linger_ms=25, adaptive_batch_age_min_ms=10, adaptive_batch_records_min=8
+    )
+    accumulator = BatchAccumulator(1, config)
+    assert accumulator.waits_until_ms(100, in_flight=True) is None  # nothing to join
+    accumulator.append(records(2), 10, now_ms=100)
+    assert accumulator.waits_until_ms(101, in_flight=False) is None  # sealed at the next poll
+    assert accumulator.waits_until_ms(101, in_flight=True) == 125  # in flight: the linger
+    assert accumulator.waits_until_ms(101, in_flight=True, queued=5) == 125
+    assert accumulator.waits_until_ms(101, in_flight=True, queued=6) is None  # 8 records: full
+    assert accumulator.waits_until_ms(125, in_flight=True) is None  # the linger is over
+    assert not accumulator.needs_drain(102, in_flight=True)
+    assert not accumulator.needs_drain(104)  # the earlier batch committed: held ...
+    assert accumulator.waits_until_ms(104, in_flight=False) == 110  # ... to its minimum age
+    assert accumulator.waits_until_ms(104, in_flight=False) == 110  # asking changed nothing
+    assert accumulator.needs_drain(110)
+    assert accumulator.drain(0, now_ms=110) is not None
+    assert accumulator.waits_until_ms(110, in_flight=True) is None
+    plain = BatchAccumulator(1, replace(config, adaptive_batching=False))
+    plain.append(records(1), 1, now_ms=100)
+    assert plain.waits_until_ms(101, in_flight=True) is None  # drained at each poll
+
+
 def fetch(replica: int, offset: int) -> Envelope:
     request = FetchRequest(RequestHeader("c", METADATA_TOPIC_ID, 0), replica, 1, offset, 1, 500, 1)
     return Envelope(replica, 1, replica * 10, request)

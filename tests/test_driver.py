@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from quorum.raft.election import ElectionState
 from quorum.raft.messages import Envelope, FetchResponse, Message, VoteResponse
 from quorum.raft.node import RaftNode, Ready
 from quorum.raft.ready_plan import plan_ready, propose_in_batches
+from quorum.server import driver as driver_module
 from quorum.server.driver import (
     Clock,
     Operation,
@@ -216,6 +218,51 @@ def test_one_turn_runs_operations_only_up_to_the_record_budget(
     # 6 records each and a budget of 10: two operations per turn (the second passes it).
     per_turn = [turns.count(t) for t in sorted(set(turns))]
     assert per_turn == [2, 2, 2, 2], turns
+
+
+def test_a_busy_leader_gathers_operations_while_its_open_batch_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the open batch waits anyway (the core says until when), operations submitted one
+    by one are run together in one turn instead of one turn each; without a waiting batch
+    each runs at once; and a queue of OPERATIONS_GATHERED_MAX runs without waiting more."""
+    monkeypatch.setattr(driver_module, "OPERATIONS_GATHERED_MAX", 6)
+
+    async def main() -> None:
+        driver, task = await leading_driver(tmp_path)
+        waits_until: list[int | None] = [None]
+        monkeypatch.setattr(
+            driver.node, "open_batch_waits_until_ms", lambda _now, _queued=0: waits_until[0]
+        )
+        turns: list[int] = []
+
+        def operation(_next_offset: int) -> tuple[list[Record], None]:
+            turns.append(driver.ready_count)
+            return [], None
+
+        async def submit_one_by_one(count: int) -> list[asyncio.Future[Any]]:
+            submitted = []
+            for _ in range(count):
+                submitted.append(asyncio.ensure_future(driver.submit(operation, from_client=True)))
+                for _ in range(10):  # the loop gets every chance to turn in between
+                    await asyncio.sleep(0)
+            return submitted
+
+        await asyncio.gather(*await submit_one_by_one(4))
+        assert len(set(turns)) == 4, turns  # no batch waits: one turn each
+        turns.clear()
+        waits_until[0] = driver.clock.now_ms() + 60_000
+        pending = await submit_one_by_one(5)
+        # The first rang the idle loop; the others wait to be gathered (a turn the node's
+        # own timers ask for in between may run some of them).
+        assert 1 <= len(turns) < 5, turns
+        assert not all(f.done() for f in pending)
+        pending += await submit_one_by_one(6)  # the queue reaches the bound: run at once
+        await asyncio.wait_for(asyncio.gather(*pending), 5)
+        assert len(set(turns)) <= 4, turns  # 11 operations, far fewer turns
+        await stop(driver, task)
+
+    asyncio.run(main())
 
 
 def test_a_full_operation_queue_refuses_clients_but_not_the_controller(

@@ -316,9 +316,14 @@ def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> No
     assert leader.high_watermark == end  # idle: nothing in flight
     record = ConfigRecord(ConfigResourceType.TOPIC, "a", "k", "v")
     first = leader.propose([record], ctx.now_ms)
+    assert leader.open_batch_waits_until_ms(ctx.now_ms) is None  # sealed at the next poll
     ready = ctx.poll()
     assert [b.base_offset for b in ready.entries_to_append] == [first.base_offset]
+    assert leader.open_batch_waits_until_ms(ctx.now_ms) is None  # no open batch
     second = leader.propose([record], ctx.now_ms)
+    # The first batch is in flight: what is proposed until the linger joins the second's.
+    linger_end = ctx.now_ms + leader.config.append_linger_ms
+    assert leader.open_batch_waits_until_ms(ctx.now_ms) == linger_end
     third = leader.propose([record], ctx.now_ms)
     assert not ctx.poll().entries_to_append  # the first batch is not committed yet
     ctx.deliver(2, fetch_request(2, 1, first.last_offset + 1, 1))
@@ -330,11 +335,13 @@ def test_adaptive_batching_grows_the_open_batch_while_one_is_uncommitted() -> No
     assert 0 < age_min_ms < leader.config.append_linger_ms
     assert not ready.entries_to_append
     assert ready.next_poll_at_ms <= ctx.now_ms - 1 + age_min_ms
+    assert leader.open_batch_waits_until_ms(ctx.now_ms) == ctx.now_ms - 1 + age_min_ms
     ready = ctx.poll(advance_ms=age_min_ms - 1)
     assert [(b.base_offset, b.record_count) for b in ready.entries_to_append] == [
         (second.base_offset, 2)
     ]
     assert third.last_offset == second.base_offset + 1
+    assert leader.open_batch_waits_until_ms(ctx.now_ms) is None
     fourth = leader.propose([record], ctx.now_ms)
     ready = ctx.poll(advance_ms=leader.config.append_linger_ms)  # nobody acknowledges: linger
     assert [b.base_offset for b in ready.entries_to_append] == [fourth.base_offset]

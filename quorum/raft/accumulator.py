@@ -88,6 +88,20 @@ class BatchAccumulator:
             return self._since_ms + min(config.adaptive_batch_age_min_ms, config.append_linger_ms)
         return self._since_ms + config.append_linger_ms
 
+    def waits_until_ms(self, now_ms: int, *, in_flight: bool, queued: int = 0) -> int | None:
+        """When the open batch is drained at the latest, while it waits (``in_flight``: an
+        earlier batch is not committed yet; or it is held to ``adaptive_batch_age_min_ms``):
+        a proposal made before then joins it all the same. None when it is empty, or would be
+        drained at the next poll (also once ``queued`` more records would fill it to
+        ``adaptive_batch_records_min``). Changes nothing (``needs_drain`` decides)."""
+        config = self._config
+        if not self._records or not config.adaptive_batching or not (in_flight or self._held):
+            return None
+        if len(self._records) + queued >= config.adaptive_batch_records_min:
+            return None
+        deadline = self.drain_deadline_ms()
+        return deadline if deadline is not None and deadline > now_ms else None
+
     def drain(
         self, base_offset: int, now_ms: int, timestamp_ms: int | None = None
     ) -> LogBatch | None:

@@ -408,6 +408,19 @@ class RaftNode:
         accumulator.append(records, size, self._now_ms)
         return Proposal(leader.epoch, base, base + len(records) - 1)
 
+    def open_batch_waits_until_ms(self, now_ms: int, queued: int = 0) -> int | None:
+        """While this leader's open batch waits to be drained (an earlier batch is not
+        committed yet, or it is held to its minimum age), when it is drained at the latest:
+        proposals made before then join it all the same, so a driver may gather a busy
+        leader's operations and run them together (one turn for many) instead of one turn
+        each. None when this node does not lead, or the next poll would drain the open batch
+        (``queued``: records about to be proposed). Changes nothing."""
+        leader = self.maybe_leader_state()
+        if leader is None:
+            return None
+        in_flight = self.log.high_watermark < self.log.log_end_offset
+        return leader.accumulator.waits_until_ms(now_ms, in_flight=in_flight, queued=queued)
+
     def read_barrier(self) -> tuple[int, int]:
         """Start a linearizable read (Raft's ReadIndex, confirmed by read fences instead of
         clocks): returns ``(epoch, fence)`` for ``read_index``. Raises ``NotLeaderError``

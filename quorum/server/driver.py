@@ -78,6 +78,9 @@ GC_FREEZE_RECORDS_MIN = 2_000
 # A loop turn lets handlers run (a yield) between operations, and between committed batches,
 # once its current stretch has held the event loop this long (``_Turn.yield_if_long``).
 YIELD_AFTER_S = 0.005
+# Operations a busy leader gathers at most before it runs them (``_gather_until_ms``): well
+# below CONTROLLER_OPERATIONS_QUEUED_MAX, so gathering never makes a client see a full queue.
+OPERATIONS_GATHERED_MAX = 256
 
 
 class Clock:
@@ -312,6 +315,8 @@ class RaftDriver:
         self._commits: list[_Commit] = []
         self._inbound_ids = itertools.count(INBOUND_CORRELATION_BASE)
         self._wakeup = _Wakeup()
+        # While the loop gathers operations (``_gather_until_ms``), a new one does not ring.
+        self._gathering = False
         self._stopping = False
         self._resign_requested = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -382,7 +387,8 @@ class RaftDriver:
             asyncio.get_running_loop().create_future()
         )
         self._operations.append(_Submitted(operation, future))
-        self._wakeup.set()
+        if not self._gathering or len(self._operations) >= OPERATIONS_GATHERED_MAX:
+            self._wakeup.set()
         proposal, answer = await future
         return proposal, answer
 
@@ -585,19 +591,42 @@ class RaftDriver:
                 self._end_turn(turn, plan)
                 if self._stopping:
                     return
-                if not self._inbox.empty() or self._operations or self._calls:
+                now = self.clock.now_ms()
+                gather = self._gather_until_ms(now)
+                if gather is None and (not self._inbox.empty() or self._operations or self._calls):
                     # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
                     await asyncio.sleep(0)
                     continue
-                delay_s = max(0, ready.next_poll_at_ms - self.clock.now_ms()) / 1000
+                deadline = (
+                    ready.next_poll_at_ms if gather is None else min(ready.next_poll_at_ms, gather)
+                )
+                delay_s = max(0, deadline - now) / 1000
                 self._wakeup.clear()
-                if not self._inbox.empty() or self._operations or self._calls:
+                if not self._inbox.empty() or self._calls:
+                    continue
+                if self._operations and gather is None:
                     continue
                 idle_from_s = time.perf_counter()
-                await self._wakeup.wait(delay_s)
+                self._gathering = gather is not None
+                try:
+                    await self._wakeup.wait(delay_s)
+                finally:
+                    self._gathering = False
                 self.idle_s_total += time.perf_counter() - idle_from_s
         finally:
             gc.callbacks.remove(self._gc_timer.callback)
+
+    def _gather_until_ms(self, now: int) -> int | None:
+        """When queued operations must run at the latest, if they may wait for more: while
+        the leader's open batch waits anyway (an earlier batch is not committed yet, or it is
+        held to its minimum age), operations run then still join it, so a busy leader runs
+        many in one turn (and polls, plans and persists once) instead of one turn each.
+        None: run them at once (no batch waiting, or too many queued). Also asked with none
+        queued: one submitted while the loop waits then rings only if this is None."""
+        queued = len(self._operations)
+        if queued >= OPERATIONS_GATHERED_MAX:
+            return None
+        return self.node.open_batch_waits_until_ms(now, queued)
 
     def _freeze_heap(self) -> None:
         """Collect what is not frozen yet, then freeze everything alive (GC_FREEZE_RECORDS_MIN)."""
