@@ -481,6 +481,42 @@ def test_follower_never_truncates_below_its_high_watermark() -> None:
     )
 
 
+def test_a_long_committed_backlog_is_handed_out_over_several_readies() -> None:
+    """A follower that learns of many committed batches at once gets at most
+    committed_records_per_ready_max records per Ready (at least one batch, however large),
+    asks to be polled again at once for the rest, and steps what arrives in between: a vote
+    request is answered before the rest of the backlog is handed out."""
+    follower = Context(
+        node_id=2,
+        election=ElectionState(1, 1, None, VOTERS),
+        config=RaftConfig(committed_records_per_ready_max=3),
+    )
+    (fetch,) = follower.sent(follower.poll(), FetchRequest)
+    batches, offset = [], 0
+    for size in (1, 1, 1, 2, 5, 1):
+        records = [NoOpRecord()] * size
+        batches.append(encode_batch(base_offset=offset, epoch=1, timestamp_ms=0, records=records))
+        offset += size
+    response = FetchResponse(ErrorCode.NONE, 1, 1, offset, 0, batches=tuple(batches))
+    follower.deliver(1, response, fetch.correlation_id)
+    handed: list[list[int]] = []
+    answered_with: list[int] = []
+    for _ in range(10):
+        ready = follower.poll()
+        if not ready.committed_batches:
+            break
+        handed.append([b.record_count for b in ready.committed_batches])
+        assert ready.high_watermark == offset
+        more = sum(map(sum, handed)) < offset
+        assert (ready.next_poll_at_ms == follower.now_ms) == more
+        if follower.sent(ready, VoteResponse):
+            answered_with = handed[-1]
+        if len(handed) == 1:
+            follower.deliver(3, vote_request(2, 3, 1, offset, pre_vote=True, voter=2))
+    assert handed == [[1, 1, 1], [2], [5], [1]]
+    assert answered_with == [2]  # the pre-vote, with the next share, not after the backlog
+
+
 def test_propose_on_a_follower_raises_not_leader() -> None:
     ctx = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS))
     ctx.poll()

@@ -527,10 +527,13 @@ class RaftNode:
         self._maybe_advance_high_watermark()
         committed: list[LogBatch] = []
         if self.log.high_watermark > self._applied_offset:
-            committed = list(
-                self.log.batches_between(self._applied_offset, self.log.high_watermark)
-            )
-            self._applied_offset = self.log.high_watermark
+            budget = self.config.committed_records_per_ready_max
+            for batch in self.log.batches_between(self._applied_offset, self.log.high_watermark):
+                if committed and budget < batch.record_count:
+                    break  # the rest at the next poll, right away (_next_poll_at)
+                committed.append(batch)
+                budget -= batch.record_count
+            self._applied_offset = committed[-1].end_offset
         ready = Ready(
             election_to_persist=self._out_election,
             truncate_to=self._out_truncate,
@@ -2114,6 +2117,8 @@ class RaftNode:
         now = self._now_ms
         deadlines = [now + self.config.fetch_timeout_ms]
         deadlines.extend(self._inflight.deadlines_ms())
+        if self._applied_offset < self.log.high_watermark:
+            deadlines.append(now)  # committed batches beyond this Ready's share
         state = self.state
         match state:
             case LeaderState():

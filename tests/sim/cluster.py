@@ -46,10 +46,15 @@ TRACE_LINES_MAX = 60
 # Small enough that the client's three-record proposals span two batches: they are split by
 # ``propose_in_batches`` as the production driver splits a large non-atomic result.
 RECORDS_PER_BATCH_MAX = 2
+# Small enough that a node catching up applies its committed backlog over several Readies,
+# stepping what arrives in between (``RaftConfig.committed_records_per_ready_max``).
+COMMITTED_RECORDS_PER_READY_MAX = 4
 
 
 def sim_config(**changes: Any) -> RaftConfig:
-    """Kafka's defaults, except batches of at most ``RECORDS_PER_BATCH_MAX`` records."""
+    """Kafka's defaults, except batches of at most ``RECORDS_PER_BATCH_MAX`` records and at
+    most ``COMMITTED_RECORDS_PER_READY_MAX`` committed records handed out per Ready."""
+    changes.setdefault("committed_records_per_ready_max", COMMITTED_RECORDS_PER_READY_MAX)
     return RaftConfig(records_per_batch_max=RECORDS_PER_BATCH_MAX, **changes)
 
 
