@@ -911,6 +911,27 @@ class RaftNode:
         ours = (self.log.last_fetched_epoch, self.log.log_end_offset)
         return (last_epoch, last_offset) >= ours
 
+    def _campaigns_first(self, request: VoteRequest) -> bool:
+        """Whether this voter, in the first round of its own pre-vote, refuses a pre-vote to
+        a candidate of a higher id whose log ends where its own does (the request was found
+        up to date). Two voters that lost the leader together (its process died: both
+        connections reset at once) start their pre-votes within milliseconds; each granting
+        the other's made both candidates of one epoch, and the split vote cost an election
+        timeout (about 1.3 s). So the lower id goes first: the higher grants it. Only in
+        the first round: once that is lost (the lower id cannot reach a majority, say over a
+        one-way link), this voter grants as before, so the higher id is never kept from
+        winning for long. Safety does not rest on pre-votes; the simulator checks liveness."""
+        state = self.state
+        return (
+            self.config.pre_vote_lower_id_first
+            and isinstance(state, ProspectiveState)
+            and state.retries == 1
+            and state.backoff_until_ms is None
+            and request.candidate_id > self.node_id
+            and (request.last_offset_epoch, request.last_offset)
+            == (self.log.last_fetched_epoch, self.log.log_end_offset)
+        )
+
     def handle_vote_request(
         self, envelope: Envelope, request: VoteRequest, header_error: ErrorCode
     ) -> None:
@@ -940,7 +961,9 @@ class RaftNode:
         up_to_date = self._log_is_up_to_date(request.last_offset_epoch, request.last_offset)
         if request.pre_vote:
             self._maybe_voter_ahead(request.candidate_id, request.candidate_epoch - 1)
-            granted = up_to_date and not self._has_live_leader()
+            granted = (
+                up_to_date and not self._has_live_leader() and not self._campaigns_first(request)
+            )
             if granted:
                 self._emit("pre_vote_granted", candidate_id=request.candidate_id)
             self._reply(envelope, self._vote_response(granted, ErrorCode.NONE, True))
