@@ -533,7 +533,9 @@ class RaftNode:
                     break  # the rest at the next poll, right away (_next_poll_at)
                 committed.append(batch)
                 budget -= batch.record_count
-            self._applied_offset = committed[-1].end_offset
+            self._applied_offset = (
+                committed[-1].end_offset if committed else self.log.high_watermark
+            )
         ready = Ready(
             election_to_persist=self._out_election,
             truncate_to=self._out_truncate,

@@ -592,8 +592,9 @@ class RaftDriver:
                 if self._stopping:
                     return
                 now = self.clock.now_ms()
-                gather = self._gather_until_ms(now)
-                if gather is None and (not self._inbox.empty() or self._operations or self._calls):
+                busy = not self._inbox.empty() or bool(self._calls)
+                gather = None if busy else self._gather_until_ms(now)
+                if busy or (self._operations and gather is None):
                     # Let handlers (Fetch, heartbeats) reach the inbox between two turns.
                     await asyncio.sleep(0)
                     continue
@@ -601,11 +602,7 @@ class RaftDriver:
                     ready.next_poll_at_ms if gather is None else min(ready.next_poll_at_ms, gather)
                 )
                 delay_s = max(0, deadline - now) / 1000
-                self._wakeup.clear()
-                if not self._inbox.empty() or self._calls:
-                    continue
-                if self._operations and gather is None:
-                    continue
+                self._wakeup.clear()  # nothing ran since the checks above: no ring is lost
                 idle_from_s = time.perf_counter()
                 self._gathering = gather is not None
                 try:
