@@ -16,10 +16,12 @@ import pytest
 
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
+from quorum.harness import free_port
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, RequestHeader
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.server import service
+from quorum.server.driver import peer_gone
 from quorum.server.grpc_server import make_server
 from quorum.server.service import PeerClients
 
@@ -81,15 +83,20 @@ class Leader:
         return None
 
 
+def leader_server(leader: Leader) -> grpc.aio.Server:
+    server = make_server()
+
+    class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: grpc.HandlerCallDetails) -> Any:
+            return leader.service(details)
+
+    server.add_generic_rpc_handlers((Handler(),))
+    return server
+
+
 def against(leader: Leader, body: Callable[[PeerClients, int], Awaitable[T]]) -> T:
     async def main() -> T:
-        server = make_server()
-
-        class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
-            def service(self, details: grpc.HandlerCallDetails) -> Any:
-                return leader.service(details)
-
-        server.add_generic_rpc_handlers((Handler(),))
+        server = leader_server(leader)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         peers = PeerClients({2: HostPort("127.0.0.1", port)}, request_timeout_ms=2_000)
@@ -212,3 +219,45 @@ def test_the_leader_ends_a_stream_that_carries_no_request(
     error = asyncio.run(main())
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert "no Fetch on this stream for 0.2 s" in (error.details() or "")
+
+
+def test_a_peer_back_from_a_restart_is_reached_at_once_not_after_a_reconnect_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A channel whose connection was refused waits out a reconnect backoff and fails every
+    call at once meanwhile with the old error, even once the peer listens again: a leader
+    restarted a moment ago looked dead (``peer_gone``) to its followers. PeerClients replaces
+    such a channel, so the next Fetch reaches the peer at once. The backoff here is 30 s, so
+    only the replacement can explain the answer."""
+    monkeypatch.setattr(
+        service,
+        "GRPC_OPTIONS",
+        [
+            *service.GRPC_OPTIONS,
+            ("grpc.initial_reconnect_backoff_ms", 30_000),
+            ("grpc.min_reconnect_backoff_ms", 30_000),
+        ],
+    )
+    leader = Leader()
+
+    async def main() -> None:
+        port = free_port()
+        peers = PeerClients({2: HostPort("127.0.0.1", port)}, request_timeout_ms=2_000)
+        server = None
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:  # nothing listens yet
+                await peers.send(fetch(1))
+            assert peer_gone(refused.value)
+            server = leader_server(leader)
+            server.add_insecure_port(f"127.0.0.1:{port}")
+            await server.start()
+            answer = await peers.send(fetch(2))
+            assert isinstance(answer, FetchResponse)
+            assert answer.high_watermark == 2
+        finally:
+            await peers.close()
+            if server is not None:
+                await server.stop(None)
+
+    asyncio.run(main())
+    assert leader.streamed == [2]

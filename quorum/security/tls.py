@@ -28,6 +28,7 @@ import os
 import re
 import ssl
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,9 @@ DEV_CERTS_HINT: Final = (
 )
 # How long a channel replaced after a rotation lets its calls in flight finish.
 CHANNEL_CLOSE_GRACE_S: Final = 5.0
+# A channel waiting out a reconnect backoff is replaced by a fresh one at most this often per
+# address (``AioChannels``): a peer that stays down costs a refused connection per interval.
+STALE_CHANNEL_REPLACE_S: Final = 0.1
 
 _log = structlog.get_logger("quorum.security")
 
@@ -490,11 +494,16 @@ class AioChannels:
     options: Sequence[tuple[str, Any]] | None = None
     _channels: dict[str, tuple[tuple[object, ...], grpc.aio.Channel]] = field(default_factory=dict)
     _closing: set[asyncio.Task[None]] = field(default_factory=set)
+    _replaced_at: dict[str, float] = field(default_factory=dict)
 
     def get(self, address: str) -> grpc.aio.Channel:
         stamp = self.security.stamp()
         entry = self._channels.get(address)
-        if entry is not None and entry[0] == stamp:
+        if (
+            entry is not None
+            and entry[0] == stamp
+            and not self._waiting_to_reconnect(address, entry[1])
+        ):
             return entry[1]
         if entry is not None:
             task = asyncio.get_running_loop().create_task(
@@ -505,6 +514,20 @@ class AioChannels:
         channel = self.security.aio_channel(address, self.options)
         self._channels[address] = (stamp, channel)
         return channel
+
+    def _waiting_to_reconnect(self, address: str, channel: grpc.aio.Channel) -> bool:
+        """Whether to replace a channel that waits out a reconnect backoff: it fails every call
+        at once with its last error (connection refused) even when the peer is back, so a
+        node restarted a moment ago would look dead to a caller for the rest of the backoff.
+        A fresh channel connects at once (and a peer still down refuses at once). At most
+        every ``STALE_CHANNEL_REPLACE_S`` per address."""
+        if channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            return False
+        now = time.monotonic()
+        if now - self._replaced_at.get(address, -STALE_CHANNEL_REPLACE_S) < STALE_CHANNEL_REPLACE_S:
+            return False
+        self._replaced_at[address] = now
+        return True
 
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
