@@ -436,7 +436,7 @@ class Metaquorum(System):
 
     def _applied(self, node_id: int, offset: int) -> bool:
         request = admin_pb2.DescribeClusterRequest(min_metadata_offset=offset)
-        with self.security.channel(self.cluster.nodes[node_id].address) as channel:
+        with self.cluster.channel(node_id) as channel:
             try:
                 answer = admin_pb2_grpc.AdminServiceStub(channel).DescribeCluster(
                     request, timeout=1
