@@ -105,8 +105,10 @@ def test_a_waiting_batch_says_until_when_proposals_still_join_it() -> None:
     assert plain.waits_until_ms(101, in_flight=True) is None  # drained at each poll
 
 
-def fetch(replica: int, offset: int) -> Envelope:
-    request = FetchRequest(RequestHeader("c", METADATA_TOPIC_ID, 0), replica, 1, offset, 1, 500, 1)
+def fetch(replica: int, offset: int, high_watermark: int = 0) -> Envelope:
+    request = FetchRequest(
+        RequestHeader("c", METADATA_TOPIC_ID, 0), replica, 1, offset, 1, 500, 1, high_watermark
+    )
     return Envelope(replica, 1, replica * 10, request)
 
 
@@ -124,3 +126,21 @@ def test_purgatory_completes_on_news_or_deadline() -> None:
     purgatory.park(2, fetch(2, 5), deadline_ms=100)
     assert [e.source for e in purgatory.pop_all()] == [2]
     assert len(purgatory) == 0
+
+
+def test_purgatory_keeps_when_each_fetcher_learned_of_a_newer_high_watermark() -> None:
+    purgatory = FetchPurgatory()
+    purgatory.park(2, fetch(2, 7, high_watermark=5), deadline_ms=500, news_since_ms=10)
+    purgatory.park(3, fetch(3, 7, high_watermark=6), deadline_ms=500)
+    purgatory.park(4, fetch(4, 7, high_watermark=7), deadline_ms=500)
+    assert purgatory.oldest_news_ms() == 10
+    # The high watermark moves to 7 at 12: news for 3 from then on; 2 had news already, 4
+    # knows 7.
+    purgatory.high_watermark_moved(7, now_ms=12)
+    assert purgatory.oldest_news_ms() == 10
+    assert purgatory.pop_completable(now_ms=14, log_end_offset=7, news_before_ms=9) == []
+    assert [e.source for e in purgatory.pop_completable(14, 7, news_before_ms=10)] == [2]
+    assert purgatory.oldest_news_ms() == 12
+    assert purgatory.pop_completable(now_ms=16, log_end_offset=7, news_before_ms=11) == []
+    assert [e.source for e in purgatory.pop_completable(17, 7, news_before_ms=12)] == [3]
+    assert purgatory.oldest_news_ms() is None and 4 in purgatory

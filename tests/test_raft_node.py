@@ -695,6 +695,59 @@ def test_parked_fetch_is_answered_when_the_leader_steps_down() -> None:
     assert not ctx.node.is_leader() and ctx.node.maybe_leader_state() is None
 
 
+def test_high_watermark_news_waits_the_notify_delay_per_fetcher() -> None:
+    """A parked Fetch whose only news is a higher high watermark is answered
+    ``high_watermark_notify_delay_ms`` after the high watermark passed what *that* fetcher
+    knows, not after a delay that began with another fetcher's news: writes a few
+    milliseconds apart then carry the high watermark along with their data instead of
+    costing each follower a second Fetch round. New data answers at once."""
+    ctx = Context()
+    ctx.elect()
+    delay = ctx.node.config.high_watermark_notify_delay_ms
+    assert delay == 5
+    epoch = ctx.node.epoch
+    end = ctx.node.log_end_offset
+    for voter in (2, 3):  # both catch up and learn the high watermark
+        ctx.deliver(voter, fetch_request(voter, epoch, end, epoch))
+    ctx.poll()
+    hw = ctx.node.high_watermark
+    assert hw == end
+
+    def parked_fetch(voter: int, offset: int, known_hw: int) -> FetchRequest:
+        return FetchRequest(HEADER, voter, epoch, offset, epoch, 500, 1 << 20, known_hw)
+
+    def answered(ready: Ready) -> list[int]:
+        return sorted(e.destination for e in ctx.sent(ready, FetchResponse))
+
+    ctx.node.propose([NoOpRecord()], ctx.now_ms)
+    ctx.poll()  # appended (and durable: the context advances every Ready)
+    new_end = ctx.node.log_end_offset
+    assert new_end > end
+    # Voter 2 has the batch: the high watermark passes it, and voter 2 parks behind it.
+    ctx.deliver(2, parked_fetch(2, new_end, hw))
+    assert answered(ctx.poll()) == []
+    assert ctx.node.high_watermark == new_end
+    # 3 ms later voter 3 has it too and parks, also behind.
+    ctx.now_ms += 3
+    ctx.deliver(3, parked_fetch(3, new_end, hw))
+    assert answered(ctx.poll()) == []
+    # Voter 2's news is now the delay old, voter 3's is not yet.
+    assert answered(ctx.poll(advance_ms=delay - 3)) == [2]
+    assert answered(ctx.poll(advance_ms=2)) == []
+    assert answered(ctx.poll(advance_ms=1)) == [3]
+    # New data answers a parked Fetch at once, with the high watermark along.
+    for voter in (2, 3):
+        ctx.deliver(voter, parked_fetch(voter, new_end, new_end))
+    assert answered(ctx.poll()) == []
+    ctx.node.propose([NoOpRecord()], ctx.now_ms)
+    ready = ctx.poll()
+    assert answered(ready) == [2, 3]
+    for envelope in ctx.sent(ready, FetchResponse):
+        assert isinstance(envelope.message, FetchResponse)
+        assert envelope.message.high_watermark == new_end
+        assert envelope.message.batches
+
+
 def test_a_header_error_is_reported_once() -> None:
     ctx = Context()
     ctx.poll()

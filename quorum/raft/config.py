@@ -70,10 +70,11 @@ class RaftConfig:
     # of one epoch and splitting the vote. No Kafka key: false only to compare
     # (tests/test_sim.py).
     pre_vote_lower_id_first: bool = True
-    # A parked Fetch whose only news would be a higher high watermark is answered after at
-    # most this long instead of at once: under load new data arrives sooner and the high
-    # watermark rides along with it, so a follower costs one Fetch round per commit, not two
-    # (data, then the high watermark that data made). Fetchers learn the high watermark at
+    # A parked Fetch whose only news would be a higher high watermark is answered this long
+    # after the high watermark passed the one its fetcher knows, instead of at once: new data
+    # that arrives sooner carries the high watermark along, so a follower costs one Fetch
+    # round per commit, not two (data, then the high watermark that data made), under load
+    # and for writes a few milliseconds apart alike. Fetchers learn the high watermark at
     # most this much later; a read fence (``RaftNode.read_barrier``) still answers at once.
     # No Kafka key; 0 answers at once, as Kafka does.
     high_watermark_notify_delay_ms: int = 5

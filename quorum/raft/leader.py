@@ -81,9 +81,6 @@ class LeaderState:
     begin_quorum_epoch_resend_at_ms: int = 0
     idle_deadline_ms: int = 0
     fetch_purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
-    # When parked Fetches behind the high watermark get it even without new data
-    # (``RaftConfig.high_watermark_notify_delay_ms``); None: nothing to tell.
-    high_watermark_notify_at_ms: int | None = None
     # Read fences (Raft's ReadIndex, without clocks): ``new_read_fence`` hands out a number that
     # every FetchResponse from then on carries; a voter echoes the newest one it received in its
     # next Fetch. A majority echoing fence f (the leader counts itself) proves this node still
@@ -273,8 +270,10 @@ class LeaderState:
         NoOp, parked Fetch waits, the open batch's linger, the check-quorum deadline."""
         timers = [self.begin_quorum_epoch_resend_at_ms, self.idle_deadline_ms]
         timers.extend(self.fetch_purgatory.deadlines_ms())
-        if self.high_watermark_notify_at_ms is not None:
-            timers.append(self.high_watermark_notify_at_ms)
+        news_ms = self.fetch_purgatory.oldest_news_ms()
+        if news_ms is not None:
+            # A parked fetcher behind the high watermark gets it at most this much later.
+            timers.append(news_ms + config.high_watermark_notify_delay_ms)
         drain_at = self.accumulator.drain_deadline_ms()
         if drain_at is not None:
             timers.append(drain_at)

@@ -1283,11 +1283,15 @@ class RaftNode:
             self._complete_fetch(envelope)
         else:
             wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            leader.fetch_purgatory.park(request.replica_id, envelope, self._now_ms + wait)
-            if request.high_watermark < self.log.high_watermark:
-                # Only the high watermark is news: it goes with the next data, or at the
-                # notify deadline.
-                self._schedule_high_watermark_notice(leader)
+            # Only the high watermark may be news: it goes with the next data, or once it is
+            # high_watermark_notify_delay_ms old for this fetcher.
+            behind = request.high_watermark < self.log.high_watermark
+            leader.fetch_purgatory.park(
+                request.replica_id,
+                envelope,
+                self._now_ms + wait,
+                news_since_ms=self._now_ms if behind else None,
+            )
 
     def _fetch_request_problem(self, request: FetchRequest) -> str:
         """What makes a Fetch request invalid ("" if nothing)."""
@@ -1945,15 +1949,10 @@ class RaftNode:
                 )
             )
             state.idle_deadline_ms = now + self.config.idle_interval_ms
-        # Long-poll fetches: answer those with news or past their wait, and, once the notify
-        # delay is over, those behind the high watermark.
-        notify = state.high_watermark_notify_at_ms
-        high_watermark = None
-        if notify is not None and now >= notify:
-            state.high_watermark_notify_at_ms = None
-            high_watermark = self.log.high_watermark
+        # Long-poll fetches: answer those with data or past their wait, and those whose
+        # high-watermark news is the notify delay old.
         for envelope in state.fetch_purgatory.pop_completable(
-            now, self.log.log_end_offset, high_watermark
+            now, self.log.log_end_offset, now - self.config.high_watermark_notify_delay_ms
         ):
             self._complete_fetch(envelope)
 
@@ -1978,14 +1977,14 @@ class RaftNode:
             self._maybe_complete_voter_change(leader)
 
     def _schedule_high_watermark_notice(self, leader: LeaderState) -> None:
-        delay = self.config.high_watermark_notify_delay_ms
-        if delay == 0:
+        """The high watermark moved: each parked fetcher behind it has news from now on (and
+        is answered at once when there is no notify delay)."""
+        leader.fetch_purgatory.high_watermark_moved(self.log.high_watermark, self._now_ms)
+        if self.config.high_watermark_notify_delay_ms == 0:
             for envelope in leader.fetch_purgatory.pop_completable(
-                self._now_ms, self.log.log_end_offset, self.log.high_watermark
+                self._now_ms, self.log.log_end_offset, self._now_ms
             ):
                 self._complete_fetch(envelope)
-        elif leader.high_watermark_notify_at_ms is None:
-            leader.high_watermark_notify_at_ms = self._now_ms + delay
 
     def poll_candidate(self, state: CandidateState) -> None:
         now = self._now_ms
