@@ -14,12 +14,12 @@ from structlog.testing import capture_logs
 
 from quorum import limits
 from quorum.errors import ErrorCode
-from quorum.metadata.batch import LogBatch, decode_batch
-from quorum.metadata.records import ConfigRecord, ConfigResourceType, Record
+from quorum.metadata.batch import LogBatch, decode_batch, encode_batch
+from quorum.metadata.records import ConfigRecord, ConfigResourceType, NoOpRecord, Record
 from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
-from quorum.raft.messages import Envelope, FetchResponse, Message, VoteResponse
+from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, Message, VoteResponse
 from quorum.raft.node import RaftNode, Ready
 from quorum.raft.ready_plan import plan_ready, propose_in_batches
 from quorum.server import driver as driver_module
@@ -263,6 +263,62 @@ def test_a_busy_leader_gathers_operations_while_its_open_batch_waits(
         await stop(driver, task)
 
     asyncio.run(main())
+
+
+def test_a_follower_acknowledges_before_it_applies(tmp_path: Path) -> None:
+    """A follower's next Fetch says what it made durable, and the leader's commit (so the
+    client's answer) waits for it: the follower sends it before it applies the batches the
+    previous answer committed, not after."""
+    events: list[str] = []
+    leader_batches = [
+        encode_batch(base_offset=i, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+        for i in range(2)
+    ]
+    done = asyncio.Event()
+
+    async def leader(envelope: Envelope) -> Message:
+        request = envelope.message
+        assert isinstance(request, FetchRequest), request
+        offset = request.fetch_offset
+        events.append(f"fetch {offset}")
+        if offset >= len(leader_batches):
+            await done.wait()  # parked: nothing new
+            offset = len(leader_batches) - 1
+        # One batch per answer; the high watermark is what the follower had when it asked.
+        return FetchResponse(
+            ErrorCode.NONE, 1, 1, request.fetch_offset, 0, batches=(leader_batches[offset],)
+        )
+
+    async def main() -> None:
+        log = SegmentedLog.open(tmp_path)
+        clock = Clock()
+        voters = frozenset({1, 2, 3})
+        node = RaftNode(
+            node_id=2,
+            voters=voters,
+            cluster_id="driver-test",
+            config=RaftConfig(),
+            rng=random.Random(1),
+            now_ms=clock.now_ms(),
+            election_state=ElectionState(epoch=1, leader_id=1, voted_id=None, voters=voters),
+            batches=[],
+        )
+        driver = RaftDriver(
+            node=node,
+            log=log,
+            election_store=ElectionStore(tmp_path / "quorum-state"),
+            send_request=leader,
+            clock=clock,
+            on_committed=lambda batches: events.extend(f"apply {b.base_offset}" for b in batches),
+        )
+        task = asyncio.create_task(driver.run())
+        reached = await driver.wait_for(lambda: "fetch 2" in events and "apply 0" in events, 5)
+        assert reached, (events, node.state)
+        done.set()
+        await stop(driver, task)
+
+    asyncio.run(main())
+    assert events[:4] == ["fetch 0", "fetch 1", "fetch 2", "apply 0"], events
 
 
 def test_a_full_operation_queue_refuses_clients_but_not_the_controller(

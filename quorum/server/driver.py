@@ -569,6 +569,13 @@ class RaftDriver:
                 self._dispatch(plan.send_before_flush)
                 await self._persist(plan, turn)
                 self._dispatch(plan.send_after_flush)
+                if plan.send_after_flush and plan.committed_batches:
+                    # What was made durable is acknowledged (a follower's next Fetch) before
+                    # the committed batches are applied, not after: the leader's commit
+                    # waits for that Fetch, and the apply can wait.
+                    turn.pause()
+                    await asyncio.sleep(0)
+                    turn.resume()
                 await self._apply(plan, turn)
                 node.advance(ready)
                 self.ready_count += 1
