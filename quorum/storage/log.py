@@ -315,21 +315,24 @@ class SegmentedLog:
         expected_offset = self.log_end_offset
         epoch_floor = self.last_epoch
         for batch in batches:
-            _require(
-                batch.base_offset == expected_offset,
-                f"append of {batch!r} at log end offset {expected_offset}: offsets must be "
-                "contiguous",
-            )
-            _require(
-                batch.epoch >= epoch_floor,
-                f"append of {batch!r} after epoch {epoch_floor}: epochs must not go back",
-            )
-            _require(batch.epoch <= INT32_MAX, f"epoch of {batch!r} does not fit in an i32")
-            _require(batch.record_count <= INT32_MAX, f"record count of {batch!r} exceeds i32")
-            _require(
-                FRAME_LENGTH_MIN + len(batch.data) <= FRAME_LENGTH_MAX,
-                f"{batch!r} does not fit in a frame (FRAME_LENGTH_MAX={FRAME_LENGTH_MAX})",
-            )
+            # The messages are built only on failure: every append and Fetch passes here.
+            if batch.base_offset != expected_offset:
+                raise StorageInvariantError(
+                    f"append of {batch!r} at log end offset {expected_offset}: offsets must be "
+                    "contiguous"
+                )
+            if batch.epoch < epoch_floor:
+                raise StorageInvariantError(
+                    f"append of {batch!r} after epoch {epoch_floor}: epochs must not go back"
+                )
+            if batch.epoch > INT32_MAX:
+                raise StorageInvariantError(f"epoch of {batch!r} does not fit in an i32")
+            if batch.record_count > INT32_MAX:
+                raise StorageInvariantError(f"record count of {batch!r} exceeds i32")
+            if FRAME_LENGTH_MIN + len(batch.data) > FRAME_LENGTH_MAX:
+                raise StorageInvariantError(
+                    f"{batch!r} does not fit in a frame (FRAME_LENGTH_MAX={FRAME_LENGTH_MAX})"
+                )
             expected_offset = batch.end_offset
             epoch_floor = batch.epoch
         try:
@@ -658,12 +661,13 @@ class SegmentedLog:
         ``StorageInvariantError``: the Fetch handler must answer that case itself.
         """
         self._check_usable()
-        _require(max_bytes >= 0, f"{max_bytes=}")
-        _require(
-            self.log_start_offset <= from_offset <= self.log_end_offset,
-            f"read from {from_offset} outside the log "
-            f"[{self.log_start_offset}, {self.log_end_offset}]",
-        )
+        if max_bytes < 0:
+            raise StorageInvariantError(f"{max_bytes=}")
+        if not self.log_start_offset <= from_offset <= self.log_end_offset:
+            raise StorageInvariantError(
+                f"read from {from_offset} outside the log "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
         if from_offset == self.log_end_offset:
             return []
         segment_index = self._segment_index_for(from_offset)
@@ -854,7 +858,8 @@ class SegmentedLog:
                 f"the metadata log in {self._directory} failed an earlier write or fsync "
                 f"({self._failed!r}); restart the node to recover from what is on disk"
             ) from self._failed
-        _require(not self._closed, f"{self!r} is closed")
+        if self._closed:
+            raise StorageInvariantError(f"{self!r} is closed")
 
     def _fail(self, exc: BaseException) -> None:
         self._failed = exc
