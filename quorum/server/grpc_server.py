@@ -140,12 +140,22 @@ def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMe
     behaviour = handler.unary_unary
     assert deserialize is not None and behaviour is not None
 
-    async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await _refuse_undecodable(request, context)
-        result = behaviour(request, context)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+    if inspect.iscoroutinefunction(behaviour):
+        # Every call of the node passes here: no awaitable check, no coroutine for the
+        # decoding check unless the request did not decode.
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if type(request) is Undecodable:
+                await _refuse_undecodable(request, context)
+            return await behaviour(request, context)
+
+    else:
+
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await _refuse_undecodable(request, context)
+            result = behaviour(request, context)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
 
     return grpc.unary_unary_rpc_method_handler(
         unary_unary,
