@@ -20,6 +20,7 @@ from quorum.harness import free_port
 from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, RequestHeader
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
+from quorum.security.identity import Caller, CallerResolver
 from quorum.server import service
 from quorum.server.driver import peer_gone
 from quorum.server.grpc_server import make_server
@@ -219,6 +220,61 @@ def test_the_leader_ends_a_stream_that_carries_no_request(
     error = asyncio.run(main())
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert "no Fetch on this stream for 0.2 s" in (error.details() or "")
+
+
+def test_a_stream_resolves_its_caller_once_not_per_fetch() -> None:
+    """Who sent a stream's Fetches (certificate, metadata) cannot change within the call: the
+    leader resolves it at the first Fetch and checks every Fetch's replica id against it."""
+    resolved: list[str] = []
+
+    class CountingResolver(CallerResolver):
+        def caller(self, context: Any) -> Caller:
+            found = super().caller(context)
+            resolved.append(found.principal)
+            return found
+
+    async def request(_source: int, message: Any, _timeout_s: float) -> FetchResponse:
+        return FetchResponse(ErrorCode.NONE, 1, 3, message.fetch_offset, 0)
+
+    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
+    servicer = service.QuorumServicer(
+        SimpleNamespace(node=node, request=request),  # type: ignore[arg-type]
+        cluster_id="stream-test",
+        endpoints={},
+        leader_stub=lambda _node_id: None,
+        callers=CountingResolver(),
+    )
+
+    async def main() -> list[int]:
+        server = make_server()
+        raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = raft_pb2_grpc.QuorumServiceStub(channel).FetchStream()
+                answers = []
+                for offset in (4, 5, 6):
+                    await call.write(
+                        raft_pb2.FetchRequest(
+                            cluster_id="stream-test",
+                            topic_id=METADATA_TOPIC_ID.bytes,
+                            replica_id=2,
+                            current_leader_epoch=3,
+                            fetch_offset=offset,
+                            max_bytes=1024,
+                        )
+                    )
+                    answer = await call.read()
+                    assert answer.error_code == 0, answer
+                    answers.append(answer.high_watermark)
+                await call.done_writing()
+                return answers
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(main()) == [4, 5, 6]
+    assert resolved == ["User:ANONYMOUS"]
 
 
 def test_a_peer_back_from_a_restart_is_reached_at_once_not_after_a_reconnect_backoff(

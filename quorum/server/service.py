@@ -142,9 +142,17 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         self._image = image or (lambda: MetadataImage.EMPTY)
 
     def _refuse(
-        self, context: grpc.aio.ServicerContext, method: str, field: str, claimed: int
+        self,
+        context: grpc.aio.ServicerContext,
+        method: str,
+        field: str,
+        claimed: int,
+        caller: Caller | None = None,
     ) -> tuple[Caller, IdentityRefusal] | None:
-        caller = self._callers.caller(context)
+        """The refusal of a request whose ``field`` claims node ``claimed``, or None.
+        ``caller``: who the call's connection authenticated, if already known."""
+        if caller is None:
+            caller = self._callers.caller(context)
         refusal = refuse_claim(caller, self._cluster_id, field, claimed)
         if refusal is None:
             return None
@@ -201,14 +209,16 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         response.unaligned_records = data
         return response
 
-    async def _handle(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _handle(
+        self, request: Any, context: grpc.aio.ServicerContext, caller: Caller | None = None
+    ) -> Any:
         try:
             message = transport.request_from_proto(request)
         except transport.MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         claim = claimed_node_id(message)
         if claim is not None:
-            refused = self._refuse(context, type(message).__name__, *claim)
+            refused = self._refuse(context, type(message).__name__, *claim, caller=caller)
             if refused is not None:
                 return transport.response_to_proto(
                     self._refusal_response(message, refused[1]), refused[1].message
@@ -370,6 +380,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         ``FETCH_STREAM_IDLE_S`` ends DEADLINE_EXCEEDED: a replica fetches at least every long
         poll, so only a stalled or hostile one holds a stream that long."""
         pending = aiter(requests)
+        # Every request of a stream comes over one call of one connection: who sent it is
+        # resolved once, not per Fetch (the certificate and metadata cannot change).
+        caller: Caller | None = None
         while True:
             try:
                 async with asyncio.timeout(FETCH_STREAM_IDLE_S):
@@ -382,7 +395,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                     f"no Fetch on this stream for {FETCH_STREAM_IDLE_S:g} s; a replica sends "
                     "one at least every long poll: open a new stream",
                 )
-            yield await self._handle(request, context)
+            if caller is None:
+                caller = self._callers.caller(context)
+            yield await self._handle(request, context, caller)
 
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Answered by the leader. Tools do not know the cluster id: an empty one means this
