@@ -6,6 +6,7 @@ ends the stream INVALID_ARGUMENT at the first message that does not decode."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import SimpleNamespace
@@ -189,33 +190,47 @@ def test_an_undecodable_message_ends_the_stream_invalid_argument() -> None:
     assert f"({len(TRUNCATED)} bytes received)" in details
 
 
+def leading_servicer(**driver: Any) -> service.QuorumServicer:
+    """The QuorumService of node 1, leader of epoch 3, on a stand-in driver (``driver``: its
+    other attributes, e.g. ``request``) and with the default ``callers`` unless given."""
+    callers = driver.pop("callers", None)
+    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
+    return service.QuorumServicer(
+        SimpleNamespace(node=node, **driver),  # type: ignore[arg-type]
+        cluster_id="stream-test",
+        endpoints={},
+        leader_stub=lambda _node_id: None,
+        callers=callers,
+    )
+
+
+@contextlib.asynccontextmanager
+async def fetch_stream_to(servicer: service.QuorumServicer) -> AsyncIterator[Any]:
+    """A FetchStream call to a server of ``servicer`` on a free port."""
+    server = make_server()
+    raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield raft_pb2_grpc.QuorumServiceStub(channel).FetchStream()
+    finally:
+        await server.stop(None)
+
+
 def test_the_leader_ends_a_stream_that_carries_no_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An idle stream (a stalled or hostile replica) does not hold a handler for ever."""
     monkeypatch.setattr(service, "FETCH_STREAM_IDLE_S", 0.2)
-    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
-    servicer = service.QuorumServicer(
-        SimpleNamespace(node=node),
-        cluster_id="stream-test",
-        endpoints={},
-        leader_stub=lambda _node_id: None,
-    )
+    servicer = leading_servicer()
 
     async def main() -> grpc.aio.AioRpcError:
-        server = make_server()
-        raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                call = raft_pb2_grpc.QuorumServiceStub(channel).FetchStream()
-                with pytest.raises(grpc.aio.AioRpcError) as caught:
-                    async with asyncio.timeout(10):
-                        await call.read()
-                return caught.value
-        finally:
-            await server.stop(None)
+        async with fetch_stream_to(servicer) as call:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                async with asyncio.timeout(10):
+                    await call.read()
+            return caught.value
 
     error = asyncio.run(main())
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -236,42 +251,27 @@ def test_a_stream_resolves_its_caller_once_not_per_fetch() -> None:
     async def request(_source: int, message: Any, _timeout_s: float) -> FetchResponse:
         return FetchResponse(ErrorCode.NONE, 1, 3, message.fetch_offset, 0)
 
-    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
-    servicer = service.QuorumServicer(
-        SimpleNamespace(node=node, request=request),  # type: ignore[arg-type]
-        cluster_id="stream-test",
-        endpoints={},
-        leader_stub=lambda _node_id: None,
-        callers=CountingResolver(),
-    )
+    servicer = leading_servicer(request=request, callers=CountingResolver())
 
     async def main() -> list[int]:
-        server = make_server()
-        raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                call = raft_pb2_grpc.QuorumServiceStub(channel).FetchStream()
-                answers = []
-                for offset in (4, 5, 6):
-                    await call.write(
-                        raft_pb2.FetchRequest(
-                            cluster_id="stream-test",
-                            topic_id=METADATA_TOPIC_ID.bytes,
-                            replica_id=2,
-                            current_leader_epoch=3,
-                            fetch_offset=offset,
-                            max_bytes=1024,
-                        )
+        async with fetch_stream_to(servicer) as call:
+            answers = []
+            for offset in (4, 5, 6):
+                await call.write(
+                    raft_pb2.FetchRequest(
+                        cluster_id="stream-test",
+                        topic_id=METADATA_TOPIC_ID.bytes,
+                        replica_id=2,
+                        current_leader_epoch=3,
+                        fetch_offset=offset,
+                        max_bytes=1024,
                     )
-                    answer = await call.read()
-                    assert answer.error_code == 0, answer
-                    answers.append(answer.high_watermark)
-                await call.done_writing()
-                return answers
-        finally:
-            await server.stop(None)
+                )
+                answer = await call.read()
+                assert answer.error_code == 0, answer
+                answers.append(answer.high_watermark)
+            await call.done_writing()
+            return answers
 
     assert asyncio.run(main()) == [4, 5, 6]
     assert resolved == ["User:ANONYMOUS"]
