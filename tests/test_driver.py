@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
 from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, Message, VoteResponse
-from quorum.raft.node import RaftNode, Ready
+from quorum.raft.node import Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import plan_ready, propose_in_batches
 from quorum.server import driver as driver_module
 from quorum.server.driver import (
@@ -40,7 +41,7 @@ async def _no_peers(envelope: Envelope) -> Message:
     raise OSError("single-voter test: no peers")
 
 
-def make_driver(directory: Path) -> RaftDriver:
+def make_driver(directory: Path, config: RaftConfig | None = None) -> RaftDriver:
     log = SegmentedLog.open(directory)
     store = ElectionStore(directory / "quorum-state")
     clock = Clock()
@@ -48,7 +49,8 @@ def make_driver(directory: Path) -> RaftDriver:
         node_id=1,
         voters=frozenset({1}),
         cluster_id="driver-test",
-        config=RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, fetch_max_wait_ms=100),
+        config=config
+        or RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, fetch_max_wait_ms=100),
         rng=random.Random(1),
         now_ms=clock.now_ms(),
         election_state=store.read(),
@@ -177,8 +179,10 @@ def test_propose_in_batches_splits_only_what_does_not_fit_in_one_batch() -> None
 # ----- bounds at the edge: queued operations, waiting reads, send failures ----------------------
 
 
-async def leading_driver(directory: Path) -> tuple[RaftDriver, asyncio.Task[None]]:
-    driver = make_driver(directory)
+async def leading_driver(
+    directory: Path, config: RaftConfig | None = None
+) -> tuple[RaftDriver, asyncio.Task[None]]:
+    driver = make_driver(directory, config)
     task = asyncio.create_task(driver.run())
     assert await driver.wait_for(driver.node.is_leader, 5)
     return driver, task
@@ -260,6 +264,49 @@ def test_a_busy_leader_gathers_operations_while_its_open_batch_waits(
         pending += await submit_one_by_one(6)  # the queue reaches the bound: run at once
         await asyncio.wait_for(asyncio.gather(*pending), 5)
         assert len(set(turns)) <= 4, turns  # 11 operations, far fewer turns
+        await stop(driver, task)
+
+    asyncio.run(main())
+
+
+def test_deadlines_are_kept_by_the_loop_even_while_it_sleeps(tmp_path: Path) -> None:
+    """A caller's deadline (``submit``, ``wait_committed``) fails its future with TimeoutError
+    once passed, even when the loop would otherwise sleep far longer (a leader with nothing
+    to do for about a second); an operation whose deadline passed never runs; and the
+    deadlines of callers answered long before theirs do not pile up."""
+
+    async def main() -> None:
+        quiet = RaftConfig(election_timeout_ms=50, idle_interval_ms=60_000)
+        driver, task = await leading_driver(tmp_path, quiet)
+        ran: list[int] = []
+
+        def operation(next_offset: int) -> tuple[list[Record], None]:
+            ran.append(next_offset)
+            return [], None
+
+        # Many callers answered at once, each with a deadline a minute away.
+        far = time.monotonic() + 60
+        for _ in range(3 * driver_module.DEADLINES_PRUNED_FROM):
+            await driver.submit(operation, from_client=True, deadline_s=far)
+        assert len(driver._deadlines) <= driver_module.DEADLINES_PRUNED_FROM + 1
+        ran.clear()
+
+        # A deadline already passed: the operation is refused before it runs.
+        with pytest.raises(TimeoutError):
+            await driver.submit(operation, from_client=True, deadline_s=time.monotonic() - 1)
+        assert ran == []
+
+        # A commit that never comes, while the loop has nothing to do for about a second.
+        await asyncio.sleep(0.05)
+        assert driver._waiting_until_s is not None
+        assert driver._waiting_until_s - time.monotonic() > 0.5
+        never = Proposal(driver.node.epoch, 10**9, 10**9)  # far beyond the log end
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await driver.wait_committed(never, deadline_s=started + 0.05)
+        assert 0.04 <= time.monotonic() - started < 0.45
+        await driver.submit(operation, from_client=True)  # the loop goes on
+        assert len(ran) == 1
         await stop(driver, task)
 
     asyncio.run(main())

@@ -203,7 +203,9 @@ class OverloadedDriver:
     def __init__(self) -> None:
         self.node = fake_driver().node
 
-    async def submit(self, operation: Any, *, from_client: bool = False) -> Any:
+    async def submit(
+        self, operation: Any, *, from_client: bool = False, deadline_s: float | None = None
+    ) -> Any:
         assert from_client
         raise OperationQueueFullError("1000 operations are already queued (at most 1000)")
 

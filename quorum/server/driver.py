@@ -81,6 +81,9 @@ YIELD_AFTER_S = 0.005
 # Operations a busy leader gathers at most before it runs them (``_gather_until_ms``): well
 # below CONTROLLER_OPERATIONS_QUEUED_MAX, so gathering never makes a client see a full queue.
 OPERATIONS_GATHERED_MAX = 256
+# The deadline heap (``_expire_at``) is pruned of answered callers once it holds this many
+# entries and twice as many as the operations and commits still waiting.
+DEADLINES_PRUNED_FROM = 1024
 
 
 class Clock:
@@ -313,6 +316,16 @@ class RaftDriver:
         self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._replies: dict[int, asyncio.Future[Message]] = {}
         self._commits: list[_Commit] = []
+        # Deadlines of callers' futures (``submit``, ``wait_committed``): a heap of (monotonic
+        # seconds, sequence, future), failed with TimeoutError at the start of the first turn
+        # after they pass (the loop's wait ends by the earliest). Kept here instead of an
+        # asyncio.timeout per request, a loop timer set and cancelled each time: alternated
+        # A/B at 64 CreateTopics in flight, leader CPU per write -7 and -29 us, throughput +2
+        # and +6.5 % (11 of 15 pairs faster).
+        self._deadlines: list[tuple[float, int, asyncio.Future[Any]]] = []
+        self._deadline_sequence = itertools.count()
+        # When the loop's current wait for its doorbell ends (None: it is not waiting).
+        self._waiting_until_s: float | None = None
         self._inbound_ids = itertools.count(INBOUND_CORRELATION_BASE)
         self._wakeup = _Wakeup()
         # While the loop gathers operations (``_gather_until_ms``), a new one does not ring.
@@ -364,14 +377,20 @@ class RaftDriver:
             self._replies.pop(correlation_id, None)
 
     async def submit(
-        self, operation: Operation[T], *, from_client: bool = False
+        self,
+        operation: Operation[T],
+        *,
+        from_client: bool = False,
+        deadline_s: float | None = None,
     ) -> tuple[Proposal | None, T]:
         """Run ``operation`` in the loop while this node leads; append its records as one
         atomic batch. Returns where they will land (None when there were none) and the
         operation's answer. Raises ``NotLeaderError`` when this node does not lead and, for an
         operation ``from_client`` (an admin or broker RPC; the controller's own few operations
         are never refused), ``OperationQueueFullError`` when
-        ``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations are already queued."""
+        ``CONTROLLER_OPERATIONS_QUEUED_MAX`` operations are already queued. ``deadline_s``
+        (``time.monotonic()`` seconds): ``TimeoutError`` if the operation has not run by then
+        (it then never runs)."""
         if self._stopping:
             raise ShuttingDownError("the node is shutting down")
         if from_client and len(self._operations) >= limits.CONTROLLER_OPERATIONS_QUEUED_MAX:
@@ -389,8 +408,38 @@ class RaftDriver:
         self._operations.append(_Submitted(operation, future))
         if not self._gathering or len(self._operations) >= OPERATIONS_GATHERED_MAX:
             self._wakeup.set()
+        if deadline_s is not None:
+            self._expire_at(future, deadline_s)
         proposal, answer = await future
         return proposal, answer
+
+    def _expire_at(self, future: asyncio.Future[Any], deadline_s: float) -> None:
+        """Fail ``future`` with TimeoutError once ``deadline_s`` passes (if still pending)."""
+        deadlines = self._deadlines
+        if len(deadlines) >= DEADLINES_PRUNED_FROM and len(deadlines) >= 2 * (
+            len(self._operations) + len(self._commits)
+        ):
+            # Most entries belong to callers answered long before their deadline: drop them
+            # (amortised O(1) per entry: at least half of them go each time).
+            self._deadlines = deadlines = [d for d in deadlines if not d[2].done()]
+            heapq.heapify(deadlines)
+        heapq.heappush(deadlines, (deadline_s, next(self._deadline_sequence), future))
+        waiting_until_s = self._waiting_until_s
+        if waiting_until_s is not None and deadline_s < waiting_until_s:
+            self._wakeup.set()  # the loop would sleep past it: it waits less once woken
+
+    def _expire_deadlines(self) -> float | None:
+        """Fail the futures whose deadline passed; returns the next deadline (None: none)."""
+        deadlines = self._deadlines
+        now_s = time.monotonic()
+        while deadlines:
+            deadline_s, _, future = deadlines[0]
+            if not future.done():
+                if deadline_s > now_s:
+                    return deadline_s
+                future.set_exception(TimeoutError("the deadline passed"))
+            heapq.heappop(deadlines)
+        return None
 
     async def call_in_loop(self, function: Callable[[], T]) -> T:
         """Run ``function`` in the loop between two Readies (when the node may be changed:
@@ -409,12 +458,15 @@ class RaftDriver:
         assert proposal is not None
         return proposal
 
-    async def wait_committed(self, proposal: Proposal) -> int:
+    async def wait_committed(self, proposal: Proposal, *, deadline_s: float | None = None) -> int:
         """Wait until the proposal is committed in its epoch. Returns the high watermark then.
-        Raises ``NotLeaderError`` if leadership was lost before (the outcome is unknown)."""
+        Raises ``NotLeaderError`` if leadership was lost before (the outcome is unknown), and
+        ``TimeoutError`` if ``deadline_s`` (``time.monotonic()`` seconds) passes first."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._commits.append(_Commit(proposal, future))
         self._wakeup.set()
+        if deadline_s is not None:
+            self._expire_at(future, deadline_s)
         return await future
 
     async def read_index(self, timeout_s: float) -> int:
@@ -549,6 +601,7 @@ class RaftDriver:
         try:
             while True:
                 turn = _Turn(self._gc_timer)
+                next_deadline_s = self._expire_deadlines()
                 now = self.clock.now_ms()
                 node.wall_clock_offset_ms = self.clock.wall_offset_ms()
                 while not self._inbox.empty():
@@ -609,13 +662,17 @@ class RaftDriver:
                     ready.next_poll_at_ms if gather is None else min(ready.next_poll_at_ms, gather)
                 )
                 delay_s = max(0, deadline - now) / 1000
+                if next_deadline_s is not None:
+                    delay_s = min(delay_s, max(0.0, next_deadline_s - time.monotonic()))
                 self._wakeup.clear()  # nothing ran since the checks above: no ring is lost
                 idle_from_s = time.perf_counter()
                 self._gathering = gather is not None
+                self._waiting_until_s = time.monotonic() + delay_s
                 try:
                     await self._wakeup.wait(delay_s)
                 finally:
                     self._gathering = False
+                    self._waiting_until_s = None
                 self.idle_s_total += time.perf_counter() - idle_from_s
         finally:
             gc.callbacks.remove(self._gc_timer.callback)
