@@ -601,7 +601,7 @@ class RaftDriver:
         try:
             while True:
                 turn = _Turn(self._gc_timer)
-                next_deadline_s = self._expire_deadlines()
+                self._expire_deadlines()  # before operations run: an expired one never does
                 now = self.clock.now_ms()
                 node.wall_clock_offset_ms = self.clock.wall_offset_ms()
                 while not self._inbox.empty():
@@ -662,6 +662,8 @@ class RaftDriver:
                     ready.next_poll_at_ms if gather is None else min(ready.next_poll_at_ms, gather)
                 )
                 delay_s = max(0, deadline - now) / 1000
+                # Again here: handlers may have added deadlines during the turn's awaits.
+                next_deadline_s = self._expire_deadlines()
                 if next_deadline_s is not None:
                     delay_s = min(delay_s, max(0.0, next_deadline_s - time.monotonic()))
                 self._wakeup.clear()  # nothing ran since the checks above: no ring is lost
