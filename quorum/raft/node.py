@@ -418,8 +418,9 @@ class RaftNode:
         leader = self.maybe_leader_state()
         if leader is None:
             return None
-        in_flight = self.log.high_watermark < self.log.log_end_offset
-        return leader.accumulator.waits_until_ms(now_ms, in_flight=in_flight, queued=queued)
+        return leader.accumulator.waits_until_ms(
+            now_ms, in_flight=self._batch_in_flight(), queued=queued
+        )
 
     def read_barrier(self) -> tuple[int, int]:
         """Start a linearizable read (Raft's ReadIndex, confirmed by read fences instead of
@@ -1936,8 +1937,7 @@ class RaftNode:
                     RequestKind.BEGIN_QUORUM_EPOCH,
                 )
             state.begin_quorum_epoch_resend_at_ms = now + self.config.begin_quorum_epoch_resend_ms
-        in_flight = self.log.high_watermark < self.log.log_end_offset
-        if state.accumulator.needs_drain(now, in_flight=in_flight):
+        if state.accumulator.needs_drain(now, in_flight=self._batch_in_flight()):
             self._drain_accumulator(state)
         elif now >= state.idle_deadline_ms and state.accumulator.is_empty():
             self._append_local(
@@ -2073,6 +2073,10 @@ class RaftNode:
     def _fetch_backoff(self) -> None:
         """The last Fetch failed or was refused: wait the retry backoff before the next."""
         self._fetcher.retry_after(self._now_ms, self.config.retry_backoff_ms)
+
+    def _batch_in_flight(self) -> bool:
+        """Whether the log holds a batch not committed yet (adaptive batching waits for it)."""
+        return self.log.high_watermark < self.log.log_end_offset
 
     def _fetch_in_flight(self) -> bool:
         return self._inflight.has(RequestKind.FETCH)
