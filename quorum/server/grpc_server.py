@@ -24,7 +24,7 @@ import inspect
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -189,6 +189,27 @@ def _decoding_stream_handler(method: str, handler: grpc.RpcMethodHandler) -> grp
     )
 
 
+HEALTH_METHODS: Final = frozenset(
+    f"/{HEALTH_SERVICE}/{method.name}"
+    for method in health_pb2.DESCRIPTOR.services_by_name["Health"].methods
+)
+
+
+class OnlyHealthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """The health listener's gate: ``grpc.health.v1.Health`` Check and Watch pass, every other
+    method is UNIMPLEMENTED before any handler is looked up (a plaintext port serves the one
+    thing it exists for; docs/security.md#plaintext-ports)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        if handler_call_details.method not in HEALTH_METHODS:
+            return None
+        return await continuation(handler_call_details)
+
+
 def make_server(
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> grpc.aio.Server:
@@ -271,8 +292,14 @@ class GrpcServer:
 
     async def _start_health_server(self, address: HostPort) -> None:
         """Serve ``grpc.health.v1.Health`` alone on ``address``, in plaintext: a status is
-        no secret, and nothing else is reachable there."""
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
+        no secret, and nothing else is reachable there.
+
+        This server shares no interceptor with the node's listener: an interceptor that keeps
+        the handlers it built by method name (the metrics' and the decoding one) would hand a
+        method that once ran on the TLS listener to a plaintext caller here, unauthenticated
+        and believed (docs/security.md#plaintext-ports). ``OnlyHealthInterceptor`` answers
+        UNIMPLEMENTED for anything but Check and Watch, whatever else is registered."""
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[OnlyHealthInterceptor()])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         try:
             port = server.add_insecure_port(str(address))
