@@ -175,3 +175,39 @@ def test_the_acls_cli_adds_lists_and_removes(cluster: ProcessCluster) -> None:
     assert "User:CN=dave" not in after.stdout
     bad = cluster.run_cli("acls", *common, "--add", "--topic", "x", check=False)
     assert bad.returncode != 0 and "--allow-principal or --deny-principal" in bad.stderr
+
+
+def test_a_listing_names_no_topic_the_caller_may_not_describe(cluster: ProcessCluster) -> None:
+    """ListTopics' pages and their cursors are made of the topics the caller may describe: a
+    cursor once named the first topic left out of a page before the ACL filter, so a caller
+    paging one topic at a time learned every name (docs/security.md#what-a-listing-shows)."""
+    dave = "User:CN=dave"
+    visible = ["walk.b", "walk.d"]
+    hidden = ["walk.a", "walk.c", "walk.e"]
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(n, 1, 1) for n in visible + hidden]).all()
+        created = admin.create_acls([allow(dave, AclOperation.DESCRIBE, n) for n in visible])
+        created.all()
+        offset = created.metadata_offset
+    leader, _, _ = cluster.wait_for_leader()
+    seen: list[str] = []
+    cursors: list[str] = []
+    with cluster.channel(leader, cluster.client_security("dave")) as channel:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        cursor = "walk."
+        while True:
+            page = stub.ListTopics(
+                admin_pb2.ListTopicsRequest(
+                    cursor=cursor, page_topics_max=1, min_metadata_offset=offset
+                ),
+                timeout=10,
+            )
+            assert page.error_code == ErrorCode.NONE, page.error_message
+            seen += [t.name for t in page.topics]
+            if not page.next_cursor:
+                break
+            cursors.append(page.next_cursor)
+            cursor = page.next_cursor
+    assert [n for n in seen if n.startswith("walk.")] == visible
+    leaked = [c for c in cursors if c in hidden]
+    assert not leaked, f"a cursor named a topic dave may not describe: {leaked}"

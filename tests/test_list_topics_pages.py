@@ -111,3 +111,30 @@ def test_a_broker_refuses_reads_until_it_caught_up_since_it_started(tmp_path: Pa
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
     assert "catching up" in (refused.details() or "")
     assert with_offset.error_code == 0 and caught_up.error_code == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pages_and_cursors_are_made_of_visible_topics_only(seed: int) -> None:
+    """With a visibility filter (the caller's DESCRIBE right) the pages hold exactly the
+    visible topics in name order, and no cursor names a hidden one."""
+    rng = random.Random(seed)
+    names = sorted({f"t{rng.randrange(10_000):05d}" for _ in range(rng.randrange(0, 80))})
+    shown = frozenset(n for n in names if rng.random() < rng.choice((0.05, 0.5, 0.95)))
+    image = image_with(rng.sample(names, len(names)))
+    page_max = rng.randrange(1, 7)
+    seen: list[str] = []
+    cursor = ""
+    while True:
+        page, cursor = list_topics_page(
+            image,
+            include_internal=True,
+            cursor=cursor,
+            topics_max=page_max,
+            visible=shown.__contains__,
+        )
+        seen += [t.name for t in page]
+        if not cursor:
+            break
+        assert cursor in shown, f"seed {seed}: cursor {cursor!r} names a hidden topic"
+        assert len(page) == page_max, f"seed {seed}: a short page must be the last"
+    assert seen == sorted(shown), f"seed {seed}"

@@ -15,7 +15,7 @@ by DescribeQuorum). Offline replicas are those on brokers that are fenced or not
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from quorum.controller.names import quote
 from quorum.controller.requests import (
@@ -133,20 +133,43 @@ def list_topics(image: MetadataImage, *, include_internal: bool = True) -> tuple
 
 
 def list_topics_page(
-    image: MetadataImage, *, include_internal: bool, cursor: str, topics_max: int
+    image: MetadataImage,
+    *,
+    include_internal: bool,
+    cursor: str,
+    topics_max: int,
+    visible: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[TopicListing, ...], str]:
     """One page of ``list_topics``: the first ``topics_max`` topics whose name is at least
     ``cursor`` (in name order), and the cursor of the next page, the name of the first topic
     left out ("" once the listing is complete). Kafka's DescribeTopicPartitions pages the same
-    way, by a cursor naming the topic to resume at. Costs O(topics x log(topics_max))."""
+    way, by a cursor naming the topic to resume at.
+
+    ``visible``: whether the caller may see a topic (its DESCRIBE right); the page and the
+    cursor are made of visible topics only, so neither names, nor counts, a topic the caller
+    may not describe (docs/security.md#what-a-listing-shows). Candidates are taken in name
+    order in rounds that double in size, so a caller who sees little costs O(topics x
+    log(topics)) checks at most; one who sees all costs O(topics x log(topics_max))."""
     assert topics_max > 0, topics_max
-    candidates = (
-        topic
-        for topic in image.topics_by_id.values()
-        if topic.name >= cursor and (include_internal or not topic.internal)
-    )
-    first = heapq.nsmallest(topics_max + 1, candidates, key=lambda topic: topic.name)
-    next_cursor = first[topics_max].name if len(first) > topics_max else ""
+    wanted = topics_max + 1  # one more than the page: it names the next page's cursor
+    shown: list[TopicImage] = []
+    after = cursor
+    inclusive = True
+    round_max = wanted
+    while len(shown) < wanted:
+        candidates = (
+            topic
+            for topic in image.topics_by_id.values()
+            if (topic.name >= after if inclusive else topic.name > after)
+            and (include_internal or not topic.internal)
+        )
+        batch = heapq.nsmallest(round_max, candidates, key=lambda topic: topic.name)
+        shown.extend(t for t in batch if visible is None or visible(t.name))
+        if len(batch) < round_max:
+            break  # no topic left beyond this round
+        after, inclusive = batch[-1].name, False
+        round_max *= 2
+    next_cursor = shown[topics_max].name if len(shown) > topics_max else ""
     page = tuple(
         TopicListing(
             name=topic.name,
@@ -154,6 +177,6 @@ def list_topics_page(
             is_internal=topic.internal,
             creation_offset=topic.creation_offset,
         )
-        for topic in first[:topics_max]
+        for topic in shown[:topics_max]
     )
     return page, next_cursor

@@ -640,17 +640,20 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         topics_max = request.page_topics_max or limits.LIST_TOPICS_PAGE_TOPICS_MAX
         await self._read_at(request, context)
         image = self._image()
+        caller = self._callers.caller(context)
+        authorization = self._authorization
+        # A topic the caller may not describe is not listed (Kafka's rule), and the page's
+        # cursor is chosen among the ones it may: it names no topic the caller cannot see.
         page, response.next_cursor = list_topics_page(
             image,
             include_internal=not request.exclude_internal,
             cursor=request.cursor,
             topics_max=min(topics_max, limits.LIST_TOPICS_PAGE_TOPICS_MAX),
+            visible=lambda name: authorization.allows_topic(
+                caller, image, AclOperation.DESCRIBE, name
+            ),
         )
-        caller = self._callers.caller(context)
-        authorization = self._authorization
         for t in page:
-            if not authorization.allows_topic(caller, image, AclOperation.DESCRIBE, t.name):
-                continue  # a topic the caller may not describe is not listed (Kafka's rule)
             response.topics.add(
                 name=t.name,
                 topic_id=t.topic_id.bytes,
