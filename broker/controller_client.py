@@ -4,6 +4,9 @@ DescribeQuorum requests a broker forwards (Kafka's brokers forward it to the con
 
 Any controller may be asked; one that does not lead answers NOT_CONTROLLER naming the leader's
 address, which is tried next. Unreachable controllers are skipped. Every call has a deadline.
+Over SSL, whoever answers at an address must prove to be a controller of this cluster (its
+certificate carries ``node_server_name(cluster_id, "controller")``): a broker's certificate, or
+another cluster's, fails the handshake (docs/security.md#whom-a-node-connects-to).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import grpc
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
 from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2_grpc
+from quorum.security.identity import ROLE_CONTROLLER, node_server_name
 from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server.service import GRPC_OPTIONS
 
@@ -28,9 +32,16 @@ class ControllerUnavailableError(Exception):
 
 class ControllerClient:
     def __init__(
-        self, voters: Mapping[int, HostPort], security: ClientSecurity | None = None
+        self,
+        voters: Mapping[int, HostPort],
+        security: ClientSecurity | None = None,
+        *,
+        cluster_id: str | None = None,
     ) -> None:
         self._voters = dict(voters)
+        self._server_name = (
+            None if cluster_id is None else node_server_name(cluster_id, ROLE_CONTROLLER)
+        )
         self._addresses = [f"{a.host}:{a.port}" for _, a in sorted(voters.items())]
         self._preferred: str | None = None
         # The broker's own certificate is its client certificate; channels are recreated when
@@ -38,7 +49,7 @@ class ControllerClient:
         self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
 
     def _stub(self, address: str) -> Any:
-        return admin_pb2_grpc.AdminServiceStub(self._channels.get(address))
+        return admin_pb2_grpc.AdminServiceStub(self._channels.get(address, self._server_name))
 
     async def call(
         self,
@@ -86,7 +97,8 @@ class ControllerClient:
         first = [f"{leader.host}:{leader.port}"] if leader is not None else []
         failures: list[str] = []
         for address in dict.fromkeys([*first, *self._addresses]):
-            stub = raft_pb2_grpc.QuorumServiceStub(self._channels.get(address))
+            channel = self._channels.get(address, self._server_name)
+            stub = raft_pb2_grpc.QuorumServiceStub(channel)
             try:
                 return await stub.DescribeQuorum(request, timeout=CALL_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:

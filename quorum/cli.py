@@ -1145,11 +1145,12 @@ def add_dev_commands(subparsers: Subparsers) -> None:
         help="write a local CA, node certificates and an admin client certificate",
         description=(
             "Write into --out a local CA (ca.pem, ca-key.pem), one certificate per node of "
-            "--deploy-dir (node-<id>.pem: key and certificate, CN=node-<id>, URI SAN "
-            "spiffe://metaquorum/<cluster-id>/node/<id>, localhost and 127.0.0.1), an admin "
-            "client certificate (admin.pem, CN=admin) and client.properties for "
-            "--command-config. Keys are EC P-256, mode 0600. Existing files are kept (a node "
-            "certificate naming another cluster is rewritten) unless --force. The cluster id "
+            "--deploy-dir (node-<id>.pem: key and certificate, CN=node-<id>, a URI SAN per "
+            "role, spiffe://metaquorum/<cluster-id>/<role>/<id>, the DNS names its peers "
+            "check, localhost and 127.0.0.1), an admin client certificate (admin.pem, "
+            "CN=admin) and client.properties for --command-config. Keys are EC P-256, mode "
+            "0600. Existing files are kept (a node certificate naming another cluster or other "
+            "roles is rewritten) unless --force. The cluster id "
             "is --cluster-id, else the one in DIR/cluster.id, else a new one written there; "
             "format the nodes with it (`dev up` does). docs/security.md#certificates"
         ),

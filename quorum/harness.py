@@ -33,6 +33,7 @@ from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.security.certs import CA_FILE, Authority, client_properties, node_file, write_private
+from quorum.security.identity import ROLE_BROKER
 from quorum.security.tls import ClientSecurity, KeyStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -187,7 +188,13 @@ def session_authority() -> Authority:
 
 class ClusterCerts:
     """The certificates of one cluster under ``directory``: ``ca.pem``, ``node-<id>.pem`` for
-    any node id (issued on first use, naming ``cluster_id``), ``<name>.pem`` for clients."""
+    any node id (issued on first use, naming ``cluster_id`` and the node's roles),
+    ``<name>.pem`` for clients.
+
+    A node's roles are the ones ``set_roles`` recorded (the cluster's controllers and brokers);
+    an id never recorded is a broker's (a made-up broker). ``node_keystore(id, roles)`` with
+    other roles issues another certificate for the same id (``node-<id>-<roles>.pem``): a
+    broker's certificate that claims a controller's id, say."""
 
     def __init__(
         self, directory: Path, cluster_id: str, authority: Authority | None = None
@@ -198,11 +205,23 @@ class ClusterCerts:
         directory.mkdir(parents=True, exist_ok=True)
         self.ca = directory / CA_FILE
         write_private(self.ca, self.authority.cert_pem, private=False)
+        self._roles: dict[int, tuple[str, ...]] = {}
 
-    def node_keystore(self, node_id: int) -> Path:
-        path = self.directory / node_file(node_id)
+    def set_roles(self, node_id: int, roles: Sequence[str]) -> None:
+        self._roles[node_id] = tuple(roles)
+
+    def roles_of(self, node_id: int) -> tuple[str, ...]:
+        return self._roles.get(node_id, (ROLE_BROKER,))
+
+    def node_keystore(self, node_id: int, roles: Sequence[str] | None = None) -> Path:
+        own = self.roles_of(node_id)
+        chosen = own if roles is None else tuple(roles)
+        name = node_file(node_id)
+        if chosen != own:
+            name = name.replace(".pem", f"-{'-'.join(chosen) or 'norole'}.pem")
+        path = self.directory / name
         if not path.exists():
-            pem = self.authority.issue_node(self.cluster_id, node_id)
+            pem = self.authority.issue_node(self.cluster_id, node_id, chosen)
             write_private(path, pem, private=True)
         return path
 
@@ -225,10 +244,11 @@ class ClusterCerts:
             truststore=self.ca, keystore=KeyStore(location=self.client_keystore(name))
         )
 
-    def node_security(self, node_id: int) -> ClientSecurity:
-        """A client holding node ``node_id``'s certificate (any id, e.g. a made-up broker)."""
+    def node_security(self, node_id: int, roles: Sequence[str] | None = None) -> ClientSecurity:
+        """A client holding node ``node_id``'s certificate (any id, e.g. a made-up broker),
+        in its own roles or in ``roles``."""
         return ClientSecurity.ssl(
-            truststore=self.ca, keystore=KeyStore(location=self.node_keystore(node_id))
+            truststore=self.ca, keystore=KeyStore(location=self.node_keystore(node_id, roles))
         )
 
     def node_settings(self, node_id: int, listener_name: str) -> dict[str, Any]:
@@ -389,6 +409,7 @@ class ProcessCluster:
         node_id = int(base["node.id"])
         listener_name = str(base["listeners"][0]).split(":", 1)[0]
         if self.certs is not None:
+            self.certs.set_roles(node_id, base["process.roles"])
             # ACLs on (the default authorizer); the tests' admin (CN=admin) is a super user.
             security = {
                 **self.certs.node_settings(node_id, listener_name),
@@ -417,11 +438,12 @@ class ProcessCluster:
             return ClientSecurity.plaintext()
         return self.certs.client_security(name)
 
-    def node_security(self, node_id: int) -> ClientSecurity:
-        """A client holding the certificate of node ``node_id`` (any id)."""
+    def node_security(self, node_id: int, roles: Sequence[str] | None = None) -> ClientSecurity:
+        """A client holding the certificate of node ``node_id`` (any id), in its own roles
+        or in ``roles``."""
         if self.certs is None:
             return ClientSecurity.plaintext()
-        return self.certs.node_security(node_id)
+        return self.certs.node_security(node_id, roles)
 
     def channel(self, target: int | str, security: ClientSecurity | None = None) -> grpc.Channel:
         """A channel to a node (id or address) as the admin (or ``security``)."""

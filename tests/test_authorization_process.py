@@ -77,7 +77,7 @@ def test_a_node_may_register_only_as_itself(cluster: ProcessCluster) -> None:
     with cluster.channel(leader, cluster.node_security(3)) as channel:
         answer = admin_pb2_grpc.AdminServiceStub(channel).RegisterBroker(request, timeout=10)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    assert "broker_id 102" in answer.error_message and "node 3" in answer.error_message
+    assert "broker_id 102" in answer.error_message and "controller 3" in answer.error_message
     with cluster.channel(leader, cluster.client_security("alice")) as channel:
         answer = admin_pb2_grpc.AdminServiceStub(channel).RegisterBroker(request, timeout=10)
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED

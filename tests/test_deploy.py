@@ -29,7 +29,7 @@ import yaml
 from cryptography import x509
 
 from quorum.config import load_config
-from quorum.security.identity import node_uri
+from quorum.security.identity import ROLE_BROKER, ROLE_CONTROLLER, node_server_name, node_uri
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -251,8 +251,10 @@ def test_compose_cluster_is_consistent(tmp_path: Path) -> None:
     for name in nodes:
         node_id = int(name.split("-")[1])
         uris, dns = certificate_names(tmp_path / f"node-{node_id}.pem")
-        assert uris == [node_uri(CLUSTER_ID, node_id)]
+        role = ROLE_CONTROLLER if name.startswith("controller") else ROLE_BROKER
+        assert uris == [node_uri(CLUSTER_ID, role, node_id)]
         assert name in dns
+        assert node_server_name(CLUSTER_ID, role, node_id) in dns
 
 
 # ----- Kubernetes -----------------------------------------------------------------------------
@@ -373,5 +375,6 @@ def test_kubernetes_certificates_name_every_pod(tmp_path: Path) -> None:
             pod = f"metaquorum-{role}-{ordinal}"
             assert (DEPLOY / "kubernetes" / "certs" / f"{pod}.toml").is_file()
             uris, dns = certificate_names(tmp_path / f"node-{base + ordinal}.pem")
-            assert uris == [node_uri(CLUSTER_ID, base + ordinal)]
+            assert uris == [node_uri(CLUSTER_ID, role, base + ordinal)]
+            assert node_server_name(CLUSTER_ID, role, base + ordinal) in dns
             assert f"{pod}.{sts['serviceName']}.{namespace}.svc.cluster.local" in dns

@@ -36,7 +36,9 @@ TRUNCATED = b"\x0a\x64\x00"
 
 def fake_driver() -> Any:
     """A driver whose node leads and confirms every read at once (read index 0)."""
-    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
+    node = SimpleNamespace(
+        leader_id=1, epoch=3, node_id=1, is_leader=lambda: True, voters=frozenset({1})
+    )
 
     async def read_index(_timeout_s: float) -> int:
         return 0

@@ -194,7 +194,9 @@ def leading_servicer(**driver: Any) -> service.QuorumServicer:
     """The QuorumService of node 1, leader of epoch 3, on a stand-in driver (``driver``: its
     other attributes, e.g. ``request``) and with the default ``callers`` unless given."""
     callers = driver.pop("callers", None)
-    node = SimpleNamespace(leader_id=1, epoch=3, node_id=1, is_leader=lambda: True)
+    node = SimpleNamespace(
+        leader_id=1, epoch=3, node_id=1, is_leader=lambda: True, voters=frozenset({1})
+    )
     return service.QuorumServicer(
         SimpleNamespace(node=node, **driver),  # type: ignore[arg-type]
         cluster_id="stream-test",

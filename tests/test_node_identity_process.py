@@ -58,7 +58,7 @@ def test_a_voter_certificate_cannot_speak_for_another_voter(tmp_path: Path) -> N
             )  # fmt: skip
             assert forged.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             assert f"replica_id {claimed}" in forged.error_message
-            assert f"names node {holder}" in forged.error_message
+            assert f"names controller {holder}" in forged.error_message
             vote = stub.Vote(
                 raft_pb2.VoteRequest(
                     **header, candidate_epoch=epoch + 1, candidate_id=claimed,

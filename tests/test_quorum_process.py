@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from quorum.harness import ProcessCluster, process_cluster, run_cli, wait_until
+from quorum.security.certs import write_private
+from quorum.security.identity import ROLE_CONTROLLER
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -117,22 +119,39 @@ def test_sigterm_leader_hands_over_fast(tmp_path: Path) -> None:
         assert '"event": "resigned"' in cluster.logs(leader)
 
 
-def test_node_of_another_cluster_is_refused_and_changes_nothing(tmp_path: Path) -> None:
-    with process_cluster(tmp_path) as cluster:
+@pytest.mark.parametrize("security", ["ssl", "plaintext"])
+def test_node_of_another_cluster_is_refused_and_changes_nothing(
+    tmp_path: Path, security: str
+) -> None:
+    """A controller of another cluster at the address of voter 3. Over mTLS, with its own
+    cluster's certificate, neither side gets past the other's certificate check (the name each
+    expects names its own cluster, docs/security.md#whom-a-node-connects-to); in plaintext its
+    requests reach the quorum and are answered INCONSISTENT_CLUSTER_ID. Either way the quorum is
+    as it was."""
+    other = "T3RoZXJDbHVzdGVySWQxMQ"
+    with process_cluster(tmp_path, security=security) as cluster:
         cluster.format(1)
         cluster.format(2)
-        cluster.format(3, cluster_id="T3RoZXJDbHVzdGVySWQxMQ")
+        cluster.format(3, cluster_id=other)
+        if cluster.certs is not None:
+            write_private(
+                cluster.certs.node_keystore(3),
+                cluster.certs.authority.issue_node(other, 3, [ROLE_CONTROLLER]),
+                private=True,
+            )
         cluster.start(1)
         cluster.start(2)
         leader, epoch, _ = cluster.wait_for_leader(timeout_s=30)
         cluster.start(3)
+        told = (
+            ("peer_identity_mismatch",)
+            if security == "ssl"
+            else ("INCONSISTENT_CLUSTER_ID", "inconsistent_cluster_id")
+        )
         wait_until(
-            lambda: (
-                "INCONSISTENT_CLUSTER_ID" in cluster.logs(3)
-                or "inconsistent_cluster_id" in cluster.logs(3)
-            ),
+            lambda: any(word in cluster.logs(3) for word in told),
             20,
-            "the foreign node being told INCONSISTENT_CLUSTER_ID",
+            f"the foreign node seeing {told[0]}",
         )
         # Several election timeouts later the quorum is as it was.
         time_limit = time.monotonic() + 4

@@ -23,6 +23,8 @@ from quorum.security.certs import Authority, write_private
 from quorum.security.identity import (
     FORWARDED_CLIENT_KEY,
     FORWARDED_PRINCIPAL_KEY,
+    ROLE_BROKER,
+    ROLE_CONTROLLER,
     CallerResolver,
     MappingRuleError,
     PrincipalMapper,
@@ -30,7 +32,7 @@ from quorum.security.identity import (
     parse_mapping_rules,
     peer_certificate_properties,
 )
-from quorum.security.node_identity import refuse_claim
+from quorum.security.node_identity import ANY_NODE, Claim, refuse_claim
 from quorum.security.tls import ClientSecurity, NodeSecurity, parse_properties
 
 BASE = {
@@ -120,7 +122,7 @@ def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
     authority = Authority.create()
     ca = tmp_path / "ca.pem"
     write_private(ca, authority.cert_pem, private=False)
-    pem = authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 1).decode()
+    pem = authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 1, [ROLE_CONTROLLER]).decode()
     key, _, rest = pem.partition("-----END PRIVATE KEY-----\n")
     key += "-----END PRIVATE KEY-----\n"
     inline = {
@@ -132,7 +134,7 @@ def test_inline_keystore_and_a_mismatched_key(tmp_path: Path) -> None:
     security = NodeSecurity(config_from_settings(inline))
     assert security.is_ssl and security.server_credentials() is not None
     other_key = (
-        authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 2)
+        authority.issue_node("MkU3OEVBNTcwNTJENDM2Qg", 2, [ROLE_CONTROLLER])
         .decode()
         .split("-----BEGIN CERTIFICATE")[0]
     )
@@ -182,12 +184,13 @@ def test_callers_fail_closed() -> None:
     """A verified certificate never turns into an unchecked (plaintext-like) caller: unparsed
     or unmapped, it has no name, and its node URI, if any, still binds it."""
     authority = Authority.create()
-    node = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 3))
+    node = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 3, [ROLE_CONTROLLER]))
     admin = _certificate_only(authority.issue_client("admin"))
     resolver = CallerResolver()
     assert resolver.caller(FakeAuthContext(None)).authenticated is False
     by_node = resolver.caller(FakeAuthContext(node))
     assert (by_node.node_id, by_node.cluster_id, by_node.authenticated) == (3, "Y2x1c3Rlcg", True)
+    assert by_node.roles == {ROLE_CONTROLLER}
     assert resolver.caller(FakeAuthContext(admin)).principal == "User:CN=admin"
     garbled = resolver.caller(FakeAuthContext(b"-----BEGIN CERTIFICATE-----\nAAAA\n"))
     assert (garbled.principal, garbled.node_id, garbled.authenticated) == (
@@ -202,25 +205,45 @@ def test_callers_fail_closed() -> None:
         3,
         True,
     )
-    assert refuse_claim(unmapped, "Y2x1c3Rlcg", "replica_id", 2) is not None
-    assert refuse_claim(garbled, "Y2x1c3Rlcg", "replica_id", 2) is not None
-    # What the TLS stack says is read defensively: a subject that is not UTF-8, or two node
-    # names in one certificate, name nobody (a fresh certificate each: identities are cached).
+    assert refuse_claim(unmapped, "Y2x1c3Rlcg", Claim("replica_id", 2, ANY_NODE)) is not None
+    assert refuse_claim(garbled, "Y2x1c3Rlcg", Claim("replica_id", 2, ANY_NODE)) is not None
+    # What the TLS stack says is read defensively: a subject that is not UTF-8, two node
+    # names in one certificate, a node URI without a role (the earlier form) or with an
+    # unknown one, name nobody (a fresh certificate each: identities are cached).
     for properties in (
         {"x509_subject": [b"CN=\xff"]},
         {"x509_subject": [b"CN=a", b"CN=b"]},
         {
             "peer_uri": [
-                b"spiffe://metaquorum/Y2x1c3Rlcg/node/1",
-                b"spiffe://metaquorum/Y2x1c3Rlcg/node/2",
+                b"spiffe://metaquorum/Y2x1c3Rlcg/controller/1",
+                b"spiffe://metaquorum/Y2x1c3Rlcg/controller/2",
             ]
         },
+        {
+            "peer_uri": [
+                b"spiffe://metaquorum/Y2x1c3Rlcg/controller/1",
+                b"spiffe://metaquorum/b3RoZXI/broker/1",
+            ]
+        },
+        {"peer_uri": [b"spiffe://metaquorum/Y2x1c3Rlcg/node/1"]},
+        {"peer_uri": [b"spiffe://metaquorum/Y2x1c3Rlcg/admin/1"]},
     ):
         odd = resolver.caller(
             FakeAuthContext(_certificate_only(authority.issue_client("x")), **properties)
         )
-        assert odd.authenticated and odd.node_id is None, properties
+        assert odd.authenticated and odd.node_id is None and not odd.roles, properties
         assert odd.principal == "User:ANONYMOUS" or "peer_uri" in properties, properties
+    # A combined node's certificate names one id in both roles.
+    combined = resolver.caller(
+        FakeAuthContext(
+            _certificate_only(authority.issue_client("y")),
+            peer_uri=[
+                b"spiffe://metaquorum/Y2x1c3Rlcg/controller/1",
+                b"spiffe://metaquorum/Y2x1c3Rlcg/broker/1",
+            ],
+        )
+    )
+    assert (combined.node_id, combined.roles) == (1, {ROLE_CONTROLLER, ROLE_BROKER})
 
 
 class ForwardedContext(FakeAuthContext):
@@ -234,18 +257,27 @@ class ForwardedContext(FakeAuthContext):
         return self._metadata
 
 
-def test_a_forwarded_principal_is_believed_from_a_node_of_this_cluster_only() -> None:
-    """docs/security.md#forwarded-requests: from a node certificate of this cluster the call acts
-    as the forwarded client, without the node's powers; from anyone else, as User:ANONYMOUS."""
+def test_a_forwarded_principal_is_believed_from_a_registered_broker_of_this_cluster_only() -> None:
+    """docs/security.md#forwarded-requests: from the certificate of a registered broker of this
+    cluster the call acts as the forwarded client, without the broker's powers; from anyone
+    else (a controller, a broker id the cluster does not know, another cluster, a client), as
+    User:ANONYMOUS."""
     authority = Authority.create()
-    broker = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 101))
-    foreign = _certificate_only(authority.issue_node("b3RoZXI", 101))
+    broker = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 101, [ROLE_BROKER]))
+    unknown = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 999, [ROLE_BROKER]))
+    controller = _certificate_only(authority.issue_node("Y2x1c3Rlcg", 1, [ROLE_CONTROLLER]))
+    foreign = _certificate_only(authority.issue_node("b3RoZXI", 101, [ROLE_BROKER]))
     admin = _certificate_only(authority.issue_client("admin"))
-    resolver = CallerResolver(forwarding_cluster_id="Y2x1c3Rlcg")
+    resolver = CallerResolver(
+        forwarding_cluster_id="Y2x1c3Rlcg", registered_broker=lambda broker_id: broker_id == 101
+    )
     alice = resolver.caller(ForwardedContext(broker, b"User:CN=alice"))
     assert (alice.principal, alice.node_id, alice.forwarded_by) == ("User:CN=alice", None, 101)
-    assert refuse_claim(alice, "Y2x1c3Rlcg", "broker_id", 101) is not None  # no node powers
+    no_powers = Claim("broker_id", 101, ANY_NODE)
+    assert refuse_claim(alice, "Y2x1c3Rlcg", no_powers) is not None
     for pem, claimed in [
+        (unknown, b"User:CN=admin"),  # a broker id in no registration
+        (controller, b"User:CN=admin"),  # a node, but not a broker
         (foreign, b"User:CN=admin"),  # a node of another cluster
         (admin, b"User:CN=admin"),  # a client, even the admin
         (None, b"User:CN=admin"),  # plaintext: the claim cannot be checked
@@ -291,7 +323,10 @@ def _certificate_with_subject(authority: Authority, attributes: list[tuple[Any, 
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.UniformResourceIdentifier(node_uri("Y2x1c3Rlcg", 7)), x509.DNSName("a")]
+                [
+                    x509.UniformResourceIdentifier(node_uri("Y2x1c3Rlcg", ROLE_CONTROLLER, 7)),
+                    x509.DNSName("a"),
+                ]
             ),
             critical=False,
         )
@@ -388,7 +423,11 @@ def test_the_kafka_listener_names_a_certificate_as_grpc_does(tmp_path: Path) -> 
         by_ssl["x509_subject"],
         by_grpc["x509_subject"],
     )
-    assert by_ssl["peer_uri"] == by_grpc["peer_uri"] == [node_uri("Y2x1c3Rlcg", 7).encode()]
+    assert (
+        by_ssl["peer_uri"]
+        == by_grpc["peer_uri"]
+        == [node_uri("Y2x1c3Rlcg", ROLE_CONTROLLER, 7).encode()]
+    )
     resolver = CallerResolver()
     grpc_caller = resolver.caller(FakeAuthContext(client_cert, **by_grpc))
     ssl_caller = CallerResolver().caller(FakeAuthContext(client_cert, **by_ssl))

@@ -20,7 +20,7 @@ from quorum.admin import AdminClient, AdminConnectionError
 from quorum.harness import ProcessCluster, process_cluster, run_cli, session_authority, wait_until
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.security.certs import Authority, write_private
-from quorum.security.identity import node_uri
+from quorum.security.identity import ROLE_BROKER, ROLE_CONTROLLER, node_server_name, node_uri
 from quorum.security.tls import ClientSecurity, KeyStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,7 +134,9 @@ def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path) -> No
         assert before == x509.load_pem_x509_certificates(keystore.read_bytes())[0].serial_number
 
         # A new key and certificate from the same CA, renamed over the old file.
-        fresh = session_authority().issue_node(cluster.cluster_id, node)
+        fresh = session_authority().issue_node(
+            cluster.cluster_id, node, cluster.certs.roles_of(node)
+        )
         write_private(keystore, fresh, private=True)
         after = x509.load_pem_x509_certificates(fresh)[0].serial_number
         assert after != before
@@ -234,10 +236,14 @@ def test_dev_certs_writes_a_verifiable_layout(tmp_path: Path) -> None:
         cert = x509.load_pem_x509_certificates(path.read_bytes())[0]
         cert.verify_directly_issued_by(ca)
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        role = ROLE_CONTROLLER if node_id < 100 else ROLE_BROKER
         assert san.get_values_for_type(x509.UniformResourceIdentifier) == [
-            node_uri(cluster_id, node_id)
+            node_uri(cluster_id, role, node_id)
         ]
-        assert "localhost" in san.get_values_for_type(x509.DNSName)
+        dns = san.get_values_for_type(x509.DNSName)
+        assert "localhost" in dns
+        assert node_server_name(cluster_id, role, node_id) in dns
+        assert node_server_name(cluster_id, role) in dns
         assert cert.subject.rfc4514_string() == f"CN=node-{node_id}"
     admin = x509.load_pem_x509_certificates((out / "admin.pem").read_bytes())[0]
     admin.verify_directly_issued_by(ca)
@@ -271,7 +277,9 @@ def test_a_server_certificate_must_name_the_host(tmp_path: Path) -> None:
     cluster = ProcessCluster(tmp_path, voters=1)
     assert cluster.certs is not None
     elsewhere = cluster.certs.authority.issue(
-        "node-1", uris=[node_uri(cluster.cluster_id, 1)], dns_names=["elsewhere.invalid"]
+        "node-1",
+        uris=[node_uri(cluster.cluster_id, ROLE_CONTROLLER, 1)],
+        dns_names=[node_server_name(cluster.cluster_id, ROLE_CONTROLLER, 1), "elsewhere.invalid"],
     )
     write_private(cluster.certs.node_keystore(1), elsewhere, private=True)
     try:

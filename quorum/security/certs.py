@@ -6,10 +6,13 @@ generate), into one directory (docs/security.md#certificates):
 - ``ca.pem`` (the CA certificate: every node's and client's ``ssl.truststore.location``) and
   ``ca-key.pem`` (its key, kept to issue more certificates later);
 - ``node-<id>.pem`` per node: the node's private key followed by its certificate (its
-  ``ssl.keystore.location``). Subject ``CN=node-<id>``, the URI SAN
-  ``spiffe://metaquorum/<cluster-id>/node/<id>`` (``quorum.security.identity.node_uri``), DNS
-  ``localhost`` and the IP 127.0.0.1 plus the node's listener host, so clients verify it by
-  host name; usable as server and as client certificate;
+  ``ssl.keystore.location``). Subject ``CN=node-<id>``, a URI SAN per role of the node
+  (``process.roles``), ``spiffe://metaquorum/<cluster-id>/<role>/<id>``
+  (``quorum.security.identity.node_uri``), the DNS names its peers check
+  (``<role>-<id>.<cluster>.metaquorum`` and ``<role>.<cluster>.metaquorum``,
+  ``quorum.security.identity.node_server_name``), DNS ``localhost`` and the IP 127.0.0.1 plus
+  the node's listener host, so clients verify it by host name; usable as server and as client
+  certificate;
 - ``admin.pem`` (``CN=admin``, client only) and ``client.properties``, the admin's
   ``--command-config``.
 
@@ -33,7 +36,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from quorum.security.identity import node_uri
+from quorum.security.identity import NODE_ROLES, node_server_name, node_uri
 
 CA_FILE: Final = "ca.pem"
 CA_KEY_FILE: Final = "ca-key.pem"
@@ -160,13 +163,30 @@ class Authority:
         cert = builder.sign(self.key, hashes.SHA256())
         return _key_pem(key) + cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue_node(self, cluster_id: str, node_id: int, hosts: Iterable[str] = ()) -> bytes:
-        """A node's key and certificate: ``CN=node-<id>``, its node URI, localhost, 127.0.0.1
-        and ``hosts`` (names or IP addresses), for server and client use."""
-        dns, ips = split_hosts(["localhost", "127.0.0.1", *hosts])
+    def issue_node(
+        self,
+        cluster_id: str,
+        node_id: int,
+        roles: Iterable[str],
+        hosts: Iterable[str] = (),
+    ) -> bytes:
+        """A node's key and certificate: ``CN=node-<id>``, a node URI and the peers' DNS
+        names per role in ``roles``, localhost, 127.0.0.1 and ``hosts`` (names or IP
+        addresses), for server and client use."""
+        ordered = [role for role in NODE_ROLES if role in set(roles)]
+        assert ordered, f"node {node_id}: no role among {NODE_ROLES}"
+        names = [
+            name
+            for role in ordered
+            for name in (
+                node_server_name(cluster_id, role, node_id),
+                node_server_name(cluster_id, role),
+            )
+        ]
+        dns, ips = split_hosts([*names, "localhost", "127.0.0.1", *hosts])
         return self.issue(
             f"node-{node_id}",
-            uris=[node_uri(cluster_id, node_id)],
+            uris=[node_uri(cluster_id, role, node_id) for role in ordered],
             dns_names=dns,
             ip_addresses=ips,
         )
@@ -176,15 +196,20 @@ class Authority:
         return self.issue(common_name, server=False, client=True)
 
 
-def _names_node(path: Path, cluster_id: str, node_id: int) -> bool:
-    """Whether the certificate in ``path`` carries exactly this node's URI."""
+def _names_node(path: Path, cluster_id: str, node_id: int, roles: Iterable[str]) -> bool:
+    """Whether the certificate in ``path`` carries exactly this node's URIs (one per role) and
+    the DNS names its peers check."""
     try:
         cert = x509.load_pem_x509_certificates(path.read_bytes())[0]
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except (ValueError, OSError, x509.ExtensionNotFound):
         return False
     uris = san.value.get_values_for_type(x509.UniformResourceIdentifier)
-    return uris == [node_uri(cluster_id, node_id)]
+    dns = set(san.value.get_values_for_type(x509.DNSName))
+    ordered = [role for role in NODE_ROLES if role in set(roles)]
+    return uris == [node_uri(cluster_id, role, node_id) for role in ordered] and all(
+        node_server_name(cluster_id, role, node_id) in dns for role in ordered
+    )
 
 
 def split_hosts(hosts: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -248,11 +273,12 @@ def write_dev_certs(
     out: Path,
     *,
     cluster_id: str,
-    nodes: Sequence[tuple[int, Sequence[str]]],
+    nodes: Sequence[tuple[int, Sequence[str], Sequence[str]]],
     clients: Sequence[str] = ("admin",),
     force: bool = False,
 ) -> DevCertsResult:
-    """Write the CA (or reuse the one in ``out``), a certificate per ``(node id, hosts)``, a
+    """Write the CA (or reuse the one in ``out``), a certificate per ``(node id, roles,
+    hosts)``, a
     client certificate per name in ``clients`` (``<name>.pem``) and ``client.properties`` for
     the first client. Existing files are kept unless ``force``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -278,12 +304,14 @@ def write_dev_certs(
         write_private(path, data, private=private)
         written.append(path)
 
-    for node_id, hosts in nodes:
+    for node_id, roles, hosts in nodes:
         path = out / node_file(node_id)
-        if path.exists() and not force and _names_node(path, cluster_id, node_id):
+        if path.exists() and not force and _names_node(path, cluster_id, node_id, roles):
             kept.append(path)
         else:
-            emit(path, authority.issue_node(cluster_id, node_id, hosts), private=True)
+            # A certificate of another cluster, or of the earlier form without a role, is
+            # rewritten: a node refuses to start with it (docs/security.md#node-identity).
+            emit(path, authority.issue_node(cluster_id, node_id, roles, hosts), private=True)
     for name in clients:
         path = out / f"{name}.pem"
         if path.exists() and not force:
@@ -322,15 +350,17 @@ def cluster_id_for(out: Path, cluster_id: str | None) -> str:
     return chosen
 
 
-def deploy_nodes(deploy_dir: Path) -> list[tuple[int, list[str]]]:
-    """(node id, [listener host]) of every ``*.toml`` node config in ``deploy_dir``."""
+def deploy_nodes(deploy_dir: Path) -> list[tuple[int, list[str], list[str]]]:
+    """(node id, its roles, [listener host]) of every ``*.toml`` node config in
+    ``deploy_dir``."""
     from quorum.config import load_config  # noqa: PLC0415
 
-    nodes: dict[int, list[str]] = {}
+    nodes: dict[int, tuple[list[str], list[str]]] = {}
     for path in sorted(deploy_dir.glob("*.toml")):
         config = load_config(path)
-        nodes[config.node_id] = [config.listener.host]
-    return sorted(nodes.items())
+        roles: list[str] = [role for role in NODE_ROLES if role in config.process_roles]
+        nodes[config.node_id] = (roles, [config.listener.host])
+    return [(node_id, roles, hosts) for node_id, (roles, hosts) in sorted(nodes.items())]
 
 
 def dev_certs(

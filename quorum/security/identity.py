@@ -3,8 +3,15 @@
 On a TLS listener with client authentication the caller presented a certificate our trust
 store accepted; its subject gives the principal (``User:`` + the RFC 2253 distinguished name,
 Kafka's default ``ssl.principal.mapping.rules = DEFAULT``), and a URI subject alternative name
-``spiffe://metaquorum/<cluster-id>/node/<node-id>`` names a controller or broker
-(docs/security.md). On a plaintext listener every caller is ``User:ANONYMOUS`` and names no node.
+``spiffe://metaquorum/<cluster-id>/<role>/<node-id>`` names a node and its role, ``controller``
+or ``broker`` (a combined node carries both URIs, with one id). A URI of another form names no
+node (the ``.../node/<id>`` of earlier releases among them: it says no role). On a plaintext
+listener every caller is ``User:ANONYMOUS`` and names no node (docs/security.md#node-identity).
+
+A node's certificate also carries DNS names that say who it is to the nodes that connect to it
+(``node_server_name``): ``<role>-<id>.<cluster>.metaquorum`` and ``<role>.<cluster>.metaquorum``.
+A node connecting to a peer checks that the peer's certificate carries the name of the node
+and role it meant to reach, not only the host (docs/security.md#whom-a-node-connects-to).
 
 Both come from the TLS stack itself, which parsed the certificate when it verified the chain:
 gRPC's auth context names the subject (``x509_subject``, RFC 2253 as BoringSSL prints it) and
@@ -23,26 +30,33 @@ fails closed: the caller becomes ``User:ANONYMOUS`` (docs/security.md#forwarded-
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import structlog
 
 from quorum.logs import LogThrottle
+from quorum.security.events import SECURITY_EVENTS
 
 __all__ = [
     "ANONYMOUS",
     "FORWARDED_CLIENT_KEY",
     "FORWARDED_PRINCIPAL_KEY",
+    "NODE_ROLES",
     "NODE_URI_PREFIX",
+    "ROLE_BROKER",
+    "ROLE_CONTROLLER",
     "Caller",
     "CallerResolver",
     "MappingRuleError",
     "PrincipalMapper",
     "forwarding_metadata",
+    "node_of_uris",
+    "node_server_name",
     "node_uri",
     "parse_mapping_rules",
+    "parse_node_uri",
     "peer_certificate_properties",
 ]
 
@@ -59,9 +73,30 @@ FORWARDED_VALUE_BYTES_MAX: Final = 1024
 _log = structlog.get_logger("quorum.security")
 
 
-def node_uri(cluster_id: str, node_id: int) -> str:
-    """The URI SAN that names node ``node_id`` of cluster ``cluster_id``."""
-    return f"{NODE_URI_PREFIX}{cluster_id}/node/{node_id}"
+ROLE_CONTROLLER: Final = "controller"
+ROLE_BROKER: Final = "broker"
+NODE_ROLES: Final = (ROLE_CONTROLLER, ROLE_BROKER)
+# The DNS suffix of the names nodes know each other by (``node_server_name``): not a real
+# domain, never looked up; only checked against certificates.
+NODE_NAME_SUFFIX: Final = "metaquorum"
+
+
+def node_uri(cluster_id: str, role: str, node_id: int) -> str:
+    """The URI SAN that names node ``node_id`` of cluster ``cluster_id`` in ``role``."""
+    assert role in NODE_ROLES, role
+    return f"{NODE_URI_PREFIX}{cluster_id}/{role}/{node_id}"
+
+
+def node_server_name(cluster_id: str, role: str, node_id: int | None = None) -> str:
+    """The DNS name a node's certificate carries so that peers can check whom they reached:
+    ``controller-3.<cluster>.metaquorum`` for node 3 as a controller, or (``node_id`` None)
+    ``controller.<cluster>.metaquorum`` for any controller of the cluster (a bootstrap server
+    whose id is not known yet). ``<cluster>`` is the cluster id's UTF-8 bytes in lower-case hex:
+    a DNS label (a cluster id may hold '_' and upper case, which DNS names do not keep)."""
+    assert role in NODE_ROLES, role
+    cluster = cluster_id.encode().hex()
+    head = role if node_id is None else f"{role}-{node_id}"
+    return f"{head}.{cluster}.{NODE_NAME_SUFFIX}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +115,27 @@ class Caller:
     """The transport address, for logs (``ipv4:127.0.0.1:53422``)."""
     forwarded_by: int | None = None
     """The node (a broker) that forwarded this caller's request (KIP-590), or None."""
+    roles: frozenset[str] = frozenset()
+    """The roles the certificate's node URIs name (``controller``, ``broker``); empty for
+    clients and plaintext."""
 
     @property
     def is_node(self) -> bool:
         return self.node_id is not None
+
+    @property
+    def is_controller(self) -> bool:
+        return ROLE_CONTROLLER in self.roles
+
+    @property
+    def is_broker(self) -> bool:
+        return ROLE_BROKER in self.roles
+
+    def describe_node(self) -> str:
+        """``controller 3``, ``broker 101``, ``controller and broker 1`` (for messages)."""
+        if self.node_id is None:
+            return "no node"
+        return f"{' and '.join(r for r in NODE_ROLES if r in self.roles)} {self.node_id}"
 
 
 class _AuthContext(Protocol):
@@ -92,11 +144,13 @@ class _AuthContext(Protocol):
     def peer(self) -> str: ...
 
 
-def _parse_node_uri(uri: str) -> tuple[str, int] | None:
+def parse_node_uri(uri: str) -> tuple[str, str, int] | None:
+    """(cluster id, role, node id) of a node URI, or None when ``uri`` is not one (another
+    scheme, a role other than ``controller`` or ``broker``, an id that is not an int32)."""
     if not uri.startswith(NODE_URI_PREFIX):
         return None
     parts = uri[len(NODE_URI_PREFIX) :].split("/")
-    if len(parts) != 3 or parts[1] != "node" or not parts[0]:
+    if len(parts) != 3 or parts[1] not in NODE_ROLES or not parts[0]:
         return None
     text = parts[2]
     if not text.isascii() or not text.isdigit() or len(text) > 10:
@@ -104,7 +158,18 @@ def _parse_node_uri(uri: str) -> tuple[str, int] | None:
     node_id = int(text)
     if node_id > 2**31 - 1:
         return None
-    return parts[0], node_id
+    return parts[0], parts[1], node_id
+
+
+def node_of_uris(uris: Sequence[str]) -> tuple[str, int, frozenset[str]] | None:
+    """(cluster id, node id, roles) that the node URIs among ``uris`` name together, or None:
+    none names a node, or two name different nodes or clusters (a certificate with two
+    identities has none)."""
+    named = [parsed for parsed in map(parse_node_uri, uris) if parsed is not None]
+    if not named or len({(cluster, node_id) for cluster, _, node_id in named}) != 1:
+        return None
+    cluster_id, _, node_id = named[0]
+    return cluster_id, node_id, frozenset(role for _, role, _ in named)
 
 
 class MappingRuleError(ValueError):
@@ -238,6 +303,9 @@ class PrincipalMapper:
         return None
 
 
+# What a verified certificate says: (principal, node id, cluster id, roles).
+_Identity = tuple[str, int | None, str | None, frozenset[str]]
+
 # Certificates whose identity a CallerResolver keeps (bounds memory against clients that
 # present many distinct certificates; each must still be signed by the trust store's CA).
 IDENTITIES_CACHED_MAX = 1024
@@ -254,16 +322,20 @@ class CallerResolver:
         mapping_rules: str | Sequence[str] = ("DEFAULT",),
         *,
         forwarding_cluster_id: str | None = None,
+        registered_broker: Callable[[int], bool] | None = None,
     ) -> None:
-        """``forwarding_cluster_id``: believe the principal a node certificate of this cluster
-        forwards (an active controller's admin service); None: never believe one."""
+        """``forwarding_cluster_id``: believe the principal that a broker certificate of this
+        cluster forwards (an active controller's admin service); None: never believe one.
+        ``registered_broker``: whether a broker id is registered in the metadata (a broker
+        certificate of an id the cluster does not know forwards nothing); None: any id."""
         self._mapper = PrincipalMapper(mapping_rules)
         self.mapping_rules = self._mapper.rules
         # Parsing a certificate costs tens of microseconds, and every call of a connection
         # presents the same one: what a certificate's bytes map to (principal, node, cluster)
         # is kept, for at most IDENTITIES_CACHED_MAX certificates (oldest dropped first).
-        self._identities: dict[bytes, tuple[str, int | None, str | None]] = {}
+        self._identities: dict[bytes, _Identity] = {}
         self._forwarding_cluster_id = forwarding_cluster_id
+        self._registered_broker = registered_broker
         self._refusals = LogThrottle()
 
     def principal_for_subject(self, subject_dn: str) -> str | None:
@@ -282,20 +354,15 @@ class CallerResolver:
     def _on_behalf(self, direct: Caller, principal: bytes, client: bytes | None) -> Caller:
         """The client a broker forwarded a request for, if the broker may say so; otherwise
         ``User:ANONYMOUS`` (fail closed: the claim cannot be checked)."""
-        trusted = (
-            self._forwarding_cluster_id is not None
-            and direct.authenticated
-            and direct.node_id is not None
-            and direct.cluster_id == self._forwarding_cluster_id
-        )
+        why_not = self._forwarder_problem(direct)
         name = _forwarded_text(principal)
         address = _forwarded_text(client) if client is not None else "unknown"
-        if not trusted or name is None or not name.startswith("User:") or address is None:
-            reason = (
-                "the forwarded principal is not of the form User:<name>"
-                if trusted
-                else "only a node certificate of this cluster may forward a request"
-            )
+        if why_not is None and (name is None or not name.startswith("User:") or address is None):
+            why_not = "the forwarded principal is not of the form User:<name>"
+        if why_not is not None or name is None or address is None:
+            reason = why_not or "unreadable forwarded principal"
+            # The request goes on as User:ANONYMOUS: no Kafka error of its own.
+            SECURITY_EVENTS.refused("forwarded_principal_refused", "NONE")
             count = self._refusals.count((direct.principal, reason))
             if count is not None:
                 _log.warning(
@@ -316,9 +383,25 @@ class CallerResolver:
             cluster_id=None,
             # A forwarded caller never has its claims believed as a plaintext caller's are.
             authenticated=True,
-            peer=f"{address} via node {direct.node_id}",
+            peer=f"{address} via broker {direct.node_id}",
             forwarded_by=direct.node_id,
         )
+
+    def _forwarder_problem(self, direct: Caller) -> str | None:
+        """Why ``direct`` may not forward a request (KIP-590), or None: only a broker
+        certificate of this cluster, of a broker the metadata knows, may."""
+        if self._forwarding_cluster_id is None:
+            return "this service believes no forwarded principal"
+        if not direct.authenticated or direct.node_id is None:
+            return "only a broker's certificate may forward a request"
+        if direct.cluster_id != self._forwarding_cluster_id:
+            return "the forwarding certificate names another cluster"
+        if not direct.is_broker:
+            named = direct.describe_node()
+            return f"only a broker may forward a request; the certificate names {named}"
+        if self._registered_broker is not None and not self._registered_broker(direct.node_id):
+            return f"broker {direct.node_id} is not registered in this cluster"
+        return None
 
     def _direct_caller(self, context: _AuthContext) -> Caller:
         peer = context.peer()
@@ -332,14 +415,12 @@ class CallerResolver:
             if len(self._identities) >= IDENTITIES_CACHED_MAX:
                 del self._identities[next(iter(self._identities))]
             self._identities[pems[0]] = known
-        principal, node_id, cluster_id = known
-        return Caller(principal, node_id, cluster_id, authenticated=True, peer=peer)
+        principal, node_id, cluster_id, roles = known
+        return Caller(principal, node_id, cluster_id, authenticated=True, peer=peer, roles=roles)
 
-    def _identity(
-        self, subjects: Sequence[bytes], uris: Sequence[bytes]
-    ) -> tuple[str, int | None, str | None]:
-        """(principal, node id, cluster id) of a certificate the TLS stack verified, from the
-        subject and URI alternative names it read from it."""
+    def _identity(self, subjects: Sequence[bytes], uris: Sequence[bytes]) -> _Identity:
+        """(principal, node id, cluster id, roles) of a certificate the TLS stack verified,
+        from the subject and URI alternative names it read from it."""
         # From here on the TLS stack verified a client certificate: whatever goes wrong below
         # fails closed (an authenticated caller with no name and no node may claim nothing),
         # never open as a plaintext caller would (docs/security.md#what-a-node-may-claim).
@@ -348,15 +429,15 @@ class CallerResolver:
             subject = _text(subjects[0])
             if subject is not None:
                 principal = self.principal_for_subject(subject)
-        texts = [text for text in map(_text, uris) if text is not None]
-        named = [parsed for parsed in map(_parse_node_uri, texts) if parsed is not None]
-        node = named[0] if len(named) == 1 else None  # two node names in one name no node
+        # Two node identities in one certificate name no node.
+        node = node_of_uris([text for text in map(_text, uris) if text is not None])
         return (
             # No subject, or no mapping rule matched: no name (Kafka refuses the
             # authentication); the node identity comes from the URI SAN alone and stands.
             ANONYMOUS if principal is None else principal,
             None if node is None else node[1],
             None if node is None else node[0],
+            frozenset() if node is None else node[2],
         )
 
 

@@ -27,6 +27,7 @@ import asyncio
 import os
 import re
 import ssl
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -419,22 +420,45 @@ class ClientSecurity:
         return credentials
 
     def channel(
-        self, address: str, options: Sequence[tuple[str, Any]] | None = None
+        self,
+        address: str,
+        options: Sequence[tuple[str, Any]] | None = None,
+        server_name: str | None = None,
     ) -> grpc.Channel:
-        """A synchronous channel to ``address`` with this client's security."""
+        """A synchronous channel to ``address`` with this client's security; ``server_name``:
+        the name the server's certificate must carry instead of the host's (SSL only)."""
         credentials = self.credentials()
         if credentials is None:
             return grpc.insecure_channel(address, options=options)
-        return grpc.secure_channel(address, credentials, options=options)
+        return grpc.secure_channel(
+            address, credentials, options=_with_server_name(options, server_name)
+        )
 
     def aio_channel(
-        self, address: str, options: Sequence[tuple[str, Any]] | None = None
+        self,
+        address: str,
+        options: Sequence[tuple[str, Any]] | None = None,
+        server_name: str | None = None,
     ) -> grpc.aio.Channel:
-        """An asyncio channel to ``address`` with this client's security."""
+        """An asyncio channel to ``address`` with this client's security; ``server_name`` as
+        for ``channel``."""
         credentials = self.credentials()
         if credentials is None:
             return grpc.aio.insecure_channel(address, options=options)
-        return grpc.aio.secure_channel(address, credentials, options=options)
+        return grpc.aio.secure_channel(
+            address, credentials, options=_with_server_name(options, server_name)
+        )
+
+
+def _with_server_name(
+    options: Sequence[tuple[str, Any]] | None, server_name: str | None
+) -> list[tuple[str, Any]] | None:
+    """``options`` plus the name the TLS handshake must find in the server's certificate
+    instead of the host's: a node reaching a peer checks whom it reached, by the DNS name
+    that says the peer's role and id (``quorum.security.identity.node_server_name``)."""
+    if server_name is None:
+        return None if options is None else list(options)
+    return [*(options or ()), ("grpc.ssl_target_name_override", server_name)]
 
 
 def _keystore_of(
@@ -466,17 +490,20 @@ class SyncChannels:
     ) -> None:
         self.security = security
         self.options = options
-        self._channels: dict[str, tuple[tuple[object, ...], grpc.Channel]] = {}
+        self._channels: dict[tuple[str, str | None], tuple[tuple[object, ...], grpc.Channel]] = {}
 
-    def get(self, address: str) -> grpc.Channel:
+    def get(self, address: str, server_name: str | None = None) -> grpc.Channel:
+        """The channel to ``address`` whose server must carry ``server_name`` (None: the
+        host's name)."""
         stamp = self.security.stamp()
-        entry = self._channels.get(address)
+        key = (address, server_name)
+        entry = self._channels.get(key)
         if entry is not None and entry[0] == stamp:
             return entry[1]
         if entry is not None:
             entry[1].close()
-        channel = self.security.channel(address, self.options)
-        self._channels[address] = (stamp, channel)
+        channel = self.security.channel(address, self.options, server_name)
+        self._channels[key] = (stamp, channel)
         return channel
 
     def close(self) -> None:
@@ -492,17 +519,22 @@ class AioChannels:
 
     security: ClientSecurity
     options: Sequence[tuple[str, Any]] | None = None
-    _channels: dict[str, tuple[tuple[object, ...], grpc.aio.Channel]] = field(default_factory=dict)
+    _channels: dict[tuple[str, str | None], tuple[tuple[object, ...], grpc.aio.Channel]] = field(
+        default_factory=dict
+    )
     _closing: set[asyncio.Task[None]] = field(default_factory=set)
-    _replaced_at: dict[str, float] = field(default_factory=dict)
+    _replaced_at: dict[tuple[str, str | None], float] = field(default_factory=dict)
 
-    def get(self, address: str) -> grpc.aio.Channel:
+    def get(self, address: str, server_name: str | None = None) -> grpc.aio.Channel:
+        """The channel to ``address`` whose server must carry ``server_name`` (None: the
+        host's name)."""
         stamp = self.security.stamp()
-        entry = self._channels.get(address)
+        key = (address, server_name)
+        entry = self._channels.get(key)
         if (
             entry is not None
             and entry[0] == stamp
-            and not self._waiting_to_reconnect(address, entry[1])
+            and not self._waiting_to_reconnect(key, entry[1])
         ):
             return entry[1]
         if entry is not None:
@@ -511,11 +543,11 @@ class AioChannels:
             )
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-        channel = self.security.aio_channel(address, self.options)
-        self._channels[address] = (stamp, channel)
+        channel = self.security.aio_channel(address, self.options, server_name)
+        self._channels[key] = (stamp, channel)
         return channel
 
-    def _waiting_to_reconnect(self, address: str, channel: grpc.aio.Channel) -> bool:
+    def _waiting_to_reconnect(self, key: tuple[str, str | None], channel: grpc.aio.Channel) -> bool:
         """Whether to replace a channel that waits out a reconnect backoff: it fails every call
         at once with its last error (connection refused) even when the peer is back, so a
         node restarted a moment ago would look dead to a caller for the rest of the backoff.
@@ -524,9 +556,9 @@ class AioChannels:
         if channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE:
             return False
         now = time.monotonic()
-        if now - self._replaced_at.get(address, -STALE_CHANNEL_REPLACE_S) < STALE_CHANNEL_REPLACE_S:
+        if now - self._replaced_at.get(key, -STALE_CHANNEL_REPLACE_S) < STALE_CHANNEL_REPLACE_S:
             return False
-        self._replaced_at[address] = now
+        self._replaced_at[key] = now
         return True
 
     async def close(self) -> None:
@@ -545,6 +577,72 @@ class SecurityWarning:
 
     event: str
     message: str
+
+
+def certificate_names(chain_pem: bytes) -> tuple[list[str], list[str]]:
+    """(URI names, DNS names) of the first certificate of a PEM chain, read by Python's own
+    TLS library (no X.509 package is loaded into a node for it). Raises ``ValueError``."""
+    blocks = [block for kind, block in _pem_blocks(chain_pem) if kind == "CERTIFICATE"]
+    if not blocks:
+        raise ValueError("no certificate in the keystore's chain")
+    # ssl's certificate decoder reads a file; the certificate is public, the key is not written.
+    with tempfile.NamedTemporaryFile("wb", suffix=".pem") as leaf:
+        leaf.write(blocks[0])
+        leaf.flush()
+        try:
+            decoded = ssl._ssl._test_decode_cert(leaf.name)  # type: ignore[attr-defined]
+        except ssl.SSLError as exc:
+            raise ValueError(f"the keystore's certificate does not parse: {exc}") from exc
+    names = decoded.get("subjectAltName", ())
+    return (
+        [str(value) for kind, value in names if kind == "URI"],
+        [str(value) for kind, value in names if kind == "DNS"],
+    )
+
+
+def own_identity_problem(
+    chain_pem: bytes, cluster_id: str, node_id: int, roles: Sequence[str]
+) -> str | None:
+    """Why a node may not serve with the certificate of ``chain_pem`` (None: it may): the
+    certificate must name this node, of this cluster, in each of its ``roles``, with the DNS
+    names its peers check (docs/security.md#node-identity)."""
+    from quorum.security.identity import (  # noqa: PLC0415 - identity imports nothing of tls
+        NODE_ROLES,
+        node_of_uris,
+        node_server_name,
+        node_uri,
+    )
+
+    wanted = [role for role in NODE_ROLES if role in roles]
+    expected = ", ".join(node_uri(cluster_id, role, node_id) for role in wanted)
+    try:
+        uris, dns = certificate_names(chain_pem)
+    except ValueError as exc:
+        return str(exc)
+    node = node_of_uris(uris)
+    if node is None:
+        shown = ", ".join(uris) or "no URI name"
+        return (
+            f"the certificate names no node ({shown}), but this is {' and '.join(wanted)} "
+            f"{node_id}: its certificate must name it as {expected} (a node URI names a role "
+            "since this release; metaquorum dev certs writes such certificates)"
+        )
+    named_cluster, named_id, named_roles = node
+    if (named_cluster, named_id) != (cluster_id, node_id) or set(wanted) - named_roles:
+        return (
+            f"the certificate names {' and '.join(sorted(named_roles))} {named_id} of cluster "
+            f"{named_cluster}, but this is {' and '.join(wanted)} {node_id} of cluster "
+            f"{cluster_id}: give the node its own certificate ({expected})"
+        )
+    missing = [
+        name for role in wanted if (name := node_server_name(cluster_id, role, node_id)) not in dns
+    ]
+    if missing:
+        return (
+            f"the certificate lacks the DNS names its peers check: {', '.join(missing)} "
+            "(docs/security.md#whom-a-node-connects-to); re-issue it"
+        )
+    return None
 
 
 class NodeSecurity:
@@ -596,6 +694,7 @@ class NodeSecurity:
             )
         self.files = PemFiles(keystore, config.ssl_truststore_location)
         self.client = ClientSecurity(SSL, self.files)
+        self._keystore = keystore
         if self.client_auth != "required":
             self.warnings.append(
                 SecurityWarning(
@@ -641,6 +740,19 @@ class NodeSecurity:
             fetch,
             require_client_authentication=self.client_auth == "required",
         )
+
+    def identity_problem(self, cluster_id: str, node_id: int, roles: Sequence[str]) -> str | None:
+        """Why this node may not start with its keystore (``own_identity_problem``), or None
+        (also for PLAINTEXT, where no identity is presented)."""
+        if self.files is None:
+            return None
+        chain = self.files.material.chain
+        if chain is None:
+            return f"the keystore {self._keystore.describe()} holds no certificate chain"
+        problem = own_identity_problem(chain, cluster_id, node_id, roles)
+        if problem is None:
+            return None
+        return f"ssl.keystore ({self._keystore.describe()}): {problem}"
 
     def reload(self) -> None:
         """SIGHUP: re-read the files at the next handshake even if they look unchanged."""

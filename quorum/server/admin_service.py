@@ -57,7 +57,7 @@ from quorum.security.acl_wire import binding_from_proto, binding_to_proto, filte
 from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
-from quorum.security.node_identity import refuse_claim
+from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
 from quorum.server.driver import (
     OperationQueueFullError,
     RaftDriver,
@@ -189,9 +189,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return refused
 
     def _check_broker(self, context: grpc.aio.ServicerContext, broker_id: int) -> None:
-        """The broker lifecycle: CLUSTER_ACTION on the cluster, and a node only as itself."""
+        """The broker lifecycle: CLUSTER_ACTION on the cluster, and a broker only as itself (a
+        controller's certificate may not register or heartbeat a broker)."""
         caller = self._callers.caller(context)
-        refusal = refuse_claim(caller, self._cluster_id, "broker_id", broker_id)
+        refusal = refuse_claim(caller, self._cluster_id, Claim("broker_id", broker_id, BROKER_ONLY))
         if refusal is not None:
             raise RequestRejected(refusal.error_code, refusal.message)
         if not self._authorization.allows(

@@ -277,9 +277,14 @@ class ControllerNode:
                 voters=raft.peers.voter_addresses,  # live: the voter set may change (KIP-853)
                 controller_ready=self.controller_ready,
                 # Brokers forward their Kafka clients' writes with the client's principal
-                # (KIP-590; docs/security.md#forwarded-requests).
+                # (KIP-590; docs/security.md#forwarded-requests): only a registered broker's
+                # own certificate may name one.
                 callers=CallerResolver(
-                    self.config.ssl_principal_mapping_rules, forwarding_cluster_id=self.cluster_id
+                    self.config.ssl_principal_mapping_rules,
+                    forwarding_cluster_id=self.cluster_id,
+                    registered_broker=lambda broker_id: (
+                        broker_id in self.state_machine.committed_image.brokers
+                    ),
                 ),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
             ),

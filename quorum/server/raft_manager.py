@@ -195,6 +195,13 @@ class RaftManager:
     ) -> tuple[RaftManager, MetadataImage]:
         properties = meta_properties.check(config)
         cluster_id = str(properties[config.metadata_log_dir].cluster_id)
+        # A node serves only with its own certificate: one naming its id and roles in this
+        # cluster (docs/security.md#node-identity); peers would refuse anything else.
+        identity_problem = security.identity_problem(
+            cluster_id, config.node_id, sorted(config.process_roles)
+        )
+        if identity_problem is not None:
+            raise StartupError(identity_problem)
         directory_id = properties[config.metadata_log_dir].directory_id
         directory = metadata_log_dir(config)
         segments = SegmentedLog.open(directory, segment_bytes_max=config.metadata_log_segment_bytes)
@@ -255,6 +262,7 @@ class RaftManager:
             local_id=config.node_id if voter else None,
             local_endpoint=HostPort(advertised.host, advertised.port) if voter else None,
             listener_name=config.listener.name,
+            cluster_id=cluster_id,
         )
         node = RaftNode(
             node_id=config.node_id,

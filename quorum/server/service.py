@@ -50,8 +50,16 @@ from quorum.raft.voters import VoterSet
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.security.acls import AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
-from quorum.security.identity import Caller, CallerResolver
-from quorum.security.node_identity import IdentityRefusal, claimed_node_id, refuse_claim
+from quorum.security.events import SECURITY_EVENTS
+from quorum.security.identity import ROLE_CONTROLLER, Caller, CallerResolver, node_server_name
+from quorum.security.node_identity import (
+    CONTROLLER_ONLY,
+    Claim,
+    IdentityRefusal,
+    claim_of,
+    fetch_claim,
+    refuse_claim,
+)
 from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
@@ -145,15 +153,14 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         self,
         context: grpc.aio.ServicerContext,
         method: str,
-        field: str,
-        claimed: int,
+        claim: Claim,
         caller: Caller | None = None,
     ) -> tuple[Caller, IdentityRefusal] | None:
-        """The refusal of a request whose ``field`` claims node ``claimed``, or None.
+        """The refusal of a request making ``claim`` (its sender's id and role), or None.
         ``caller``: who the call's connection authenticated, if already known."""
         if caller is None:
             caller = self._callers.caller(context)
-        refusal = refuse_claim(caller, self._cluster_id, field, claimed)
+        refusal = refuse_claim(caller, self._cluster_id, claim)
         if refusal is None:
             return None
         self._refusals.log(caller, method, refusal)
@@ -170,7 +177,8 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         response.current_leader.leader_epoch = node.epoch
         response.snapshot_id.CopyFrom(request.snapshot_id)
         code = ErrorCode.NONE
-        refused = self._refuse(context, "FetchSnapshot", "replica_id", request.replica_id)
+        claim = fetch_claim(request.replica_id, node.voters)
+        refused = self._refuse(context, "FetchSnapshot", claim)
         if refused is not None:
             response.error_code = int(refused[1].error_code)
             response.error_message = refused[1].message
@@ -216,9 +224,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             message = transport.request_from_proto(request)
         except transport.MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        claim = claimed_node_id(message)
+        claim = claim_of(message, self._driver.node.voters)
         if claim is not None:
-            refused = self._refuse(context, type(message).__name__, *claim, caller=caller)
+            refused = self._refuse(context, type(message).__name__, claim, caller=caller)
             if refused is not None:
                 return transport.response_to_proto(
                     self._refusal_response(message, refused[1]), refused[1].message
@@ -309,21 +317,25 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
     ) -> tuple[ErrorCode, str] | None:
         method = type(message).__name__.removesuffix("Request")
         if isinstance(message, UpdateRaftVoterRequest):
-            identity = refuse_claim(caller, self._cluster_id, "voter_id", message.voter_id)
+            claim = Claim("voter_id", message.voter_id, CONTROLLER_ONLY)
+            identity = refuse_claim(caller, self._cluster_id, claim)
             if identity is not None:
                 self._refusals.log(caller, method, identity)
                 return identity.error_code, identity.message
             return None
         if caller.is_node:
-            if (
-                isinstance(message, AddRaftVoterRequest)
-                and caller.cluster_id == self._cluster_id
-                and caller.node_id == message.voter_id
-            ):
-                return None  # a controller adding itself (auto-join)
+            if isinstance(message, AddRaftVoterRequest) and caller.node_id == message.voter_id:
+                # A controller adding itself (controller.quorum.auto.join.enable); a broker's
+                # certificate may not (it would make the broker a voter).
+                claim = Claim("voter_id", message.voter_id, CONTROLLER_ONLY)
+                identity = refuse_claim(caller, self._cluster_id, claim)
+                if identity is not None:
+                    self._refusals.log(caller, method, identity)
+                    return identity.error_code, identity.message
+                return None
             refusal = IdentityRefusal(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                f"node {caller.node_id} may only add itself to the voter set; adding or "
+                f"{caller.describe_node()} may only add itself to the voter set; adding or "
                 "removing other voters needs an operator's principal with ALTER on the cluster",
             )
             self._refusals.log(caller, method, refusal)
@@ -465,6 +477,7 @@ class _RefusalLog:
         self._throttle = LogThrottle()
 
     def log(self, caller: Caller, method: str, refusal: IdentityRefusal) -> None:
+        SECURITY_EVENTS.refused("request_refused", refusal.error_code.name)
         count = self._throttle.count((caller.principal, method, refusal.error_code.name))
         if count is not None:
             self._log.warning(
@@ -508,7 +521,13 @@ class PeerClients:
         local_id: int | None = None,
         local_endpoint: HostPort | None = None,
         listener_name: str = "",
+        cluster_id: str | None = None,
     ) -> None:
+        """``cluster_id``: check that each peer reached is the controller meant (over SSL the
+        peer's certificate must carry ``node_server_name(cluster_id, "controller", id)``, or
+        for a bootstrap server the name every controller of the cluster carries); None: check
+        the host only (tests of the transport)."""
+        self._cluster_id = cluster_id
         self._static = dict(voters)
         self.voter_addresses: dict[int, HostPort] = dict(voters)
         if local_id is not None and local_endpoint is not None:
@@ -580,11 +599,19 @@ class PeerClients:
         found = self._channel_and_stub(node_id)
         return None if found is None else found[1]
 
+    def _server_name(self, node_id: int) -> str | None:
+        """Whom this node means to reach as ``node_id``: controller ``node_id`` (a leader
+        learned from a BeginQuorumEpoch is believed only if its certificate proves it), or any
+        controller of the cluster (a bootstrap server, negative ids)."""
+        if self._cluster_id is None:
+            return None
+        return node_server_name(self._cluster_id, ROLE_CONTROLLER, None if node_id < 0 else node_id)
+
     def _channel_and_stub(self, node_id: int) -> tuple[grpc.aio.Channel, Any] | None:
         address = self.address_of(node_id)
         if address is None:
             return None
-        channel = self._channels.get(f"{address.host}:{address.port}")
+        channel = self._channels.get(f"{address.host}:{address.port}", self._server_name(node_id))
         cached = self._stubs.get(node_id)
         if cached is None or cached[0] is not channel:
             cached = self._stubs[node_id] = (channel, raft_pb2_grpc.QuorumServiceStub(channel))
