@@ -14,6 +14,8 @@ from quorum.metadata.batch import encode_batch
 from quorum.metadata.records import BrokerEndpoint, KRaftVersionRecord, NoOpRecord
 from quorum.raft.messages import (
     AddRaftVoterRequest,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
     Message,
     RemoveRaftVoterRequest,
     RequestHeader,
@@ -229,3 +231,26 @@ def test_vote_rules_of_a_dynamic_quorum(
     assert isinstance(answer, VoteResponse)
     assert answer.error_code is expected
     assert not answer.vote_granted  # a live leader: no pre-vote granted either way
+
+
+def test_a_voter_refuses_a_leader_outside_its_voter_set_a_joining_controller_follows_it() -> None:
+    """docs/security.md#a-leader-outside-the-voter-set: a voter of a dynamic quorum refuses
+    BeginQuorumEpoch from a node outside its voter set (INCONSISTENT_VOTER_SET, nothing moves);
+    a controller that is not a voter of its own set (about to be added, its set possibly older
+    than the leader's) follows it, as KIP-853 needs."""
+    cluster = dynamic_cluster(seed=6)
+    leader = cluster.leader()
+    assert leader is not None and leader.raft is not None
+    voter = next(n for n in (1, 2, 3) if n != leader.node_id)
+    voter_raft, joining = cluster.nodes[voter].raft, cluster.nodes[4].raft
+    assert voter_raft is not None and joining is not None and not joining.is_voter
+    epoch = voter_raft.epoch
+    header = RequestHeader(CLUSTER_ID, METADATA_TOPIC_ID, 0)
+    refused = ask(cluster, voter, BeginQuorumEpochRequest(header, 9, epoch + 1, voter))
+    assert isinstance(refused, BeginQuorumEpochResponse)
+    assert refused.error_code is ErrorCode.INCONSISTENT_VOTER_SET
+    assert (voter_raft.epoch, voter_raft.leader_id) == (epoch, leader.node_id)
+    followed = ask(cluster, 4, BeginQuorumEpochRequest(header, 9, epoch + 1, 4))
+    assert isinstance(followed, BeginQuorumEpochResponse)
+    assert followed.error_code is ErrorCode.NONE
+    assert (joining.epoch, joining.leader_id) == (epoch + 1, 9)

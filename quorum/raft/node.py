@@ -1096,8 +1096,7 @@ class RaftNode:
         reason = ""
         if error is ErrorCode.NONE:
             error, reason = self._addressee_problem(request.voter_id, request.voter_directory_id)
-        if error is ErrorCode.NONE and not self.is_dynamic and request.leader_id not in self.voters:
-            # A dynamic quorum follows a leader outside its voter set: that set may be stale.
+        if error is ErrorCode.NONE and self._refuses_leader_outside_voters(request.leader_id):
             error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader not a voter"
         if error is ErrorCode.NONE:
             reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
@@ -1114,6 +1113,17 @@ class RaftNode:
             ):
                 self._become_follower(request.leader_epoch, request.leader_id, "begin quorum epoch")
         self._reply(envelope, BeginQuorumEpochResponse(error, self.leader_id, self.epoch))
+
+    def _refuses_leader_outside_voters(self, leader_id: int) -> bool:
+        """Whether a BeginQuorumEpoch or EndQuorumEpoch from ``leader_id`` is refused because
+        the leader is not in this node's voter set: always in a static quorum; in a dynamic one
+        (KIP-853) whenever this node is itself a voter of its set. The exception KIP-853 needs:
+        a node outside its own voter set (an observer, a controller being added) may hold a set
+        older than the leader's, the one that names both of them, and follows such a leader. A
+        voter whose set is stale learns the new leader from the other voters' answers (Fetch,
+        Vote), never from the leader's own claim
+        (docs/security.md#a-leader-outside-the-voter-set)."""
+        return leader_id not in self.voters and (not self.is_dynamic or self.is_voter)
 
     def _leader_claim_problem(self, leader_id: int, leader_epoch: int) -> str:
         """What is wrong with a peer's claim that ``leader_id`` leads ``leader_epoch`` ("" if
@@ -1149,6 +1159,8 @@ class RaftNode:
             error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader or this node not a voter"
         if error is ErrorCode.NONE and self.is_dynamic and not self._persists_election:
             error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "this node is not a controller"
+        if error is ErrorCode.NONE and self._refuses_leader_outside_voters(request.leader_id):
+            error, reason = ErrorCode.INCONSISTENT_VOTER_SET, "leader not a voter"
         if error is ErrorCode.NONE:
             reason = self._leader_claim_problem(request.leader_id, request.leader_epoch)
             successors = request.preferred_successors
