@@ -127,6 +127,20 @@ CONTROLLER_OPERATION_RECORDS_PER_TURN_MAX: Final = 1_000
 # is possible: the last million epochs stay for real elections (at one election per second,
 # eleven days of continuous elections). Kafka has no such bound: it trusts its peers.
 EPOCH_MAX: Final = INT32_MAX - 1_000_000
+# How far above the highest epoch a node has seen (its own, or one a majority of voters vouched
+# for in their answers) one peer's message may move it (issue 28; quorum/raft/epoch_bounds.py).
+# A request beyond it is refused (INVALID_REQUEST, logged `epoch_jump_refused`); a response
+# beyond it is dropped until a majority of voters answer with that epoch, which one voter whose
+# key was stolen cannot make up alone. Honest epochs grow by about one per election: with
+# pre-vote a node without a majority never raises its epoch, so only a real election (a leader
+# lost, a resignation) or a split vote does, and each round waits an election timeout (1 s by
+# default, Kafka's). 10,000 epochs are decades of a healthy cluster's failovers and rolling
+# restarts, and almost three hours of back-to-back failed elections at the default timeout
+# (a quorum that elects nobody that long commits nothing anyway); a node away that long still
+# rejoins once a majority answers it. Against a stolen key: one message moves a node at most
+# this far, so walking a quorum up to EPOCH_MAX takes some 214,000 accepted requests, each a
+# persisted epoch and a log line. Our choice; Kafka trusts its peers.
+EPOCH_JUMP_MAX: Final = 10_000
 # Observers (brokers) a leader keeps progress for; past it the least recently heard one is
 # dropped (it reappears on its next Fetch). Our choice: Kafka's largest clusters have a few
 # thousand brokers; every observer costs one entry in DescribeQuorum.
@@ -148,4 +162,5 @@ VOTER_CHANGE_TIMEOUT_MS_MAX: Final = 600_000
 VOTER_ENDPOINTS_MAX: Final = 16
 
 assert 0 < EPOCH_MAX < INT32_MAX
+assert 0 < EPOCH_JUMP_MAX < EPOCH_MAX
 assert FETCH_PURGATORY_MAX <= INBOX_ENVELOPES_MAX

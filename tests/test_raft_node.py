@@ -465,8 +465,9 @@ def test_follower_never_truncates_below_its_high_watermark() -> None:
     ready = follower.poll()
     assert follower.node.high_watermark == 1
     (fetch,) = follower.sent(ready, FetchRequest)
-    # A diverging epoch below the high watermark breaks the protocol: the answer is dropped
-    # and logged (I7), never asserted on.
+    # A diverging epoch below the high watermark means the quorum lost committed data (I7
+    # forbids the truncation): never asserted on, never truncated; a voter reports it for its
+    # shell to stop (quorum/raft/prefix_divergence.py) and fetches no more.
     follower.deliver(
         1,
         FetchResponse(ErrorCode.NONE, 1, 1, 1, 0, diverging_epoch=_diverging(0, 0)),  # type: ignore[arg-type]
@@ -475,10 +476,9 @@ def test_follower_never_truncates_below_its_high_watermark() -> None:
     ready = follower.poll()
     assert ready.truncate_to is None
     assert follower.node.log_end_offset == 1
-    assert any(
-        e.name == "response_rejected" and "truncate committed" in e.fields["reason"]
-        for e in ready.events
-    )
+    assert ready.prefix_diverged is not None and not ready.prefix_diverged.recoverable
+    assert any(e.name == "committed_prefix_diverged" for e in ready.events)
+    assert not follower.sent(follower.poll(advance_ms=10_000), FetchRequest)
 
 
 def test_a_long_committed_backlog_is_handed_out_over_several_readies() -> None:

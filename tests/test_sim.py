@@ -22,7 +22,7 @@ import pytest
 from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
 from tests.sim.cluster import SimCluster, Unsafe, sim_config
-from tests.sim.scenarios import FAMILIES, warm_up
+from tests.sim.scenarios import FAMILIES, lost_write, warm_up
 from tests.sim.scheduler import SimulationError
 
 pytestmark = pytest.mark.sim
@@ -200,6 +200,65 @@ def test_reconfiguration_family_changes_voters() -> None:
     assert outcomes.get("NONE", 0) > 40, outcomes
     assert outcomes.get("REQUEST_TIMED_OUT", 0) > 0, outcomes
     assert outcomes.get("NOT_LEADER_OR_FOLLOWER", 0) + outcomes.get("no answer", 0) > 0, outcomes
+
+
+# Issue 28 (quorum/raft/epoch_bounds.py) with EPOCH_JUMP_MAX at 2 instead of 10,000.
+TIGHT_EPOCH_JUMP_MAX = 2
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "back_to_back_leader_failures",
+        "crash_restart",
+        "hostile_peer",
+        "isolate_follower_prevote",
+        "reconfiguration",
+        "split_majority_minority",
+    ],
+)
+def test_a_tight_epoch_jump_bound_keeps_every_node_live(family: str) -> None:
+    """With the bound at 2, a node that missed three elections (crashed, cut off) is past the
+    others' bound and rejoins only once a majority of voters answer it with the new epoch, and
+    a voter the hostile peer walked up one bound per forged request is past it the other way
+    and is followed only through the leader stepping up by the bound. Over 15 seeds of each
+    family: the invariants after every event, every node caught up after healing (I12)."""
+    config = sim_config(epoch_jump_max=TIGHT_EPOCH_JUMP_MAX)
+    refused = 0
+    for seed in range(15):
+        try:
+            cluster = run_family(family, seed, config=config)
+        except SimulationError as exc:
+            pytest.fail(
+                f"{family} seed {seed} with epoch_jump_max={TIGHT_EPOCH_JUMP_MAX} failed\n{exc}",
+                pytrace=False,
+            )
+        refused += sum(n.raft.epoch_jumps_refused for n in cluster.live() if n.raft)
+    if family in ("crash_restart", "hostile_peer"):
+        assert refused > 0, "no epoch jump was refused: the bound was never exercised"
+
+
+def test_observers_converge_after_the_quorum_loses_a_write() -> None:
+    """Issue 28 (``scenarios.lost_write``): a Fetch forged in a voter's name makes the leader
+    commit a batch only it holds, the observer applies it, the leader dies and the others
+    elect a leader without it. Over 10 seeds the write is really lost (the checkers saw the
+    committed log rewritten), the observer finds its committed prefix diverging, discards its
+    log and ends with the new leader's, and every node catches up (I12)."""
+    for seed in range(10):
+        cluster = SimCluster(seed=seed, voters=3, observers=1)
+        try:
+            lost_write(cluster)
+        except SimulationError as exc:
+            pytest.fail(f"lost_write seed {seed} failed\n{exc}", pytrace=False)
+        assert cluster.invariants.rewrites > 0, f"seed {seed}: no committed write was lost"
+        assert cluster.prefix_divergences > 0, f"seed {seed}: the observer never diverged"
+        leader = cluster.leader()
+        assert leader is not None and leader.raft is not None
+        for observer_id in cluster.observer_ids:
+            raft = cluster.nodes[observer_id].raft
+            assert raft is not None and not raft.rebuilding_committed_prefix
+            mine = raft.log.all_batches()
+            assert mine == leader.raft.log.all_batches()[: len(mine)], f"seed {seed}"
 
 
 def test_same_seed_same_schedule() -> None:

@@ -56,6 +56,10 @@ class RaftConfig:
     # Fetches parked for the long poll (past it, answered at once).
     observers_tracked_max: int = limits.OBSERVERS_TRACKED_MAX
     fetch_purgatory_max: int = limits.FETCH_PURGATORY_MAX
+    # How far above the highest epoch this node has seen one peer's message may move it
+    # (``quorum.raft.epoch_bounds``): limits.EPOCH_JUMP_MAX; the simulator sets it low to
+    # exercise the majority-vouched rejoin of a node left far behind.
+    epoch_jump_max: int = limits.EPOCH_JUMP_MAX
     # A follower whose Fetch finds the leader gone (``RequestFailed.peer_gone``: connection
     # refused or reset, the OS says so at once when a process dies) does not wait out the
     # fetch timeout: it starts a pre-vote after a random pause of at most
@@ -100,6 +104,7 @@ class RaftConfig:
         assert self.fetch_max_wait_ms < self.fetch_timeout_ms, self
         assert self.election_backoff_base_ms > 0, self
         assert self.election_backoff_max_ms >= self.election_backoff_base_ms, self
+        assert self.epoch_jump_max > 0, self
 
     @property
     def check_quorum_timeout_ms(self) -> int:

@@ -1,5 +1,7 @@
 """The fetching side of a follower or observer: when its next Fetch may go, which voter an
-observer that knows no leader asks next, and the leader's snapshot being downloaded (KIP-630).
+observer that knows no leader asks next, the leader's snapshot being downloaded (KIP-630), and
+a committed prefix found diverging (``quorum.raft.prefix_divergence``), which stops fetching
+until the shell discarded the local log (an observer) or for good (a voter, which stops).
 
 It belongs to the node rather than to one epoch state: a retry backoff, the observer's
 round-robin position and a download under way all outlive a change of epoch or leader.
@@ -10,16 +12,20 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from quorum.raft.messages import SnapshotId
+from quorum.raft.prefix_divergence import PrefixDivergence
 
 
 class Fetcher:
-    __slots__ = ("_observer_cursor", "fetching_snapshot", "retry_at_ms")
+    __slots__ = ("_observer_cursor", "diverged", "fetching_snapshot", "retry_at_ms")
 
     def __init__(self) -> None:
         # No Fetch before this time (a failed or answered one sets it).
         self.retry_at_ms = 0
         # The snapshot the driver is downloading; no Fetch goes out meanwhile.
         self.fetching_snapshot: SnapshotId | None = None
+        # The committed prefix diverged from the leader's: no Fetch until the local log is
+        # discarded (``RaftNode.discard_diverged_log``).
+        self.diverged: PrefixDivergence | None = None
         self._observer_cursor = 0
 
     def retry_now(self, now_ms: int) -> None:
@@ -28,10 +34,14 @@ class Fetcher:
     def retry_after(self, now_ms: int, backoff_ms: int) -> None:
         self.retry_at_ms = now_ms + backoff_ms
 
+    def paused(self) -> bool:
+        """Whether fetching waits for the shell: a snapshot download, or a diverged log."""
+        return self.fetching_snapshot is not None or self.diverged is not None
+
     def may_fetch(self, now_ms: int) -> bool:
-        """Whether the backoff is over and no snapshot download is under way (a Fetch already
-        in flight is the caller's to check)."""
-        return now_ms >= self.retry_at_ms and self.fetching_snapshot is None
+        """Whether the backoff is over and fetching is not paused (a Fetch already in flight
+        is the caller's to check)."""
+        return now_ms >= self.retry_at_ms and not self.paused()
 
     def next_observer_target(self, voters: Collection[int]) -> int:
         """The voter an observer without a leader asks next: each voter in turn."""

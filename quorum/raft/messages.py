@@ -52,6 +52,9 @@ class VoteResponse:
     leader_epoch: int  # the responder's current epoch
     vote_granted: bool
     pre_vote: bool = False
+    # A person's explanation of a refusal, when there is more to say than the code (an epoch
+    # jump, quorum.raft.epoch_bounds); the wire's error_message. Not part of equality.
+    error_message: str = field(default="", compare=False)
 
 
 # ----- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------
@@ -71,6 +74,8 @@ class BeginQuorumEpochResponse:
     error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
+    # As VoteResponse's.
+    error_message: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,8 @@ class EndQuorumEpochResponse:
     error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
+    # As VoteResponse's.
+    error_message: str = field(default="", compare=False)
 
 
 # ----- Fetch ------------------------------------------------------------------------------------
@@ -134,6 +141,8 @@ class FetchResponse:
     # Set when the fetcher is behind the leader's log start: fetch this snapshot first.
     snapshot_id: SnapshotId | None = None
     read_fence: int = 0  # the leader's newest read fence; the fetcher echoes it
+    # As VoteResponse's.
+    error_message: str = field(default="", compare=False)
 
 
 # ----- DescribeQuorum -----------------------------------------------------------------------------

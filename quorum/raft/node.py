@@ -43,6 +43,7 @@ from quorum.metadata.records import (
 )
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
+from quorum.raft.epoch_bounds import EpochBounds, explained, request_epoch, vouchers
 from quorum.raft.fetcher import Fetcher
 from quorum.raft.inflight import InflightRequest, InflightRequests, RequestKind
 from quorum.raft.leader import LeaderState, PendingVoterChange
@@ -70,6 +71,7 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from quorum.raft.prefix_divergence import PrefixDivergence, committed_in_epoch
 from quorum.raft.state import (
     CandidateState,
     EpochState,
@@ -143,6 +145,10 @@ class Ready:
     # Fetch this snapshot from this leader, then call ``install_snapshot`` (or
     # ``snapshot_fetch_failed``): this node is behind the leader's log start.
     snapshot_to_fetch: tuple[int, SnapshotId] | None = None
+    # The leader's answer would cut the committed prefix (quorum.raft.prefix_divergence): a
+    # voter's shell stops the process; an observer's discards its local log, snapshots and
+    # image, then calls ``discard_diverged_log``. No Fetch goes out until then.
+    prefix_diverged: PrefixDivergence | None = None
 
     @property
     def needs_flush(self) -> bool:
@@ -238,7 +244,13 @@ class RaftNode:
         self._out_election: ElectionState | None = None
         self._out_events: list[RaftEvent] = []
         self._out_snapshot: tuple[int, SnapshotId] | None = None
+        self._out_divergence: PrefixDivergence | None = None
         self._awaiting_advance = False
+        # Epochs voters vouched for, the ceiling one peer's message may not pass, refusals.
+        self._epoch_bounds = EpochBounds(config.epoch_jump_max)
+        # An observer that discarded a diverged log, until its committed log again reaches an
+        # entry of the current leader's epoch (``rebuilding_committed_prefix``).
+        self._rebuilding = False
         # Everything below this offset is durable on this node (fsynced by the driver).
         self.durable_end_offset = self.log.log_end_offset
         self._applied_offset = self.log.log_start_offset
@@ -288,6 +300,20 @@ class RaftNode:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def epoch_jumps_refused(self) -> int:
+        """Requests refused and responses dropped for an epoch more than ``epoch_jump_max``
+        above the highest epoch this node has seen (a metric; quorum.raft.epoch_bounds)."""
+        return self._epoch_bounds.refused
+
+    @property
+    def rebuilding_committed_prefix(self) -> bool:
+        """Whether this observer is fetching its log again after discarding a diverged one
+        (``discard_diverged_log``): True until the committed log it handed out reaches an
+        entry of the current leader's epoch, and so holds everything the quorum committed.
+        A broker keeps serving its old image meanwhile and then swaps in the new one."""
+        return self._rebuilding or self._fetcher.diverged is not None
 
     # ----- the epoch state by role (Kafka's QuorumState accessors) ---------------------------
 
@@ -520,6 +546,39 @@ class RaftNode:
         self._fetcher.fetching_snapshot = None
         self._fetch_backoff()
 
+    def discard_diverged_log(self, now_ms: int) -> None:
+        """This observer's committed prefix diverged from the leader's (``Ready.prefix_diverged``)
+        and its shell has discarded the local log, snapshots and image: start again empty at
+        offset 0 and fetch everything from the leader, its snapshot first when it has one
+        (quorum.raft.prefix_divergence). The high watermark starts again from 0 too: the
+        committed log handed out from now on is the quorum's."""
+        assert not self._awaiting_advance
+        divergence = self._fetcher.diverged
+        assert divergence is not None and divergence.recoverable, divergence
+        self._now_ms = max(self._now_ms, now_ms)
+        self.log = RaftLog()
+        self.voter_history.reset(
+            self._bootstrap_voters, self._bootstrap_kraft_version, from_log=False
+        )
+        self._voter_set_changed("diverged log discarded")
+        self.metadata_topic_id = None  # it may have come from a lost record
+        self.durable_end_offset = 0
+        self._applied_offset = 0
+        self._out_entries = []
+        self._out_truncate = None
+        self._fetcher.diverged = None
+        self._fetcher.retry_now(self._now_ms)
+        self._rebuilding = True
+        follower = self.maybe_follower_state()
+        if follower is not None:
+            follower.fetch_succeeded(self._now_ms, self.config.fetch_timeout_ms)
+        self._emit(
+            "diverged_log_discarded",
+            high_watermark_before=divergence.high_watermark,
+            log_end_offset_before=divergence.log_end_offset,
+            leader_id=divergence.leader_id,
+        )
+
     def poll(self, now_ms: int) -> Ready:
         """Run timers, then hand out everything to persist, send and apply."""
         assert not self._awaiting_advance, "poll() called twice without advance()"
@@ -537,6 +596,13 @@ class RaftNode:
             self._applied_offset = (
                 committed[-1].end_offset if committed else self.log.high_watermark
             )
+        if (
+            self._rebuilding
+            and not self._fetcher.paused()
+            and committed_in_epoch(self.log, self.epoch, self._applied_offset)
+        ):
+            self._rebuilding = False
+            self._emit("committed_prefix_rebuilt", applied_offset=self._applied_offset)
         ready = Ready(
             election_to_persist=self._out_election,
             truncate_to=self._out_truncate,
@@ -547,8 +613,10 @@ class RaftNode:
             next_poll_at_ms=self._next_poll_at(),
             events=tuple(self._out_events),
             snapshot_to_fetch=self._out_snapshot,
+            prefix_diverged=self._out_divergence,
         )
         self._out_snapshot = None
+        self._out_divergence = None
         self._out_election = None
         self._out_truncate = None
         self._out_entries = []
@@ -616,6 +684,7 @@ class RaftNode:
         leader = self.maybe_leader_state()
         if leader is not None:
             leader.update_voters(new.ids, self._now_ms)
+        self._epoch_bounds.forget_all_but(self._vouchers()[0])
         self._emit(
             "voter_set_changed",
             voters=[str(key) for key in new.voter_keys()],
@@ -889,10 +958,17 @@ class RaftNode:
             | DescribeQuorumRequest,
         )
         error = self._validate_header(message.header)
+        jump = ""
         if error is not ErrorCode.NONE:
             self._reject(envelope, error, "request header")
-        # Each handler answers a header error in its own response type; it validates the
-        # rest of the request itself.
+        elif jump := self.epoch_jump_problem(epoch := request_epoch(message)):
+            error = ErrorCode.INVALID_REQUEST
+            self._epoch_jump_refused(envelope, jump)
+            # A voter that far ahead may be one a liar walked up: a leader asks it again, and
+            # its answer moves the leader up by the bound (``_handle_response``).
+            self._maybe_voter_ahead(envelope.source, epoch or 0)
+        # Each handler answers a header error (or an epoch jump) in its own response type,
+        # changing nothing; it validates the rest of the request itself.
         match message:
             case VoteRequest():
                 self.handle_vote_request(envelope, message, error)
@@ -906,6 +982,27 @@ class RaftNode:
                 self.handle_describe_quorum_request(envelope, message, error)
             case _:  # pragma: no cover - is_request guards this
                 raise AssertionError(message)
+        if jump:  # the answer just queued says why, for a person
+            self._out_messages[-1] = explained(self._out_messages[-1], envelope, jump)
+
+    def _epoch_jump_refused(self, envelope: Envelope, reason: str) -> None:
+        """Log a peer's message refused for its epoch (throttled by the driver, counted)."""
+        kind = "request" if envelope.is_request else "response"
+        name = type(envelope.message).__name__
+        self._emit("epoch_jump_refused", source=envelope.source, **{kind: name}, reason=reason)
+
+    def _vouchers(self) -> tuple[frozenset[int], int]:
+        """Whose answers vouch for an epoch, and out of how many voters a majority counts."""
+        return vouchers(self.voters, self.node_id, self._bootstrap_ids)
+
+    def epoch_jump_problem(self, epoch: int | None) -> str:
+        """Why a peer's ``epoch`` is refused: more than ``epoch_jump_max`` above the highest
+        epoch this node has seen or a majority vouched for ("" if not; counts a refusal).
+        Public for the shell's own handlers of epoch-carrying requests (FetchSnapshot)."""
+        if epoch is None:
+            return ""
+        ceiling = self._epoch_bounds.ceiling(self.epoch, *self._vouchers())
+        return self._epoch_bounds.problem(epoch, self.epoch, ceiling)
 
     def _vote_response(self, granted: bool, error: ErrorCode, pre_vote: bool) -> VoteResponse:
         return VoteResponse(error, self.leader_id, self.epoch, granted, pre_vote)
@@ -1629,6 +1726,16 @@ class RaftNode:
                 self._fetch_backoff()
             return
         error: ErrorCode = getattr(message, "error_code", ErrorCode.NONE)
+        if error is ErrorCode.UNKNOWN_TOPIC_ID and self.metadata_topic_id is not None:
+            # The peer does not know the metadata topic id we applied: one of us holds a record
+            # the other lacks (a lost write, quorum.raft.prefix_divergence). Ask by the sentinel,
+            # which every node accepts, so the divergence shows; replay sets the id again.
+            self._emit(
+                "metadata_topic_id_unknown",
+                peer=envelope.source,
+                topic_id=str(self.metadata_topic_id),
+            )
+            self.metadata_topic_id = None
         if (
             error is ErrorCode.INCONSISTENT_VOTER_SET
             and self.is_dynamic
@@ -1644,6 +1751,27 @@ class RaftNode:
             self._emit(error.name.lower(), peer=envelope.source, request=inflight.kind.value)
             if inflight.kind is RequestKind.FETCH:
                 self._fetch_backoff()
+            return
+        answered_epoch: int = getattr(message, "leader_epoch", -1)
+        self._epoch_bounds.vouch(envelope.source, answered_epoch, self._vouchers()[0])
+        if jump := self.epoch_jump_problem(answered_epoch):
+            # Unless a majority of voters answered with it, one voter cannot move us that far.
+            self._epoch_jump_refused(envelope, jump)
+            if inflight.kind is RequestKind.FETCH:
+                self._fetch_backoff()
+            elif (
+                inflight.kind is RequestKind.BEGIN_QUORUM_EPOCH
+                and inflight.epoch == self.epoch
+                and error is ErrorCode.FENCED_LEADER_EPOCH
+                and self.is_leader()
+            ):
+                # A voter that far ahead: a liar, or one a liar walked up (requests move a
+                # node the bound at a time). Sticky followers would leave it out for good, so
+                # the leader steps up by the bound, no further, and resigns: within (its epoch
+                # - ours) / bound elections it is followed, and each lie costs one election
+                # and the bound, as a forged request does.
+                ceiling = self._epoch_bounds.ceiling(self.epoch, *self._vouchers())
+                self._become_unattached(ceiling, "a voter is ahead beyond EPOCH_JUMP_MAX")
             return
         if inflight.epoch != self.epoch and inflight.kind is not RequestKind.FETCH:
             # An answer to a request sent in an older epoch: only its epoch news matters.
@@ -1857,11 +1985,15 @@ class RaftNode:
         state.read_fence = max(state.read_fence, response.read_fence)
         if response.snapshot_id is not None:
             snapshot = response.snapshot_id
-            if snapshot.end_offset < self.log.high_watermark or snapshot.epoch > state.epoch:
-                self._drop_response(
-                    envelope, f"snapshot {snapshot} behind our high watermark or past the epoch"
-                )
+            if snapshot.epoch > state.epoch:
+                self._drop_response(envelope, f"snapshot {snapshot} past the epoch")
                 self._fetch_backoff()
+                return
+            if snapshot.end_offset < self.log.high_watermark:
+                # Our log diverges inside the leader's snapshot, below what we saw committed.
+                self._committed_prefix_diverged(
+                    envelope, response, snapshot.end_offset, snapshot.epoch, via_snapshot=True
+                )
                 return
             self._fetcher.fetching_snapshot = snapshot
             self._out_snapshot = (envelope.source, snapshot)
@@ -1878,10 +2010,9 @@ class RaftNode:
                 offset -= 1
             if offset < self.log.high_watermark:
                 # Only a leader that lost committed data (or a forged answer) says this.
-                self._drop_response(
-                    envelope, f"diverging epoch asks to truncate committed data to {offset}"
+                self._committed_prefix_diverged(
+                    envelope, response, offset, diverging.epoch, via_snapshot=False
                 )
-                self._fetch_backoff()
                 return
             self._emit(
                 "fetch_diverged",
@@ -1900,6 +2031,31 @@ class RaftNode:
             self._append_local(batch)
         self.log.update_high_watermark(min(response.high_watermark, self.log.log_end_offset))
         self._fetcher.retry_now(self._now_ms)
+
+    def _committed_prefix_diverged(
+        self,
+        envelope: Envelope,
+        response: FetchResponse,
+        truncate_to: int,
+        diverging_epoch: int,
+        *,
+        via_snapshot: bool,
+    ) -> None:
+        """The leader's answer would cut our log below its high watermark, which I7 forbids:
+        stop fetching and hand the shell a ``PrefixDivergence`` (an observer recovers, a voter
+        stops; quorum.raft.prefix_divergence). Never a loop of refused answers."""
+        divergence = PrefixDivergence.of_answer(
+            envelope.source,
+            response,
+            self.log,
+            truncate_to,
+            diverging_epoch,
+            via_snapshot=via_snapshot,
+            recoverable=not self._persists_election,
+        )
+        self._fetcher.diverged = divergence
+        self._out_divergence = divergence
+        self._emit("committed_prefix_diverged", **divergence.fields())
 
     # ----- timers (poll) --------------------------------------------------------------------
 
@@ -2063,8 +2219,9 @@ class RaftNode:
 
     def poll_follower(self, state: FollowerState) -> None:
         now = self._now_ms
-        if self._fetcher.fetching_snapshot is not None:
-            # The driver is downloading a snapshot from the leader; it reports the outcome.
+        if self._fetcher.paused():
+            # The driver is downloading a snapshot from the leader, or discarding a diverged
+            # log (or stopping this voter); it reports the outcome.
             state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
             return
         if now >= state.fetch_deadline_ms:
@@ -2079,8 +2236,8 @@ class RaftNode:
         self._maybe_send_fetch(state.leader_id)
 
     def _may_fetch_now(self) -> bool:
-        """No Fetch in flight and no snapshot download under way."""
-        return not self._fetch_in_flight() and self._fetcher.fetching_snapshot is None
+        """No Fetch in flight and fetching not paused (a snapshot download, a diverged log)."""
+        return not self._fetch_in_flight() and not self._fetcher.paused()
 
     def _fetch_backoff(self) -> None:
         """The last Fetch failed or was refused: wait the retry backoff before the next."""

@@ -53,6 +53,7 @@ from quorum.metadata.records import Record
 from quorum.raft.messages import Envelope, Message, RequestFailed
 from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
+from quorum.security.events import SECURITY_EVENTS
 from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
 
@@ -882,16 +883,28 @@ class RaftDriver:
         log = self.log_events.bind(epoch=node.epoch, state=node.state.name)
         for event in ready.events:
             fields = {k: v for k, v in event.fields.items() if k != "epoch"}
-            if event.name in ("request_rejected", "response_rejected"):
+            if event.name in (
+                "request_rejected",
+                "response_rejected",
+                "epoch_jump_refused",
+                "metadata_topic_id_unknown",
+            ):
                 # A peer's bad messages, throttled per (event, message type, error) - not per
                 # source or reason, which the sender chooses - so a flood of them cannot flood
                 # the log (docs/architecture.md#hostile-peers).
                 kind = fields.get("request", fields.get("response"))
                 key = (event.name, kind, fields.get("error"))
+                SECURITY_EVENTS.refused(event.name, str(fields.get("error", "NONE")))
                 count = self._rejections.count(key)
                 if count is not None:
                     log.warning(event.name, **fields, rejected_so_far=count)
-            elif event.name.startswith(("inconsistent_", "check_quorum", "epoch_")):
+            elif event.name == "committed_prefix_diverged":
+                # An acknowledged write was lost (quorum/raft/prefix_divergence.py): once per
+                # divergence, since the core stops fetching until it is dealt with.
+                log.error(event.name, **fields)
+            elif event.name.startswith(
+                ("inconsistent_", "check_quorum", "epoch_", "diverged_", "committed_prefix_")
+            ):
                 log.warning(event.name, **fields)
             else:
                 log.info(event.name, **fields)

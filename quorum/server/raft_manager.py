@@ -10,6 +10,11 @@ build the ``RaftNode``, the clients to the other voters, the ``RaftDriver`` and 
 ``Snapshotter``. A controller is a voter; a broker is an observer, which persists no election
 state. Every refusal is a ``StartupError`` whose message says what to do.
 
+A committed prefix that diverges from the leader's log (a lost acknowledged write,
+``quorum/raft/prefix_divergence.py``) stops a controller (``CommittedPrefixDivergedError``,
+exit 1); a broker, which sets ``on_log_discarded``, discards its local metadata log and
+snapshots and fetches everything again.
+
 The node itself (controller or broker) keeps what differs: its image or state machine, its
 gRPC services, its tasks.
 """
@@ -34,9 +39,10 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import BrokerEndpoint, Record
 from quorum.raft.messages import AddRaftVoterRequest, SnapshotId
 from quorum.raft.node import Proposal, RaftNode, Ready
+from quorum.raft.prefix_divergence import PrefixDivergence
 from quorum.raft.voters import KRAFT_VERSION_DYNAMIC, KRAFT_VERSION_STATIC, VoterSet
 from quorum.security.tls import NodeSecurity
-from quorum.server.driver import Clock, RaftDriver
+from quorum.server.driver import Clock, RaftDriver, ShuttingDownError
 from quorum.server.service import PeerClients
 from quorum.server.snapshotting import (
     SnapshotStartupError,
@@ -53,6 +59,7 @@ from quorum.storage.dirlock import (
     lock_directories,
     release_all,
 )
+from quorum.storage.snapshots import delete_all_snapshots
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # controller.quorum.auto.join.enable: how often a controller that is not a voter asks to be
@@ -63,6 +70,11 @@ AUTO_JOIN_TIMEOUT_MS = 30_000
 
 class StartupError(Exception):
     """The node cannot start; the message says why and what to do."""
+
+
+class CommittedPrefixDivergedError(StartupError):
+    """A controller's committed prefix diverged from the leader's log: it stops, and
+    ``metaquorum controller start`` exits 1 with the message (what happened, what to do)."""
 
 
 def metadata_log_dir(config: NodeConfig) -> Path:
@@ -146,6 +158,13 @@ class RaftManager:
         # Metadata this node could not load: corrupt snapshots skipped at start-up, snapshot
         # fetches that failed (Kafka's metadata-load-error-count; docs/operating.md#metrics).
         self.metadata_load_errors = 0
+        # Set by a node that can rebuild its image (a broker): called in the driver loop once
+        # its diverged local log was discarded, to start its image again from empty. Without
+        # it (a controller) a diverged committed prefix stops the process.
+        self.on_log_discarded: Callable[[PrefixDivergence], None] | None = None
+        # The snapshot being taken, if any; a diverged log is discarded only after it ended.
+        self._snapshot_task: asyncio.Task[Any] | None = None
+        self._discarding = False
 
     @classmethod
     def open(
@@ -285,6 +304,8 @@ class RaftManager:
         def on_ready_and_addresses(ready: Ready) -> None:
             if any(event.name == "voter_set_changed" for event in ready.events):
                 peers.update_from_voter_sets(node.voter_history.all_sets())
+            if ready.prefix_diverged is not None:
+                manager.prefix_diverged(ready.prefix_diverged)  # built below, before any Ready
             on_ready(ready)
 
         driver = RaftDriver(
@@ -333,9 +354,49 @@ class RaftManager:
         return None
 
     def maybe_take_snapshot(self, image: MetadataImage) -> None:
-        """Snapshot ``image`` (the committed image) in the background when one is due."""
+        """Snapshot ``image`` (the committed image) in the background when one is due (not
+        while a diverged log is discarded or its image rebuilt)."""
+        if self._discarding or self.node.rebuilding_committed_prefix:
+            return
         if self.snapshotter.due():
-            self.spawn(self.snapshotter.take(image))
+            self._snapshot_task = self.spawn(self.snapshotter.take(image))
+
+    # ----- a committed prefix that diverged (quorum/raft/prefix_divergence.py) --------------
+
+    def prefix_diverged(self, divergence: PrefixDivergence) -> None:
+        """The leader's log no longer holds what this node saw committed (the driver logged
+        ``committed_prefix_diverged``). A controller stops: raises
+        ``CommittedPrefixDivergedError`` out of the driver loop. A broker discards its local
+        log and snapshots in the background and fetches again."""
+        if not divergence.recoverable or self.on_log_discarded is None:
+            raise CommittedPrefixDivergedError(divergence.describe())
+        self.spawn(self._discard_diverged_log(divergence))
+
+    async def _discard_diverged_log(self, divergence: PrefixDivergence) -> None:
+        """Empty the local metadata log and delete the snapshots (they hold what the quorum
+        lost), then, in the driver loop, start the core again at offset 0 and the node's image
+        from empty (``on_log_discarded``). The core fetches nothing meanwhile; a snapshot
+        being written finishes first (it compacts the old log, which is then emptied)."""
+        self._discarding = True
+        try:
+            task = self._snapshot_task
+            if task is not None and not task.done():
+                await asyncio.wait([task])
+            on_log_discarded = self.on_log_discarded
+            assert on_log_discarded is not None
+
+            def discard() -> None:
+                self.segments.truncate_fully_and_start_at(0)
+                delete_all_snapshots(self.directory)
+                self.snapshotter.bytes_since = 0
+                self.node.discard_diverged_log(self.clock.now_ms())  # the core logs it
+                on_log_discarded(divergence)
+
+            await self.driver.call_in_loop(discard)
+        except ShuttingDownError:
+            return  # stopped meanwhile: the next start finds the diverged log again
+        finally:
+            self._discarding = False
 
     async def fetch_snapshot(
         self,
@@ -406,11 +467,13 @@ class RaftManager:
             )
         self.log.info("auto_join_done", voters=sorted(node.voters))
 
-    def spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
-        """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched)."""
+    def spawn(self, coroutine: Coroutine[Any, Any, object]) -> asyncio.Task[Any]:
+        """Run ``coroutine`` as a background task of this node (a snapshot taken or fetched, a
+        diverged log discarded)."""
         task = asyncio.get_running_loop().create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def cancel_background(self) -> None:
         """Cancel the snapshots being taken or fetched (a controller does so as it stops)."""

@@ -432,7 +432,8 @@ def response_to_proto(
 ) -> ResponseProto:
     """The protobuf form of the core's answer to a request.
 
-    ``error_message`` defaults to ``default_error_message`` when the response carries an error.
+    ``error_message`` defaults to the core response's own ``error_message`` (an epoch jump), else
+    ``default_error_message``, when the response carries an error.
     The keyword arguments after it are used only for a DescribeQuorumResponse, whose wire form
     holds what the core does not know: the responder's ``cluster_id``, the ``topic_id`` the log
     is known by (the metadata topic's assigned id once written, else METADATA_TOPIC_ID) and
@@ -447,7 +448,10 @@ def response_to_proto(
     if not isinstance(msg, CoreResponse):
         raise TypeError(f"not a response of the Raft core: {msg!r}")
     if not error_message:
-        error_message = default_error_message(msg.error_code, msg.leader_id, msg.leader_epoch)
+        # The core's own explanation (an epoch jump) first, else the code's generic one.
+        error_message = getattr(msg, "error_message", "") or default_error_message(
+            msg.error_code, msg.leader_id, msg.leader_epoch
+        )
     match msg:
         case VoteResponse():
             return raft_pb2.VoteResponse(

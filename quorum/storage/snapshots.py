@@ -708,6 +708,26 @@ def delete_snapshots_before(directory: Path, snapshot_id: SnapshotId) -> list[Sn
     return deleted
 
 
+def delete_all_snapshots(directory: Path) -> list[SnapshotId]:
+    """Delete every snapshot in ``directory``; returns the deleted ids. Only for an observer
+    whose committed prefix diverged from the leader's (quorum/raft/prefix_divergence.py): its
+    snapshots hold records the quorum lost, and it fetches everything again. Call after its
+    log was truncated fully (a crash in between finds the log behind the newest snapshot and
+    diverges, and recovers, again). Durable on return."""
+    deleted = list_snapshots(directory)
+    for snapshot_id in deleted:
+        snapshot_path(directory, snapshot_id).unlink(missing_ok=True)
+    if deleted:
+        fsutil.fsync_directory(directory)
+        _log.warning(
+            "snapshots_deleted",
+            directory=str(directory),
+            deleted=[snapshot_file_name(s) for s in deleted],
+            reason="committed prefix diverged",
+        )
+    return deleted
+
+
 # ----- FetchSnapshot: raw chunks ----------------------------------------------------------
 
 

@@ -409,7 +409,43 @@ class SimNode:
                 "fetch_snapshot",
                 lambda: self._fetch_snapshot(incarnation, leader_id, snapshot),
             )
+        divergence = ready.prefix_diverged
+        if divergence is not None:
+            # quorum/raft/prefix_divergence.py, as RaftManager carries it out: an observer
+            # discards its log and snapshot and fetches again; a voter's process stops.
+            cluster.prefix_divergences += 1
+            if not divergence.recoverable:
+                cluster.trace("stopped", self.node_id, "committed prefix diverged")
+                cluster.crash(self.node_id)
+                return
+            incarnation = self.incarnation
+            cluster.scheduler.after(
+                cluster.rng.randint(1, 20),
+                "discard_diverged_log",
+                lambda: self._discard_diverged_log(incarnation),
+            )
         self.schedule_wake(cluster.scheduler.now_ms if self.inbox else ready.next_poll_at_ms)
+
+    def _discard_diverged_log(self, incarnation: int) -> None:
+        """An observer's shell empties its log and snapshot, then restarts the core at 0."""
+        raft = self.raft
+        if raft is None or self.incarnation != incarnation:
+            return
+        if self.busy:
+            self.cluster.scheduler.after(
+                1, "discard_diverged_log", lambda: self._discard_diverged_log(incarnation)
+            )
+            return
+        self.disk_batches = []
+        self.disk_snapshot = None
+        self.disk_snapshot_batches = ()
+        self.disk_snapshot_voters = None
+        self._verified_count = 0
+        self._disk_log_rewritten()
+        raft.discard_diverged_log(self.cluster.scheduler.now_ms)
+        self.cluster.invariants.on_log_discarded(self)
+        self.cluster.trace("diverged_log_discarded", self.node_id, "")
+        self.schedule_wake(self.cluster.scheduler.now_ms)
 
     # ----- snapshots --------------------------------------------------------------------------
 
@@ -548,6 +584,9 @@ class SimCluster:
         self.sent_before_flush = 0
         self.crashes_after_early_send = 0
         self.proposals_split = 0
+        # Committed prefixes found diverging (quorum/raft/prefix_divergence.py): observers that
+        # discarded their log, voters stopped.
+        self.prefix_divergences = 0
 
     # ----- tracing --------------------------------------------------------------------------
 

@@ -29,6 +29,12 @@ class Invariants:
         self.last_epoch: dict[tuple[int, int], int] = {}
         self.last_durable_epoch: dict[int, int] = {}
         self.last_high_watermark: dict[tuple[int, int], int] = {}
+        # The ``lost_write`` scenario makes the quorum lose a committed write on purpose (a
+        # Fetch forged with a voter's key, issue 28): I4 cannot hold there, and the committed
+        # log is rewritten from the lost offset on (``rewrites`` counts it) instead of I5
+        # failing. Every other scenario keeps both.
+        self.lost_writes_allowed = False
+        self.rewrites = 0
 
     def fail(self, invariant: str, detail: str) -> None:
         raise SimulationError(f"{invariant} violated: {detail}")
@@ -39,6 +45,13 @@ class Invariants:
         """I5 committed prefixes agree; the committed log has no gaps."""
         for batch in batches:
             known = self.committed.get(batch.base_offset)
+            if (
+                self.lost_writes_allowed
+                and batch.base_offset < self.committed_end
+                and known != batch
+            ):
+                self._rewrite_from(batch.base_offset)
+                known = None
             if known is None:
                 if batch.base_offset != self.committed_end:
                     self.fail(
@@ -54,6 +67,14 @@ class Invariants:
                     f"node {node.node_id} committed {batch!r} (epoch {batch.epoch}) at "
                     f"{batch.base_offset}, another node committed epoch {known.epoch} there",
                 )
+
+    def _rewrite_from(self, offset: int) -> None:
+        """The quorum lost what was committed from ``offset`` on (lost_write scenario)."""
+        self.committed = {
+            b: batch for b, batch in self.committed.items() if batch.end_offset <= offset
+        }
+        self.committed_end = max((b.end_offset for b in self.committed.values()), default=0)
+        self.rewrites += 1
 
     def on_snapshot(self, node: SimNode, added: tuple[LogBatch, ...], end_offset: int) -> None:
         """I13: a snapshot holds exactly the committed log before its end offset. ``added``:
@@ -83,6 +104,11 @@ class Invariants:
                 f"node {node.node_id} truncated to {offset} below its high watermark "
                 f"{high_watermark}",
             )
+
+    def on_log_discarded(self, node: SimNode) -> None:
+        """An observer discarded a diverged log (quorum/raft/prefix_divergence.py): its high
+        watermark starts again from 0 (I3 holds from there on)."""
+        self.last_high_watermark.pop((node.node_id, node.incarnation), None)
 
     def on_durable_election(self, node: SimNode, epoch: int) -> None:
         """I2: the persisted epoch never goes back."""
@@ -158,7 +184,7 @@ class Invariants:
     def check_majority_holds_committed(self) -> None:
         """I4 and I6: every committed batch is on the disks of a majority of voters, with the
         same contents: nothing committed can be lost, whatever crashes next."""
-        if self.committed_end == 0:
+        if self.committed_end == 0 or self.lost_writes_allowed:
             return
         cluster = self.cluster
         if cluster.dynamic:

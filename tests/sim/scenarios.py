@@ -541,6 +541,53 @@ def hostile_peer(c: SimCluster) -> None:
     assert peer.sent > 0
 
 
+def lost_write(c: SimCluster) -> None:
+    """Issue 28: a voter's key used to forge a Fetch in its name claiming the leader's log end
+    while both followers are down, so the leader commits a batch only it holds and the
+    observer applies it; then the leader dies and the followers elect a leader without it.
+    The observer is told to truncate below its high watermark: it must discard its log and
+    converge to the quorum's, never loop (quorum/raft/prefix_divergence.py). Not a family:
+    the checkers are told the quorum loses a committed write on purpose (I4, I5)."""
+    c.invariants.lost_writes_allowed = True
+    warm_up(c)
+    c.stop_client()
+    c.run_for(600)
+    leader = c.leader()
+    assert leader is not None and leader.raft is not None
+    followers = [v for v in c.voter_ids if v != leader.node_id]
+    for follower in followers:
+        c.crash(follower)
+    leader.proposals.append([ConfigRecord(ConfigResourceType.TOPIC, "lost", "k", "v")])
+    leader.schedule_wake(c.scheduler.now_ms)
+    c.run_for(50)
+    raft = leader.raft
+    end, epoch = raft.log_end_offset, raft.epoch
+    header = RequestHeader(CLUSTER_ID, raft.metadata_topic_id or METADATA_TOPIC_ID, 0)
+    forged = FetchRequest(header, followers[0], epoch, end, epoch, 0, 1 << 20)
+    c.send(Envelope(followers[0], leader.node_id, 1_500_000_000, forged))
+
+    def observers_applied() -> bool:
+        return all(
+            (raft := c.nodes[o].raft) is not None and raft.high_watermark >= end
+            for o in c.observer_ids
+        )
+
+    c.run_until(
+        observers_applied, RECOVERY_MS_MAX, "observers applying the write only the leader holds"
+    )
+    # The client was told it committed; the quorum is about to lose it (what I6 would catch).
+    c.client.acked = [p for p in c.client.acked if p.value != "lost"]
+    c.crash(leader.node_id)
+    for follower in followers:
+        c.restart(follower)
+    c.run_until(
+        lambda: (new := c.leader()) is not None and new.node_id in followers,
+        RECOVERY_MS_MAX,
+        "the followers electing a leader without the lost write",
+    )
+    heal_and_check_liveness(c)
+
+
 # ----- reconfiguration (KIP-853) --------------------------------------------------------------
 
 VOTER_CHANGE_WAIT_MS = 8_000
