@@ -940,6 +940,12 @@ def _run_node(args: argparse.Namespace, role: str) -> int:
             f"{config.describe_source()} has process.roles {sorted(config.process_roles)}; "
             f"'{role} start' needs the {role} role"
         )
+    # gRPC's core says nothing of a failed TLS handshake unless asked: route its lines through
+    # a reader that counts and logs those (docs/security.md#what-a-node-logs). Before logging
+    # is configured (it takes sys.stderr) and before gRPC's first server (it reads the level).
+    from quorum.server.grpc_log import GrpcCoreLog
+
+    GrpcCoreLog.install(config.listener.name)
     configure_logging(role)
     # `kill -USR1 <pid>` prints every thread's stack to stderr (the node's log), like a JVM's
     # thread dump: how to see where a node that stopped answering is stuck.

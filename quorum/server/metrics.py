@@ -51,6 +51,7 @@ from quorum.metadata.image import MetadataImage
 from quorum.raft.node import RaftNode, Ready
 from quorum.raft.state import election_state_of
 from quorum.server.raft_manager import RaftManager, StartupError
+from quorum.server.security_metrics import read_security_events, security_families
 
 # Kafka's metrics.sample.window.ms and metrics.num.samples defaults.
 SAMPLE_WINDOW_MS: Final = 30_000
@@ -891,6 +892,8 @@ def node_metrics(config: NodeConfig, raft: RaftManager, role: str) -> NodeMetric
         }
 
     metrics.add_source(read_snapshots, lambda data: snapshot_families(data, wall_ms()))
+    # What the node refused: failed TLS handshakes, refused requests (every role).
+    metrics.add_source(read_security_events, security_families)
     return metrics
 
 
