@@ -20,9 +20,18 @@ with the same message. It never reconciles against a view it could not read, so 
 never moves a live partition aside. Every data directory is locked for the life of the process
 (``quorum/storage/dirlock.py``, taken by ``RaftManager.open``).
 
+A committed prefix that diverges from the leader's log (the quorum lost a write this broker
+had applied, quorum/raft/prefix_divergence.py) is not a dead end: the broker discards its local
+metadata log and snapshots, fetches everything again from the leader (its snapshot first),
+rebuilds its image from empty beside the one it serves, swaps it in once complete and
+reconciles FULL, as after a snapshot load. Reads without ``min_metadata_offset`` are refused
+meanwhile (UNAVAILABLE, health NOT_SERVING).
+
 Kafka listeners (``listeners`` after the first entry, docs/kafka-listener.md) open once the
 broker has caught up, as a Kafka broker opens its client listeners only then, and serve Kafka's
-own clients from the same image (``broker/kafka/``).
+own clients from the same image (``broker/kafka/``). They run on an event loop of their own,
+in a thread of their own (``broker/kafka/thread.py``): this process's loop, which fetches the
+metadata log and heartbeats the controller, never waits behind a Kafka client's request.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Ready
+from quorum.raft.prefix_divergence import PrefixDivergence
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
@@ -60,7 +70,8 @@ if TYPE_CHECKING:
     from prometheus_client import Counter, Histogram
 
     from broker.kafka.apis import KafkaApis
-    from broker.kafka.server import KafkaListenerServer, KafkaTls
+    from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
+    from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from quorum.server.metrics import NodeMetrics
 
 REGISTER_RETRY_S = 0.5
@@ -148,11 +159,16 @@ class BrokerNode:
         self.cluster_id = self.raft.cluster_id
         self.driver = self.raft.driver
         self._full_requested = False
+        # The image rebuilt from empty after a diverged metadata log was discarded; reads keep
+        # ``image`` until it is complete (quorum/raft/prefix_divergence.py).
+        self._rebuild: MetadataImage | None = None
+        self.raft.on_log_discarded = self._log_discarded
         self.log_dirs = LogDirs(config.log_dirs, self.log)
         self.controllers = ControllerClient(
             config.controller_quorum_voters
             or dict(enumerate(config.controller_quorum_bootstrap_servers)),
             self.raft.security.client,
+            cluster_id=self.raft.cluster_id,
         )
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
@@ -192,10 +208,14 @@ class BrokerNode:
             interceptors=interceptors,
         )
         self.kafka_listeners: list[KafkaListenerServer] = []
+        self._kafka_thread: KafkaListenerThread | None = None
         if config.kafka_listeners:
             # The Kafka codec (kio) is imported only by brokers with a Kafka listener.
             from broker.kafka.server import KafkaListenerServer  # noqa: PLC0415
+            from broker.kafka.thread import BrokerLoop  # noqa: PLC0415
 
+            self._broker_loop: BrokerLoop = BrokerLoop()
+            limits = self._kafka_limits()
             self.kafka_listeners = [
                 KafkaListenerServer(
                     listener,
@@ -203,6 +223,7 @@ class BrokerNode:
                     CallerResolver(config.ssl_principal_mapping_rules),
                     tls=self._kafka_tls() if config.protocol_of(listener) == SSL else None,
                     logger=self.log,
+                    limits=limits,
                 )
                 for listener in config.kafka_listeners
             ]
@@ -210,6 +231,13 @@ class BrokerNode:
     # ----- metadata -------------------------------------------------------------------------
 
     def _on_committed(self, batches: Sequence[LogBatch]) -> None:
+        if self._rebuild is not None:
+            rebuilding = MetadataDelta(self._rebuild)
+            for batch in batches:
+                rebuilding.replay_batch(decode_batch(batch.data))
+            self._rebuild = rebuilding.apply()
+            self.raft.after_replay(batches, self._rebuild)
+            return
         delta = MetadataDelta(self.image)
         for batch in batches:
             delta.replay_batch(decode_batch(batch.data))
@@ -232,6 +260,8 @@ class BrokerNode:
             "metadata_apply_errors": self.stats.apply_errors,
             "pending_deletions": dict(self.pending_deletions),
             "caught_up": self.caught_up.is_set(),
+            # Plain ints the Kafka listeners' thread keeps (docs/operating.md#this-projects-own).
+            "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
         }
 
     def _count_pending_deletions(self) -> None:
@@ -245,6 +275,8 @@ class BrokerNode:
     def _on_ready(self, ready: Ready) -> None:
         if self.metrics is not None:
             self.metrics.raft.observe_ready(ready, self.raft.clock.now_ms())
+        if self._rebuild is not None and not self.raft.node.rebuilding_committed_prefix:
+            self._rebuilt()
         self.raft.maybe_take_snapshot(self.image)
         if ready.snapshot_to_fetch is not None:
             self.raft.spawn(self._fetch_snapshot(*ready.snapshot_to_fetch))
@@ -254,6 +286,9 @@ class BrokerNode:
         topic absent from it counts as deleted: the next reconciliation is FULL."""
 
         def on_image(image: MetadataImage) -> None:
+            if self._rebuild is not None:
+                self._rebuild = image  # served once the rebuild is complete
+                return
             self.image = image
             self._full_requested = True
             self.image_changed.set()
@@ -261,8 +296,54 @@ class BrokerNode:
         await self.raft.fetch_snapshot(leader_id, snapshot, on_image)
         self._check_caught_up()
 
+    def _log_discarded(self, divergence: PrefixDivergence) -> None:
+        """The local metadata log was discarded after its committed prefix diverged (in the
+        driver loop): rebuild the image from empty while the old one is still served."""
+        self._rebuild = MetadataImage.EMPTY
+        self.grpc.set_serving(False)
+        self.log.warning(
+            "metadata_image_rebuilding",
+            serving_offset=self.image.offset,
+            leader_id=divergence.leader_id,
+            leader_epoch=divergence.leader_epoch,
+        )
+
+    def _rebuilt(self) -> None:
+        """The rebuilt image holds everything the quorum committed: serve it, reconcile FULL
+        (topics the quorum lost are moved aside, as after a snapshot load)."""
+        image, self._rebuild = self._rebuild, None
+        assert image is not None
+        lost = [
+            topic.name
+            for topic_id, topic in self.image.topics_by_id.items()
+            if topic_id not in image.topics_by_id
+        ]
+        self.log.warning(
+            "metadata_image_rebuilt",
+            image_offset=image.offset,
+            previous_image_offset=self.image.offset,
+            topics=len(image.topics_by_id),
+            topics_gone=len(lost),
+            topics_gone_first=[repr(name) for name in sorted(lost)[:10]],
+        )
+        self.image = image
+        self._removed = set()
+        self._full_requested = True
+        self.image_changed.set()
+        if self.caught_up.is_set():
+            self.grpc.set_serving(True)
+        else:
+            self._check_caught_up()
+
     def _not_caught_up(self) -> str | None:
         """Why this broker may not answer reads from its image yet (None: it may)."""
+        if self._rebuild is not None:
+            return (
+                f"broker {self.broker_id} is fetching the metadata log again after its copy "
+                "diverged from the quorum's (a lost write); it serves again once its image is "
+                f"rebuilt (at offset {self._rebuild.offset} so far): retry shortly or ask "
+                "another node"
+            )
         if self.caught_up.is_set():
             return None
         target = (
@@ -445,19 +526,33 @@ class BrokerNode:
     # ----- Kafka listeners (docs/kafka-listener.md) -----------------------------------------
 
     def _kafka_apis(self) -> KafkaApis:
+        """The handlers of one Kafka listener. They run on the listeners' loop; what they need
+        from this process's loop (a forwarded write, a wait for an applied offset) runs here."""
         from broker.kafka.apis import KafkaApis  # noqa: PLC0415
         from broker.kafka.forwarding import Forwarder  # noqa: PLC0415
+        from broker.kafka.thread import ForwardingOnBrokerLoop  # noqa: PLC0415
 
+        broker_loop = self._broker_loop
         return KafkaApis(
             broker_id=self.broker_id,
             cluster_id=self.cluster_id,
             image=lambda: self.image,
             authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
-            forwarder=Forwarder(self.controllers),
-            wait_applied=lambda offset, timeout_s: self.driver.wait_for_offset(
-                offset, lambda: self.image.offset, timeout_s
+            forwarder=ForwardingOnBrokerLoop(Forwarder(self.controllers), broker_loop),
+            wait_applied=lambda offset, timeout_s: broker_loop.run(
+                self.driver.wait_for_offset(offset, lambda: self.image.offset, timeout_s)
             ),
         )
+
+    def _kafka_limits(self) -> ListenerLimits:
+        """Connection limits and the request quota, shared by every Kafka listener."""
+        from broker.kafka.connections import OverrideUnresolvableError  # noqa: PLC0415
+        from broker.kafka.server import ListenerLimits  # noqa: PLC0415
+
+        try:
+            return ListenerLimits.from_config(self.config)
+        except OverrideUnresolvableError as exc:
+            raise StartupError(str(exc)) from None
 
     def _kafka_tls(self) -> KafkaTls:
         """The node's keystore and truststore serve its SSL Kafka listeners too."""
@@ -482,24 +577,25 @@ class BrokerNode:
         return KafkaTls(files, self.config.ssl_client_auth)
 
     async def serve_kafka(self) -> None:
-        """Open the Kafka listeners once caught up; keep them until cancelled."""
+        """Open the Kafka listeners once caught up, in their own thread; keep them until
+        cancelled."""
+        from broker.kafka.thread import KafkaListenerThread, ListenerStartError  # noqa: PLC0415
+
         await self.caught_up.wait()
+        self._broker_loop.attach(asyncio.get_running_loop())
+        self._kafka_thread = KafkaListenerThread(self.kafka_listeners)
         try:
-            for server in self.kafka_listeners:
-                try:
-                    await server.start()
-                except OSError as exc:
-                    self.log.error(
-                        "kafka_listener_failed", listener=str(server.listener), error=str(exc)
-                    )
-                    raise StartupError(
-                        f"cannot open Kafka listener {server.listener}: {exc} (is another "
-                        "process using the port? see listeners in the broker's config)"
-                    ) from None
+            try:
+                await self._kafka_thread.start()
+            except ListenerStartError as exc:
+                self.log.error("kafka_listener_failed", listener=str(exc.listener), error=str(exc))
+                raise StartupError(
+                    f"cannot open Kafka listener {exc.listener}: {exc} (is another "
+                    "process using the port? see listeners in the broker's config)"
+                ) from None
             await asyncio.Event().wait()
         finally:
-            for server in self.kafka_listeners:
-                await server.stop()
+            await self._kafka_thread.stop()
 
     # ----- process --------------------------------------------------------------------------
 

@@ -85,6 +85,9 @@ ROLE_BROKER: Final = "broker"
 ROLES: Final = frozenset({ROLE_CONTROLLER, ROLE_BROKER})
 
 PORT_MAX: Final = 65_535
+# The windows a request quota keeps per principal (quota.window.num): each is a few numbers per
+# principal in memory. Our choice; Kafka's default is 11 and its users rarely exceed 60.
+QUOTA_WINDOWS_MAX: Final = 1_000
 
 # Kafka's security protocols this project speaks (SASL is not supported).
 PLAINTEXT: Final = "PLAINTEXT"
@@ -217,6 +220,33 @@ class NodeConfig:
     # A stale partition directory moved to log.dirs/deleting/ is deleted after this long. The
     # seed's "14400 (4 hours)" read as 4 hours, in milliseconds (docs/architecture.md, "Brokers").
     delete_topic_delay_ms: int = 14_400_000
+    # Connections open at once on all of a broker's Kafka listeners (docs/kafka-listener.md);
+    # past it a new one is closed at once. Kafka's default is unbounded; 500 here, so that with
+    # the 4 MiB frame bound at most 2 GiB of requests are held at once.
+    max_connections: int = 500
+    # ... from one client address. Kafka's default is unbounded; 50 here, a tenth of
+    # max.connections, so idle connections from one address can no longer lock every other
+    # client out (it takes ten addresses), while an admin client needs one per broker. 0 admits
+    # only the hosts of max.connections.per.ip.overrides (Kafka's rule).
+    max_connections_per_ip: int = 50
+    # Per-address limits that replace max.connections.per.ip: host (name or IP address) ->
+    # limit, in Kafka's form "host:count,host:count" (e.g. a NAT gateway many clients share,
+    # "10.0.0.1:200"). Names are resolved once, when the listeners open.
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    # A Kafka connection with no request for this long is closed (Kafka's default, 10 minutes;
+    # Kafka's clients close theirs after 9, so a healthy client never meets it).
+    connections_max_idle_ms: int = 600_000
+    # The request quota (docs/kafka-listener.md#request-quota): the percentage of one thread's
+    # time each principal's requests may take on the Kafka listeners, measured over
+    # quota.window.num windows of quota.window.size.seconds; beyond it the answers carry
+    # throttle_time_ms and the connection is read again only after that time. Kafka sets
+    # request_percentage per user (kafka-configs) and has no default; here it is on, at 50:
+    # one principal, however many connections it opens, leaves half of the listeners' thread to
+    # everyone else. 100 lets one principal take all of it.
+    quota_request_percentage_default: int = 50
+    # Kafka's keys and defaults: the windows a quota is measured over, and their length.
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     # Listener name -> security protocol (Kafka's key). Secure by default: a listener the map
     # does not name is SSL, not PLAINTEXT as in Kafka (docs/security.md#listeners-and-protocols).
     listener_security_protocol_map: Mapping[str, str] = field(default_factory=dict)
@@ -284,6 +314,9 @@ class NodeConfig:
         object.__setattr__(self, "controller_quorum_voters", dict(self.controller_quorum_voters))
         object.__setattr__(
             self, "listener_security_protocol_map", dict(self.listener_security_protocol_map)
+        )
+        object.__setattr__(
+            self, "max_connections_per_ip_overrides", dict(self.max_connections_per_ip_overrides)
         )
         _validate(self)
 
@@ -407,11 +440,20 @@ _INT_MINIMUMS: Final[Mapping[str, int]] = {
     "delete.topic.delay.ms": 0,
     "num.partitions": 1,
     "default.replication.factor": 1,
+    "max.connections": 1,
+    "max.connections.per.ip": 0,
+    "connections.max.idle.ms": 1,
+    "quota.request.percentage.default": 1,
+    "quota.window.num": 1,
+    "quota.window.size.seconds": 1,
 }
-# Upper bounds below INT32_MAX: what CreateTopics accepts itself (quorum/limits.py).
+# Upper bounds below INT32_MAX: what CreateTopics accepts itself (quorum/limits.py), a
+# percentage of one thread, and the windows a request quota keeps per principal.
 _INT_MAXIMUMS: Final[Mapping[str, int]] = {
     "num.partitions": TOPIC_PARTITIONS_MAX,
     "default.replication.factor": REPLICATION_FACTOR_MAX,
+    "quota.request.percentage.default": 100,
+    "quota.window.num": QUOTA_WINDOWS_MAX,
 }
 _INT64_KEYS: Final = frozenset(
     {
@@ -519,6 +561,18 @@ def _validate(config: NodeConfig) -> None:
 
     _validate_security(config)
     _validate_side_listeners(config)
+
+    for host, limit in config.max_connections_per_ip_overrides.items():
+        _check_int(
+            f"max.connections.per.ip.overrides ({host})", limit, minimum=0, maximum=INT32_MAX
+        )
+    if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+        raise ConfigError(
+            "max.connections.per.ip is 0 but max.connections.per.ip.overrides names no host, so "
+            "no client could connect to a Kafka listener; allowed: 0 only with overrides "
+            "(Kafka's rule), else at least 1",
+            key="max.connections.per.ip",
+        )
 
     if config.broker_session_timeout_ms <= config.broker_heartbeat_interval_ms:
         raise ConfigError(
@@ -889,6 +943,30 @@ def _parse_metrics_listener(key: str, value: object) -> HostPort:
     return _parse_host_port(key, text, rest.rstrip("/"), example)
 
 
+def _parse_connection_overrides(key: str, value: object) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` (or a TOML array of ``host:count``); the count after
+    the last colon, so an IPv6 address may be written bare or in brackets."""
+    example = "'10.0.0.1:200,gateway.example:100'"
+    overrides: dict[str, int] = {}
+    for entry in _parse_str_list(key, value, example):
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not sep or not host or not _INT_TEXT_RE.fullmatch(count.strip()):
+            raise ConfigError(
+                f"{key}: {entry!r} is not of the form host:count; allowed: a host name or IP "
+                f"address, ':', then its connection limit, e.g. {example}",
+                key=key,
+            )
+        if any(c.isspace() for c in host):
+            raise ConfigError(f"{key}: host {host!r} in {entry!r} contains whitespace", key=key)
+        if host in overrides:
+            raise ConfigError(
+                f"{key}: host {host!r} is given twice; each host may appear once", key=key
+            )
+        overrides[host] = int(count.strip())
+    return overrides
+
+
 def _parse_health_listener(key: str, value: object) -> HostPort:
     example = "'0.0.0.0:9405'"
     if not isinstance(value, str) or not value.strip():
@@ -1135,6 +1213,7 @@ _PARSERS: Final[Mapping[str, Callable[[str, _Setting], object]]] = {
     "allow.everyone.if.no.acl.found": lambda key, s: _parse_bool(key, s.value),
     "metrics.listener": lambda key, s: _parse_metrics_listener(key, s.value),
     "health.listener": lambda key, s: _parse_health_listener(key, s.value),
+    "max.connections.per.ip.overrides": lambda key, s: _parse_connection_overrides(key, s.value),
     "controller.listener.names": lambda key, s: _parse_names(key, s.value),
     "inter.broker.listener.name": lambda key, s: (
         _parse_names(key, [s.value])[0] if isinstance(s.value, str) else _parse_text(key, s.value)
@@ -1218,6 +1297,7 @@ _TEXT_KEYS: Final = frozenset(
         "health.listener",
         "inter.broker.listener.name",
         "broker.rack",
+        "max.connections.per.ip.overrides",
     }
 )
 

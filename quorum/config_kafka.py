@@ -33,10 +33,7 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "socket.receive.buffer.bytes",
         "socket.request.max.bytes",
         "socket.listen.backlog.size",
-        "max.connections",
-        "max.connections.per.ip",
         "max.connection.creation.rate",
-        "connections.max.idle.ms",
         "request.timeout.ms",
     ),
     "partition data (brokers here keep partition directories, not records)": (
@@ -113,8 +110,6 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "share.coordinator.state.topic.num.partitions",
     ),
     "quotas and metrics reporters (metrics here: the Prometheus listener)": (
-        "quota.window.num",
-        "quota.window.size.seconds",
         "client.quota.callback.class",
         "metric.reporters",
         "metrics.num.samples",

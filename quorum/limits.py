@@ -79,6 +79,26 @@ assert (
     <= BATCH_BYTES_MAX
 )
 
+# ----- the Kafka listener (broker/kafka; docs/kafka-listener.md#robustness) ---------------------
+# Topics one Metadata, DescribeTopicPartitions or DescribeConfigs request may name, checked from
+# the frame's array count before the request is decoded. Our choice, ten times the admin
+# writes' 1,000: Kafka has no cap, and a client names every topic it knows when it refreshes
+# them (librdkafka does), so reads get more room than writes; 10,000 names of at most 249 bytes
+# fit in 2.5 MiB and are answered in well under a second.
+METADATA_TOPICS_MAX: Final = 10_000
+# Array items (every array of the request, nested ones included) one Kafka request may claim;
+# each array's count is checked against what is left before its items are read. Decoding costs
+# about 10 us an item (kio reads item by item in Python), so this bounds any request's decoding
+# to about 3 s, in a worker thread. Our choice: the largest CreateTopics the controller accepts
+# (1,000 topics with 64 configs each and 100,000 replica slots, each in an assignment) fits.
+KAFKA_REQUEST_ITEMS_MAX: Final = 300_000
+
+assert (
+    CREATE_TOPICS_TOPICS_MAX * (1 + TOPIC_CONFIGS_MAX) + 2 * CREATE_TOPICS_REPLICAS_MAX
+    <= KAFKA_REQUEST_ITEMS_MAX
+)
+assert METADATA_TOPICS_MAX <= KAFKA_REQUEST_ITEMS_MAX
+
 # ----- the torn-tail rule's scan for a later valid frame (quorum/storage/frames.py) -------------
 # One scan examines at most this many candidate positions (the magic byte, a possible length and
 # non-negative fields) and checksums at most this many bytes; hostile bytes (megabytes of magic

@@ -34,9 +34,10 @@ from kio.serial.readers import (
 )
 
 from broker.kafka.apis import KafkaApis, Session
+from broker.kafka.connections import ConnectionLimits
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.protocol import API_VERSIONS, build
-from broker.kafka.server import KAFKA_REQUEST_BYTES_MAX, KafkaListenerServer
+from broker.kafka.server import KAFKA_REQUEST_BYTES_MAX, KafkaListenerServer, ListenerLimits
 from quorum.config import Listener
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
@@ -669,15 +670,19 @@ def test_frames_outside_the_size_bounds_close_the_connection_and_others_are_serv
     assert decode_answer(received[4], load_response_schema(18, 0), harness.correlation_id)
 
 
-def test_the_listener_refuses_connections_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    import broker.kafka.server as server_module  # noqa: PLC0415
-
-    monkeypatch.setattr(server_module, "KAFKA_CONNECTIONS_MAX", 2)
+def test_the_listener_refuses_connections_past_its_bound() -> None:
+    """max.connections (2 here): a third connection is closed at once."""
     harness = Harness(image_with_topics())
+    limits = ListenerLimits(ConnectionLimits(2, 10), connection_idle_ms=60_000, quota=None)
 
     async def run() -> bytes:
         server = KafkaListenerServer(
-            LISTENER, harness.apis, CallerResolver(), tls=None, logger=structlog.get_logger()
+            LISTENER,
+            harness.apis,
+            CallerResolver(),
+            tls=None,
+            logger=structlog.get_logger(),
+            limits=limits,
         )
         await server.start()
         try:

@@ -102,12 +102,16 @@ class AdminForwarder(Protocol):
 
 @dataclass
 class Session:
-    """One client connection: who it is, which listener it came in on, and the offset of its
-    last write (-1: none), which its next read waits for."""
+    """One client connection: who it is, which listener it came in on, the offset of its last
+    write (-1: none), which its next read waits for, and for the request quota
+    (``broker/kafka/quota.py``) the throttle time its last answer carried, for which nothing
+    more is read, and the thread time of that answer's encoding, charged with the next one."""
 
     caller: Caller
     listener_name: str
     written_offset: int = -1
+    throttle_ms: int = 0
+    unbilled_s: float = 0.0
 
 
 def _ms(value: Any) -> int:

@@ -16,6 +16,16 @@ aborts the whole process on a forged length: found by this project's fuzzer, the
 pin). Every way a decoding can fail becomes ``MalformedRequestError``, which closes the
 connection. Bytes after a request's end are
 ignored, as Kafka's own parser ignores them.
+
+Bounds come before work (docs/kafka-listener.md#robustness): a frame of an API without a
+top-level array (ApiVersions, DescribeAcls, DescribeCluster, any API not served) may hold at
+most ``SMALL_REQUEST_BYTES_MAX`` (``request_bytes_max``, checked from the first four bytes,
+before the rest is read); the count of a request's top-level array (the topics of CreateTopics,
+DeleteTopics, Metadata, ..., the creations of CreateAcls) is read from the frame right after
+the header and checked against the project's per-request bound before anything is decoded
+(``REQUEST_ENTRIES_MAX``); and while a request is decoded, every array's count, nested ones
+included, is taken from a budget of ``KAFKA_REQUEST_ITEMS_MAX`` items before its items are
+read. Each refusal is an ``OversizedRequestError`` naming the bound.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import dataclasses
 import datetime
 import io
 import struct
+import threading
 import types
 import uuid
 from collections.abc import Generator, Mapping
@@ -35,10 +46,23 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial import readers as _kio_readers
 from kio.serial.errors import BufferUnderflow, SerialError
-from kio.serial.readers import read_int16, read_int32
+from kio.serial.readers import (
+    read_compact_array_length,
+    read_int16,
+    read_int32,
+    read_legacy_array_length,
+)
 
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
+from quorum.limits import (
+    ACL_REQUEST_ENTRIES_MAX,
+    CREATE_PARTITIONS_TOPICS_MAX,
+    CREATE_TOPICS_TOPICS_MAX,
+    DELETE_TOPICS_TOPICS_MAX,
+    KAFKA_REQUEST_ITEMS_MAX,
+    METADATA_TOPICS_MAX,
+)
 from quorum.rpc.v1 import admin_pb2
 
 __all__ = [
@@ -47,7 +71,10 @@ __all__ = [
     "API_VERSIONS_KEY",
     "CREATE_PARTITIONS_FORWARDABLE",
     "HEADER_BYTES_MIN",
+    "REQUEST_ENTRIES_MAX",
+    "SMALL_REQUEST_BYTES_MAX",
     "MalformedRequestError",
+    "OversizedRequestError",
     "Request",
     "UnsupportedRequest",
     "build",
@@ -56,6 +83,8 @@ __all__ = [
     "kafka_uuid",
     "kio_error",
     "our_uuid",
+    "request_bytes_max",
+    "with_throttle_time",
 ]
 
 # Kafka's API keys this listener serves, with the versions it serves (docs/kafka-listener.md):
@@ -97,6 +126,25 @@ assert set(API_VERSIONS) <= set(API_KEY_NAMES)
 # api_key (int16), api_version (int16), correlation_id (int32): every request header starts so.
 HEADER_BYTES_MIN: Final = 8
 
+# The bound on the top-level array of each served API that has one (its first field in every
+# version: topics, topic names, creations, filters, resources), from quorum/limits.py: the
+# admin writes' bounds the controller applies too, and the reads' METADATA_TOPICS_MAX.
+REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = {
+    3: METADATA_TOPICS_MAX,  # Metadata: topics
+    19: CREATE_TOPICS_TOPICS_MAX,  # CreateTopics: topics
+    20: DELETE_TOPICS_TOPICS_MAX,  # DeleteTopics: topic names (v0-5), topics (v6)
+    30: ACL_REQUEST_ENTRIES_MAX,  # CreateAcls: creations
+    31: ACL_REQUEST_ENTRIES_MAX,  # DeleteAcls: filters
+    32: METADATA_TOPICS_MAX,  # DescribeConfigs: resources (topics)
+    CREATE_PARTITIONS_KEY: CREATE_PARTITIONS_TOPICS_MAX,  # CreatePartitions: topics
+    75: METADATA_TOPICS_MAX,  # DescribeTopicPartitions: topics
+}
+# The largest frame of an API without a top-level array (ApiVersions, DescribeAcls,
+# DescribeCluster) or of an API not served (answered from its header alone): a header and a
+# few strings. Our choice: DescribeAcls, the largest, holds three strings of at most 32,767
+# bytes (Kafka's int16 string lengths), under 100 KiB.
+SMALL_REQUEST_BYTES_MAX: Final = 128 * 1024
+
 # What kio raises on bytes that are not a valid message (found by tests/test_kafka_protocol.py's
 # fuzzer): its own SerialError family, KeyError for an unknown tagged field, ValueError for an
 # invalid boolean or enum value, struct.error for a short buffer, UnicodeError for a bad string.
@@ -123,18 +171,51 @@ def _exact_bytes(buffer: Any, offset: int, size: int) -> memoryview:
     return _unchecked_exact_bytes(buffer, offset, size)
 
 
+class MalformedRequestError(Exception):
+    """The frame is not a request this listener can read: the connection is closed (Kafka does
+    the same with a request it cannot parse). The message says what was wrong."""
+
+
+class OversizedRequestError(MalformedRequestError):
+    """The frame is within the listener's frame bound but beyond one of the request bounds
+    (``reason``: ``request_too_large``, ``too_many_entries``, ``too_many_items``); refused
+    before the work it would cost, and the connection is closed, as Kafka closes a connection
+    whose request it refuses to parse."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# The items a request being decoded in this thread may still claim (None: no budget, e.g. a
+# client-side decoder in the tests). Thread-local: requests are decoded on the listener's loop
+# and in its decoding thread at once.
+_decoding = threading.local()
+
+
 def _bounded_array_items(
     item_reader: Any, length: int, buffer: Any, offset: int
 ) -> Generator[Any, None, int]:
     """kio 0.5's array reader, with the check Kafka's own generated readers make first: an
     array may not claim more items than bytes remain in the frame (with negative lengths
     refused, every item of a served request takes at least one byte), so a forged count is
-    refused before any item is built."""
+    refused before any item is built. While a request is decoded, the count is also taken
+    from its budget of ``KAFKA_REQUEST_ITEMS_MAX`` items (nested arrays included)."""
     remaining = len(buffer) - offset
     if length > remaining:
         raise BufferUnderflow(
             f"an array claims {length} items but only {remaining} bytes of the frame remain"
         )
+    left: int | None = getattr(_decoding, "items_left", None)
+    if left is not None:
+        if length > left:
+            raise OversizedRequestError(
+                "too_many_items",
+                f"the request's arrays claim more than {KAFKA_REQUEST_ITEMS_MAX} items in all "
+                f"(an array of {length} with {left} left); allowed: at most "
+                f"{KAFKA_REQUEST_ITEMS_MAX} per request (split it)",
+            )
+        _decoding.items_left = left - length
     return (yield from _unbounded_array_items(item_reader, length, buffer, offset))
 
 
@@ -143,11 +224,6 @@ _unchecked_exact_bytes = _kio_readers._read_exact
 _kio_readers._read_exact = _exact_bytes
 _unbounded_array_items = _kio_readers._read_length_items
 _kio_readers._read_length_items = _bounded_array_items
-
-
-class MalformedRequestError(Exception):
-    """The frame is not a request this listener can read: the connection is closed (Kafka does
-    the same with a request it cannot parse). The message says what was wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +253,39 @@ class UnsupportedRequest:
     response_type: type[Any] | None
 
 
+def request_bytes_max(api_key: int, frame_bytes_max: int) -> int:
+    """The largest frame an API's request may have: ``frame_bytes_max`` (the listener's bound)
+    for the APIs with a top-level array, ``SMALL_REQUEST_BYTES_MAX`` for every other."""
+    return frame_bytes_max if api_key in REQUEST_ENTRIES_MAX else SMALL_REQUEST_BYTES_MAX
+
+
+def _check_entries(
+    frame: bytes, api_key: int, api_version: int, request_type: type[Any]
+) -> tuple[Any, int]:
+    """The header of ``frame`` and the offset its body starts at, once the count of the body's
+    top-level array (its first field) is within the API's bound: read from the frame, before
+    any entry is decoded. Raises ``OversizedRequestError`` or a kio decoding error."""
+    header, header_bytes = entity_reader(request_type.__header_schema__)(frame, 0)
+    bound = REQUEST_ENTRIES_MAX.get(api_key)
+    if bound is not None:
+        read_length = (
+            read_compact_array_length if request_type.__flexible__ else (read_legacy_array_length)
+        )
+        count, _ = read_length(frame, header_bytes)
+        if count is not None and count > bound:  # None: a null array
+            name = API_KEY_NAMES.get(api_key, str(api_key))
+            field = dataclasses.fields(request_type)[0].name
+            raise OversizedRequestError(
+                "too_many_entries",
+                f"{name} v{api_version} request has {count} {field}; allowed: at most {bound} "
+                "per request (split it)",
+            )
+    return header, header_bytes
+
+
 def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     """The request in ``frame`` (one frame without its size prefix). Raises
-    ``MalformedRequestError``."""
+    ``MalformedRequestError`` (``OversizedRequestError`` for a request beyond a bound)."""
     if len(frame) < HEADER_BYTES_MIN:
         raise MalformedRequestError(
             f"a frame of {len(frame)} bytes is shorter than a request header "
@@ -213,8 +319,12 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
         return UnsupportedRequest(api_key, api_version, correlation_id, response_type)
     try:
         # A kio reader returns the entity and the number of bytes it consumed.
-        header, header_bytes = entity_reader(request_type.__header_schema__)(frame, 0)
-        body, _ = entity_reader(request_type)(frame, header_bytes)
+        header, header_bytes = _check_entries(frame, api_key, api_version, request_type)
+        _decoding.items_left = KAFKA_REQUEST_ITEMS_MAX
+        try:
+            body, _ = entity_reader(request_type)(frame, header_bytes)
+        finally:
+            _decoding.items_left = None
     except _DECODE_ERRORS as exc:
         raise MalformedRequestError(
             f"{API_KEY_NAMES.get(api_key, api_key)} v{api_version} request does not decode: "
@@ -270,6 +380,14 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     buffer.seek(0)
     buffer.write(size.to_bytes(4, "big", signed=True))
     return buffer.getvalue()
+
+
+def with_throttle_time(response: Any, throttle_ms: int) -> Any:
+    """``response`` (a kio response entity) with its ``throttle_time`` set to ``throttle_ms``,
+    when its version has the field (Kafka's ``throttle_time_ms``; kio carries a timedelta)."""
+    if throttle_ms <= 0 or "throttle_time" not in type(response).__dataclass_fields__:
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 # ----- building response entities from plain values -----------------------------------------

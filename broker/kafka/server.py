@@ -4,17 +4,32 @@
 Each connection is served one request at a time, in order, as a Kafka broker serves a
 connection: read a size-prefixed frame, decode it (``protocol.decode_request``), answer it
 (``apis.KafkaApis``), write the size-prefixed response, read the next. Clients that pipeline
-get their answers in order. Everything a client sends is untrusted:
+get their answers in order. Everything a client sends is untrusted, and every bound is checked
+before the work it protects (docs/kafka-listener.md#robustness):
 
+- a new connection is counted against ``max.connections`` and ``max.connections.per.ip``
+  (``broker/kafka/connections.py``) when it is accepted, before its TLS handshake; beyond a
+  limit it is closed at once;
 - the size prefix is checked before anything is read: below a request header or above
   ``KAFKA_REQUEST_BYTES_MAX``, the connection is closed (Kafka's socket.request.max.bytes);
+  once the API key (the frame's first two bytes) is read, an API without a top-level array may
+  have at most ``SMALL_REQUEST_BYTES_MAX``; the top-level array's count is checked against the
+  API's bound before the request is decoded, and every array's count against the request's
+  item budget (``protocol.py``);
+- a frame larger than ``KAFKA_DECODE_ON_LOOP_BYTES_MAX`` is decoded in a thread of the
+  listener's own, so one request never holds the listener's loop for long;
 - a frame that does not decode, names an API key or version kio does not know, or has bytes
   after its end closes the connection;
-- a connection idle for ``KAFKA_CONNECTION_IDLE_MS_MAX``, or sending one frame slower than
+- a connection idle for ``connections.max.idle.ms``, or sending one frame slower than
   ``KAFKA_FRAME_READ_MS_MAX``, or not reading its answers for ``KAFKA_RESPONSE_WRITE_MS_MAX``,
-  is closed; at most ``KAFKA_CONNECTIONS_MAX`` connections are open at once;
-- every close for cause is logged as ``kafka_request_malformed`` (peer, reason, bytes), the
-  first of each reason in full and then one line per 1,000 (``quorum.logs.LogThrottle``).
+  or not finishing its TLS handshake within ``KAFKA_TLS_HANDSHAKE_MS_MAX``, is closed;
+- each principal's requests are measured against the request quota (``broker/kafka/quota.py``):
+  beyond it the answer carries ``throttle_time_ms`` and the connection is read again only
+  after that time (Kafka mutes the channel);
+- every close for cause is logged as ``kafka_request_malformed`` (peer, reason, bytes), every
+  refused connection as ``kafka_connection_refused`` and every failed TLS handshake as
+  ``tls_handshake_failed`` (peer, listener, reason), the first of each reason in full and then
+  one line per 1,000 (``quorum.logs.LogThrottle``).
 
 A handler that raises is a bug of ours: it is logged as ``kafka_request_failed`` with its
 traceback and that connection is closed; the broker keeps serving every other one (nothing a
@@ -23,41 +38,60 @@ client sends stops a broker; the tests fail on any ``kafka_request_failed``).
 TLS (``SSL`` in ``listener.security.protocol.map``) uses the node's own keystore and truststore
 and ``ssl.client.auth``, and the caller's principal comes from its certificate exactly as on the
 gRPC listener (``quorum.security.identity.CallerResolver``). The server's certificate is re-read
-when its files change, at the next handshake (docs/security.md#rotation).
+when its files change, at the next handshake (docs/security.md#rotation). The handshake runs
+after the connection is counted (``loop.start_tls``), so a failed one is seen, logged
+and counted (``tls_handshake_failures``, and the node's
+``metaquorum_tls_handshake_failures_total{listener,reason}`` that the gRPC listener's failures
+share).
+
+On a broker the listeners run on an event loop of their own, in a thread of their own
+(``broker/kafka/thread.py``), so the broker's heartbeats and metadata fetching never wait
+behind client work.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import structlog
 
 from broker.kafka.apis import KafkaApis, Session
+from broker.kafka.connections import ConnectionLimits, client_address
 from broker.kafka.protocol import (
     API_KEY_NAMES,
     HEADER_BYTES_MIN,
     MalformedRequestError,
+    OversizedRequestError,
+    Request,
     UnsupportedRequest,
     decode_request,
     encode_response,
+    request_bytes_max,
+    with_throttle_time,
 )
-from quorum.config import Listener
+from broker.kafka.quota import CURRENT_COST, RequestCost, RequestQuota, awaited_elsewhere
+from quorum.config import Listener, NodeConfig
 from quorum.logs import LogThrottle
+from quorum.security.events import SECURITY_EVENTS
 from quorum.security.identity import Caller, CallerResolver, peer_certificate_properties
 from quorum.security.tls import Material, PemFiles
 
 __all__ = [
-    "KAFKA_CONNECTIONS_MAX",
+    "KAFKA_DECODE_ON_LOOP_BYTES_MAX",
     "KAFKA_REQUEST_BYTES_MAX",
     "KafkaListenerServer",
     "KafkaTls",
+    "ListenerLimits",
 ]
 
 # The largest request frame accepted (Kafka's socket.request.max.bytes is 100 MiB, sized for
@@ -65,11 +99,11 @@ __all__ = [
 # project's bounds, 1,000 topics and 100,000 replica slots, is well under 1 MiB). As gRPC's
 # default message bound on the other listener.
 KAFKA_REQUEST_BYTES_MAX: Final = 4 * 1024 * 1024
-# Open connections at once; past it a new one is closed at once. With the frame bound, at most
-# 2 GiB of frames in flight (our choice; Kafka's max.connections is unbounded by default).
-KAFKA_CONNECTIONS_MAX: Final = 500
-# Kafka's connections.max.idle.ms default: a connection with no request for this long is closed.
-KAFKA_CONNECTION_IDLE_MS_MAX: Final = 600_000
+# Frames up to this size are decoded on the listener's loop; larger ones in its decoding
+# thread. kio decodes about a microsecond a byte at worst (measured: 3.3 MB of one-byte topic
+# names in 3.3 s), so a frame decoded on the loop holds it for at most about 16 ms; nearly every
+# request (ApiVersions, Metadata for a few topics, a CreateTopics of a few hundred) is smaller.
+KAFKA_DECODE_ON_LOOP_BYTES_MAX: Final = 16 * 1024
 # One frame, once its size arrived, must arrive within this (a client trickling bytes holds a
 # connection, not the broker); its answer must be taken within the same time. Kafka's clients'
 # request.timeout.ms default.
@@ -77,6 +111,81 @@ KAFKA_FRAME_READ_MS_MAX: Final = 30_000
 KAFKA_RESPONSE_WRITE_MS_MAX: Final = 30_000
 # A TLS handshake must finish within this (asyncio's default is 60 s).
 KAFKA_TLS_HANDSHAKE_MS_MAX: Final = 10_000
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _config_default(name: str) -> Any:
+    """The default of a ``NodeConfig`` field (Kafka's key ``name`` with dots for underscores)."""
+    return NodeConfig.__dataclass_fields__[name].default
+
+
+@dataclass(frozen=True)
+class ListenerLimits:
+    """What bounds a broker's Kafka listeners together: the connection limits and the request
+    quota are shared by all of them (Kafka counts both per broker), the idle timeout applies to
+    each connection."""
+
+    connections: ConnectionLimits
+    connection_idle_ms: int
+    quota: RequestQuota | None
+
+    @classmethod
+    def from_config(cls, config: NodeConfig) -> ListenerLimits:
+        """The limits of ``config``; raises ``OverrideUnresolvableError`` for a host of
+        ``max.connections.per.ip.overrides`` that does not resolve."""
+        return cls(
+            connections=ConnectionLimits(
+                config.max_connections,
+                config.max_connections_per_ip,
+                config.max_connections_per_ip_overrides,
+            ),
+            connection_idle_ms=config.connections_max_idle_ms,
+            quota=RequestQuota(
+                config.quota_request_percentage_default,
+                config.quota_window_num,
+                config.quota_window_size_seconds * 1000,
+            ),
+        )
+
+    @classmethod
+    def unquoted(cls) -> ListenerLimits:
+        """The config's default connection limits and no request quota (the tests' listeners)."""
+        return cls(
+            connections=ConnectionLimits(
+                _config_default("max_connections"), _config_default("max_connections_per_ip")
+            ),
+            connection_idle_ms=_config_default("connections_max_idle_ms"),
+            quota=None,
+        )
+
+
+class _Held(asyncio.Protocol):
+    """An accepted connection, reading nothing until the listener has counted it and, on an SSL
+    listener, started its TLS handshake: a client's first bytes (its ClientHello) are then read
+    by TLS, never by a plaintext stream."""
+
+    def __init__(self, accepted: Callable[[asyncio.Transport], None]) -> None:
+        self._accepted = accepted
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()
+        self._accepted(transport)
+
+
+def _timed_decode(
+    frame: bytes,
+) -> tuple[Request | UnsupportedRequest | None, Exception | None, float]:
+    """``decode_request`` in the decoding thread: the request or the refusal, and the thread
+    time it took (the request quota charges it to the caller)."""
+    started_s = time.thread_time()
+    try:
+        return decode_request(frame), None, time.thread_time() - started_s
+    except MalformedRequestError as exc:
+        return None, exc, time.thread_time() - started_s
 
 
 class _PeerContext:
@@ -167,18 +276,27 @@ class KafkaListenerServer:
         *,
         tls: KafkaTls | None,
         logger: Any,
+        limits: ListenerLimits | None = None,
     ) -> None:
         self.listener = listener
         self._apis = apis
         self._callers = callers
         self._tls = tls
+        self._limits = limits if limits is not None else ListenerLimits.unquoted()
         self._log = logger.bind(listener=listener.name)
         self._throttle = LogThrottle()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # Large frames are decoded here, one at a time, off the listener's loop.
+        self._decoder = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"kafka-decode-{listener.name}"
+        )
         self.connections_served = 0
+        self.connections_refused = 0
         self.requests_served = 0
+        self.requests_throttled = 0
         self.closed_for_cause = 0
+        self.tls_handshake_failures = 0
         self.failures = 0  # kafka_request_failed: bugs of ours (tests require none)
 
     @property
@@ -192,13 +310,23 @@ class KafkaListenerServer:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    def stats(self) -> dict[str, int]:
+        """Counts for the broker's metrics (plain ints, read from any thread)."""
+        return {
+            "connections": self.open_connections,
+            "connections_refused": self.connections_refused,
+            "requests": self.requests_served,
+            "requests_throttled": self.requests_throttled,
+            "closed_for_cause": self.closed_for_cause,
+            "tls_handshake_failures": self.tls_handshake_failures,
+        }
+
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve,
-            self.listener.host,
-            self.listener.port,
-            ssl=self._tls.context if self._tls is not None else None,
-            ssl_handshake_timeout=KAFKA_TLS_HANDSHAKE_MS_MAX / 1000 if self._tls else None,
+        # TLS is not left to the server: each connection is held, reading nothing, until it is
+        # counted, and then shakes hands in _serve, where a failed handshake can be seen.
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Held(self._accepted), self.listener.host, self.listener.port
         )
         self._log.info(
             "kafka_listener_started",
@@ -216,8 +344,9 @@ class KafkaListenerServer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._server.wait_closed(), 5)
         self._server = None
+        self._decoder.shutdown(wait=False, cancel_futures=True)
 
-    # ----- one connection -------------------------------------------------------------------
+    # ----- logs for cause ----------------------------------------------------------------------
 
     def _closed_for_cause(self, peer: str, reason: str, detail: str, received: int) -> None:
         """Log (throttled) why a connection is closed; ``reason`` is the throttling key."""
@@ -234,6 +363,49 @@ class KafkaListenerServer:
                 action="connection closed",
             )
 
+    def _refused(self, peer: str, reason: str, detail: str) -> None:
+        self.connections_refused += 1
+        count = self._throttle.count(("kafka_connection_refused", reason))
+        if count is not None:
+            self._log.warning(
+                "kafka_connection_refused",
+                peer=peer,
+                reason=reason,
+                detail=detail,
+                count=count,
+                action="connection closed",
+            )
+
+    def _handshake_failed(self, peer: str, exc: BaseException) -> None:
+        """Log (throttled by reason) and count a TLS handshake that did not complete. The
+        reason is OpenSSL's, as the gRPC listener reports it (``WRONG_VERSION_NUMBER``: not TLS,
+        ``PEER_DID_NOT_RETURN_A_CERTIFICATE``, ``TLSV1_ALERT_UNKNOWN_CA``, ...), or
+        ``HANDSHAKE_TIMEOUT`` / ``CONNECTION_CLOSED``; the node's counter
+        (``SECURITY_EVENTS``, docs/security.md#what-a-node-logs) is shared with it."""
+        self.tls_handshake_failures += 1
+        if isinstance(exc, TimeoutError):
+            reason = "HANDSHAKE_TIMEOUT"
+            detail = f"no handshake within {KAFKA_TLS_HANDSHAKE_MS_MAX} ms"
+        elif isinstance(exc, ssl.SSLError):
+            reason = str(exc.reason or type(exc).__name__).upper()
+            detail = str(exc)
+        else:
+            reason = "CONNECTION_CLOSED"
+            detail = str(exc) or type(exc).__name__
+        SECURITY_EVENTS.handshake_failed(self.listener.name, reason)
+        count = self._throttle.count(("tls_handshake_failed", reason))
+        if count is not None:
+            self._log.warning(
+                "tls_handshake_failed",
+                peer=peer,
+                reason=reason,
+                detail=repr(detail[:512]),
+                count=count,
+                action="connection closed",
+            )
+
+    # ----- one connection -----------------------------------------------------------------------
+
     def _caller(self, writer: asyncio.StreamWriter, peer: str) -> Caller:
         ssl_object = writer.get_extra_info("ssl_object")
         pem = None
@@ -245,36 +417,83 @@ class KafkaListenerServer:
                 certificate = ssl_object.getpeercert() or {}
         return self._callers.caller(_PeerContext(peer, pem, certificate))
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accepted(self, transport: asyncio.Transport) -> None:
+        task = asyncio.get_running_loop().create_task(self._serve(transport))
+        self._connections.add(task)
+
+    async def _serve(self, transport: asyncio.Transport) -> None:
+        """One accepted connection: counted against the connection limits, its TLS handshake,
+        then its requests."""
         task = asyncio.current_task()
         assert task is not None
-        address = writer.get_extra_info("peername")
-        peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
-        if len(self._connections) >= KAFKA_CONNECTIONS_MAX:
-            self._closed_for_cause(
-                peer, "too_many_connections", f"{KAFKA_CONNECTIONS_MAX} connections are open", 0
-            )
-            writer.close()
+        peername = transport.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        address = client_address(peername)
+        limits = self._limits.connections
+        refusal = limits.acquire(address)
+        if refusal is not None:
+            self._connections.discard(task)
+            self._refused(peer, *refusal)
+            transport.abort()
             return
-        self._connections.add(task)
         self.connections_served += 1
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         try:
+            if self._tls is not None:
+                secured = await self._handshake(transport, protocol, peer)
+                if secured is None:
+                    return
+                transport = secured
+            else:
+                transport.set_protocol(protocol)
+                protocol.connection_made(transport)
+                transport.resume_reading()
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             await self._connection(reader, writer, peer)
         except (ConnectionError, ssl.SSLError, OSError):
             pass  # the peer went away or broke TLS: nothing to answer
         finally:
+            limits.release(address)
             self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1)
+            transport.close()
+
+    async def _handshake(
+        self, transport: asyncio.Transport, protocol: asyncio.Protocol, peer: str
+    ) -> asyncio.Transport | None:
+        """The server side of the TLS handshake on a held connection: its TLS transport, or
+        None (logged and counted) when it failed or took longer than
+        ``KAFKA_TLS_HANDSHAKE_MS_MAX``."""
+        assert self._tls is not None
+        timeout_s = KAFKA_TLS_HANDSHAKE_MS_MAX / 1000
+        loop = asyncio.get_running_loop()
+        try:
+            # asyncio's own timeout is later, so ours is the one that fires and is named.
+            secured = await asyncio.wait_for(
+                loop.start_tls(
+                    transport,
+                    protocol,
+                    self._tls.context,
+                    server_side=True,
+                    ssl_handshake_timeout=timeout_s + 5,
+                ),
+                timeout_s,
+            )
+        except (TimeoutError, OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+            self._handshake_failed(peer, exc)
+            return None
+        if secured is None:  # the connection closed as the handshake ended
+            self._handshake_failed(peer, ConnectionResetError("closed during the handshake"))
+            return None
+        return secured
 
     async def _read_frame(self, reader: asyncio.StreamReader, peer: str) -> bytes | None:
         """The next request frame without its size, or None when the connection ends (closed
         by the client, idle, or for cause)."""
+        idle_ms = self._limits.connection_idle_ms
         try:
-            head = await asyncio.wait_for(
-                reader.readexactly(4), KAFKA_CONNECTION_IDLE_MS_MAX / 1000
-            )
+            head = await asyncio.wait_for(reader.readexactly(4), idle_ms / 1000)
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 self._closed_for_cause(
@@ -282,7 +501,12 @@ class KafkaListenerServer:
                 )
             return None
         except TimeoutError:
-            self._log.info("kafka_connection_idle", peer=peer, action="connection closed")
+            self._log.info(
+                "kafka_connection_idle",
+                peer=peer,
+                idle_ms=idle_ms,
+                action="connection closed (connections.max.idle.ms)",
+            )
             return None
         size = int.from_bytes(head, "big", signed=True)
         if not HEADER_BYTES_MIN <= size <= KAFKA_REQUEST_BYTES_MAX:
@@ -294,13 +518,29 @@ class KafkaListenerServer:
                 4,
             )
             return None
+        deadline_s = time.monotonic() + KAFKA_FRAME_READ_MS_MAX / 1000
         try:
-            return await asyncio.wait_for(reader.readexactly(size), KAFKA_FRAME_READ_MS_MAX / 1000)
+            start = await asyncio.wait_for(reader.readexactly(4), KAFKA_FRAME_READ_MS_MAX / 1000)
+            api_key = int.from_bytes(start[:2], "big", signed=True)
+            bound = request_bytes_max(api_key, KAFKA_REQUEST_BYTES_MAX)
+            if size > bound:
+                self._closed_for_cause(
+                    peer,
+                    "request_too_large",
+                    f"a {API_KEY_NAMES.get(api_key, f'API key {api_key}')} request of {size} "
+                    f"bytes; allowed: at most {bound} for this API",
+                    8,
+                )
+                return None
+            rest = await asyncio.wait_for(
+                reader.readexactly(size - 4), max(0.0, deadline_s - time.monotonic())
+            )
+            return start + rest
         except asyncio.IncompleteReadError as exc:
             self._closed_for_cause(
                 peer,
                 "truncated_frame",
-                f"the connection ended after {len(exc.partial)} of {size} bytes",
+                f"the connection ended inside a frame of {size} bytes",
                 4 + len(exc.partial),
             )
         except TimeoutError:
@@ -312,15 +552,52 @@ class KafkaListenerServer:
             )
         return None
 
+    async def _decode(self, frame: bytes, cost: RequestCost) -> Request | UnsupportedRequest:
+        """``decode_request``, on the loop for a small frame, else in the decoding thread."""
+        if len(frame) <= KAFKA_DECODE_ON_LOOP_BYTES_MAX:
+            return decode_request(frame)
+        loop = asyncio.get_running_loop()
+        request, error, used_s = await awaited_elsewhere(
+            loop.run_in_executor(self._decoder, _timed_decode, frame)
+        )
+        cost.worker_s += used_s
+        if error is not None:
+            raise error
+        assert request is not None
+        return request
+
+    def _charge(self, session: Session, cost: RequestCost, started_s: float) -> int:
+        """Record the thread time the request took since ``started_s`` against the caller's
+        request quota; the throttle time it earned (0 without a quota)."""
+        quota = self._limits.quota
+        if quota is None:
+            return 0
+        used_s = time.thread_time() - started_s - cost.excluded_s + cost.worker_s
+        used_s += session.unbilled_s
+        session.unbilled_s = 0.0
+        return quota.record(session.caller.principal, max(used_s, 0.0), _now_ms())
+
     async def answer(self, frame: bytes, session: Session) -> bytes | None:
         """The size-prefixed answer to one request frame, or None when the connection must be
-        closed (the frame is malformed, or answering it failed: both logged)."""
+        closed (the frame is malformed or refused, or answering it failed: all logged). Sets
+        ``session.throttle_ms`` to the throttle time the answer carries."""
+        cost = RequestCost()
+        token = CURRENT_COST.set(cost)
         try:
-            request = decode_request(frame)
+            return await self._answer(frame, session, cost, time.thread_time())
+        finally:
+            CURRENT_COST.reset(token)
+
+    async def _answer(
+        self, frame: bytes, session: Session, cost: RequestCost, started_s: float
+    ) -> bytes | None:
+        session.throttle_ms = 0
+        try:
+            request = await self._decode(frame, cost)
         except MalformedRequestError as exc:
-            self._closed_for_cause(
-                session.caller.peer, "malformed_request", str(exc), 4 + len(frame)
-            )
+            reason = exc.reason if isinstance(exc, OversizedRequestError) else "malformed_request"
+            self._closed_for_cause(session.caller.peer, reason, str(exc), 4 + len(frame))
+            self._charge(session, cost, started_s)
             return None
         try:
             if isinstance(request, UnsupportedRequest):
@@ -340,7 +617,14 @@ class KafkaListenerServer:
                 response = self._apis.unsupported(request)
             else:
                 response = await self._apis.handle(request, session)
+            throttle_ms = self._charge(session, cost, started_s)
+            if throttle_ms:
+                self.requests_throttled += 1
+                response = with_throttle_time(response, throttle_ms)
+            encoding_s = time.thread_time()
             data = encode_response(request.correlation_id, response)
+            # Encoding is charged with the connection's next request (its throttle is set).
+            session.unbilled_s = time.thread_time() - encoding_s
         except Exception:  # a bug of ours, not the client's: see the module docstring
             self.failures += 1
             self._log.exception(
@@ -351,6 +635,7 @@ class KafkaListenerServer:
                 action="connection closed",
             )
             return None
+        session.throttle_ms = throttle_ms
         self.requests_served += 1
         return data
 
@@ -377,3 +662,7 @@ class KafkaListenerServer:
                     0,
                 )
                 return
+            if session.throttle_ms:
+                # Kafka mutes a throttled client's channel: its next request is read only once
+                # the throttle time is over (the request quota; the client waits, not us).
+                await asyncio.sleep(session.throttle_ms / 1000)

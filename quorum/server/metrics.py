@@ -8,14 +8,18 @@ Prometheus JMX exporter, so dashboards and alerts written for KRaft work unchang
   ``kafka_server_snapshotemitter_*`` (every node).
 - ``metaquorum_*``: this project's own, in Prometheus' conventions (base units, ``_total``).
 
-Threads: ``prometheus_client`` serves HTTP from a thread of its own. A scrape never touches the
-Raft core from that thread: it asks the event loop for one snapshot of plain values and
-immutable images (``LoopReader``: one ``call_soon_threadsafe`` callback of a few microseconds),
-then renders it, and counts partitions from the immutable image, in the scrape thread. If the
-loop does not answer within ``SNAPSHOT_WAIT_S`` (it is busy), the scrape serves the previous
-snapshot and counts ``metaquorum_metrics_stale_snapshots_total``. The loop itself only
-updates a few numbers per ``Ready`` (``RaftMetrics.observe_ready``); counters and histograms of
-``prometheus_client`` are thread-safe.
+Threads: the metrics listener (``MetricsHttpServer``) serves HTTP from a thread of its own, with
+an event loop of its own; it answers ``GET /metrics`` (and ``HEAD``) and 404 to everything else,
+gives each request ``METRICS_REQUEST_READ_MS_MAX`` to arrive and keeps at most
+``METRICS_CONNECTIONS_MAX`` connections (docs/operating.md#the-metrics-listener). The
+exposition is rendered in one more thread. A scrape never touches the Raft core from there: it
+asks the event loop for one snapshot of plain values and immutable images (``LoopReader``: one
+``call_soon_threadsafe`` callback of a few microseconds), then renders it, and counts
+partitions from the immutable image, in the scrape thread. If the loop does not answer within
+``SNAPSHOT_WAIT_S`` (it is busy), the scrape serves the previous snapshot and counts
+``metaquorum_metrics_stale_snapshots_total``. The loop itself only updates a few numbers per
+``Ready`` (``RaftMetrics.observe_ready``); counters and histograms of ``prometheus_client`` are
+thread-safe.
 
 Kafka's windowed statistics (``commit-latency-avg``, ``fetch-records-rate``, ...) are computed
 as Kafka computes them: over ``metrics.num.samples`` (2) samples of ``metrics.sample.window.ms``
@@ -42,7 +46,6 @@ from prometheus_client.core import (
     Metric,
     SummaryMetricFamily,
 )
-from prometheus_client.exposition import start_http_server
 from prometheus_client.samples import Sample
 
 from quorum.config import HostPort, NodeConfig
@@ -50,6 +53,7 @@ from quorum.errors import ErrorCode
 from quorum.metadata.image import MetadataImage
 from quorum.raft.node import RaftNode, Ready
 from quorum.raft.state import election_state_of
+from quorum.server.metrics_http import MetricsHttpServer
 from quorum.server.raft_manager import RaftManager, StartupError
 from quorum.server.security_metrics import read_security_events, security_families
 
@@ -487,7 +491,7 @@ class NodeMetrics:
             registry=self.registry,
         )
         self.registry.register(self)
-        self._server: Any = None
+        self._server: MetricsHttpServer | None = None
 
     # ----- wiring ---------------------------------------------------------------------------
 
@@ -560,18 +564,22 @@ class NodeMetrics:
 
     # ----- the HTTP listener ----------------------------------------------------------------
 
-    def serve(self, host: str, port: int, loop: asyncio.AbstractEventLoop) -> int:
-        """Start serving ``/metrics`` on ``host:port`` (0: any free port); returns the port."""
+    def serve(
+        self, host: str, port: int, loop: asyncio.AbstractEventLoop, logger: Any = None
+    ) -> int:
+        """Start serving ``/metrics`` on ``host:port`` (0: any free port); returns the port.
+        Raises ``OSError`` when the address cannot be bound."""
         self.loop_reader.attach(loop)
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        server = MetricsHttpServer(self.registry, host, port, logger=logger)
+        server.start()
         self._server = server
-        return int(server.server_address[1])
+        return server.port
 
     def stop(self) -> None:
+        """Stop the HTTP listener (blocks until its thread ended: call it off the loop)."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
 
 
 # ----- per-role sources ----------------------------------------------------------------------
@@ -693,6 +701,47 @@ def broker_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metri
         "serves reads and reports SERVING)",
         1.0 if data["caught_up"] else 0.0,
     )
+    yield from kafka_listener_families(data.get("kafka_listeners", {}))
+
+
+def kafka_listener_families(listeners: Mapping[str, Mapping[str, int]]) -> Iterator[Metric]:
+    """``metaquorum_kafka_*``: the broker's Kafka listeners (docs/kafka-listener.md), by
+    listener name."""
+    if not listeners:
+        return
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        "connections": GaugeMetricFamily(
+            "metaquorum_kafka_connections",
+            "Connections open on a Kafka listener",
+            labels=("listener",),
+        ),
+        "connections_refused": CounterMetricFamily(
+            "metaquorum_kafka_connections_refused",
+            "Connections closed at once: max.connections or max.connections.per.ip reached",
+            labels=("listener",),
+        ),
+        "requests": CounterMetricFamily(
+            "metaquorum_kafka_requests",
+            "Kafka requests answered",
+            labels=("listener",),
+        ),
+        "requests_throttled": CounterMetricFamily(
+            "metaquorum_kafka_requests_throttled",
+            "Kafka requests answered with a throttle time: the principal exceeded its request "
+            "quota (quota.request.percentage.default)",
+            labels=("listener",),
+        ),
+        "closed_for_cause": CounterMetricFamily(
+            "metaquorum_kafka_connections_closed_for_cause",
+            "Connections closed for a malformed, oversized or slow request (logged as "
+            "kafka_request_malformed)",
+            labels=("listener",),
+        ),
+    }
+    for name, stats in sorted(listeners.items()):
+        for key, family in families.items():
+            family.add_metric((name,), stats[key])
+    yield from families.values()
 
 
 def snapshot_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metric]:
@@ -903,7 +952,7 @@ def serve_metrics(metrics: NodeMetrics, config: NodeConfig, logger: Any) -> int:
     address = config.metrics_listener
     assert address is not None
     try:
-        port = metrics.serve(address.host, address.port, asyncio.get_running_loop())
+        port = metrics.serve(address.host, address.port, asyncio.get_running_loop(), logger)
     except OSError as exc:
         raise StartupError(f"metrics.listener: cannot listen on {address}: {exc}") from exc
     logger.info("metrics_listening", address=f"http://{HostPort(address.host, port)}/metrics")
@@ -912,12 +961,14 @@ def serve_metrics(metrics: NodeMetrics, config: NodeConfig, logger: Any) -> int:
 
 __all__ = [
     "GrpcMetricsInterceptor",
+    "MetricsHttpServer",
     "NodeMetrics",
     "RaftMetrics",
     "WindowedStat",
     "broker_families",
     "controller_families",
     "image_counts",
+    "kafka_listener_families",
     "node_metrics",
     "reconciliation_metrics",
     "serve_metrics",
