@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from quorum.analytics import source
+from quorum.analytics import arrow_batches, log_files, schema, source, typed_decode
+from quorum.analytics.schema import FAMILIES
 from quorum.analytics.source import (
     COLUMN_NAMES,
-    FAMILIES,
     LogFile,
     LogFilePartition,
     LogReadError,
@@ -291,12 +291,12 @@ def _frame(records_wire: list[Any], *, control: bool = False, base_offset: int =
         "records": records_wire,
     }
     data = pack_msgpack(body)
-    return source._Frame(0, base_offset, 1, len(records_wire), data)
+    return log_files.Frame(0, base_offset, 1, len(records_wire), data)
 
 
 def _decode(frame: Any) -> list[dict[str, Any]]:
     partition = LogFilePartition(LogFile("mem.log", 0, 0), (), 0, None)
-    batches = source._decode_chunk([frame], partition)
+    batches = arrow_batches.decode_chunk([frame], partition)
     rows: list[dict[str, Any]] = pa.Table.from_batches(batches, arrow_schema()).to_pylist()
     return sorted(rows, key=lambda row: row["offset"])
 
@@ -307,7 +307,7 @@ def _reference_rows(frame: Any) -> list[dict[str, Any]]:
     rows = []
     for offset, record in enumerate(decoded.records, start=decoded.base_offset):
         row: dict[str, Any] = dict.fromkeys(COLUMN_NAMES)
-        family = source._family_of(source._RECORD_COLUMNS[type(record)])
+        family = schema.family_of(schema.RECORD_COLUMNS[type(record)])
         if family is not None:
             row[family] = dict.fromkeys(name for name, _ in dict(FAMILIES)[family])
         row.update(
@@ -318,7 +318,7 @@ def _reference_rows(frame: Any) -> list[dict[str, Any]]:
             record_type=type(record).__name__,
             version=record.VERSION,
         )
-        for spec in source._RECORD_COLUMNS[type(record)]:
+        for spec in schema.RECORD_COLUMNS[type(record)]:
             value = getattr(record, spec.field)
             if isinstance(value, Uuid):
                 value = str(value)
@@ -427,7 +427,7 @@ def test_malformed_record_arrays_are_reported_not_skipped(mutate: Any, message: 
 
 
 def _body_frame(body: dict[str, Any], *, tail: bytes = b"", count: int = 1) -> Any:
-    return source._Frame(0, 0, 1, count, pack_msgpack(body) + tail)
+    return log_files.Frame(0, 0, 1, count, pack_msgpack(body) + tail)
 
 
 _BODY: dict[str, Any] = {
@@ -453,7 +453,7 @@ _BODY: dict[str, Any] = {
         (_body_frame({**_BODY, "records": []}), "records must be a non-empty array"),
         (_body_frame(_BODY, count=2), "disagrees with the body's"),
         (
-            source._Frame(
+            log_files.Frame(
                 0, 0, 1, 1, pack_msgpack(_BODY).replace(b"orders", b"\xff\xfe\xfd\xfc\xfb\xfa")
             ),
             "not valid msgpack",
@@ -491,9 +491,9 @@ def test_fast_and_reference_paths_agree_on_a_mixed_log(tmp_path: Path) -> None:
         batches.append((1, records))
     write_log(tmp_path / METADATA_DIR, batches, segment_bytes=4096)
     (partition,) = plan_partitions(ReadOptions(str(tmp_path)))[:1]
-    frames = list(source._iter_frames(partition))
-    fast = source._chunk_to_batches(_chunk(frames, fast=True), None)
-    reference = source._chunk_to_batches(_chunk(frames, fast=False), None)
+    frames = list(log_files.iter_frames(partition))
+    fast = arrow_batches.chunk_to_batches(_chunk(frames, fast=True), None)
+    reference = arrow_batches.chunk_to_batches(_chunk(frames, fast=False), None)
     assert [b.to_pylist() for b in fast] == [b.to_pylist() for b in reference]
     expected = [row for frame in frames for row in _reference_rows(frame)]
     got = sorted(pa.Table.from_batches(fast).to_pylist(), key=lambda row: row["offset"])
@@ -501,12 +501,12 @@ def test_fast_and_reference_paths_agree_on_a_mixed_log(tmp_path: Path) -> None:
 
 
 def _chunk(frames: list[Any], *, fast: bool) -> Any:
-    chunk = source._Chunk()
+    chunk = typed_decode.Chunk()
     for frame in frames:
         if fast:
-            source._collect_fast(chunk, frame, 0, None, path="x")
+            typed_decode.collect_fast(chunk, frame, 0, None, path="x")
         else:
-            source._collect_reference(chunk, frame, 0, None, path="x")
+            typed_decode.collect_reference(chunk, frame, 0, None, path="x")
     return chunk
 
 

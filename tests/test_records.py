@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
-from quorum.metadata import records as records_module
+from quorum.metadata import record_fields
 from quorum.metadata.records import (
     CONTROL_RECORD_TYPES,
     INT32_MAX,
@@ -589,13 +589,13 @@ def test_json_dict_is_plain_json_with_every_field(record: Record) -> None:
 
 
 def test_uuid_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records_module, "_UUID_CACHE_ENTRIES_MAX", 8)
-    monkeypatch.setattr(records_module, "_uuid_cache", {})
+    monkeypatch.setattr(record_fields, "_UUID_CACHE_ENTRIES_MAX", 8)
+    monkeypatch.setattr(record_fields, "_uuid_cache", {})
     ids = [Uuid(0, n) for n in range(2, 30)]
     for topic_id in ids:
         decoded = decode_record(encode_record(RemoveTopicRecord(topic_id)))
         assert decoded == RemoveTopicRecord(topic_id)
-        assert len(records_module._uuid_cache) <= 8
+        assert len(record_fields._uuid_cache) <= 8
 
 
 def test_decode_errors_survive_pickling() -> None:
