@@ -4,9 +4,10 @@ A ``server.properties`` written for Kafka carries keys for the parts of a Kafka 
 project does not have: the network and request threads, the partition data path (segments,
 retention, flushing, the cleaner), replication of partition data, the group, transaction and
 share coordinators and their internal topics, quotas, SASL, JMX metrics reporters, ZooKeeper.
-``quorum/config.py`` accepts every key listed here, ignores its value and warns once, naming
-them all, so an operator can start from the config they have
-(README.md#kafka-configuration-compatibility).
+``quorum/config_load.py`` accepts every key listed here and ignores its value, and a node warns
+once, naming them all, so an operator can start from the config they have
+(docs/operating.md#kafka-configuration-compatibility); docs/operating.md#configuration-keys
+lists them, written from this module by ``quorum/config_doc.py``.
 Any other key that is not one of ours is still an error with a did-you-mean suggestion.
 
 Each key maps to the part of Kafka it configures (what the warning says). The list is of key

@@ -55,16 +55,6 @@ def fiu_enable(pid: int, name: str, error: int = errno.EIO) -> None:
     )
 
 
-def fiu_disable(pid: int, name: str) -> None:
-    assert FIU_CTRL is not None, fiu_available()
-    subprocess.run(
-        [FIU_CTRL, "-c", f"disable name={name}", str(pid)],
-        check=True,
-        timeout=10,
-        capture_output=True,
-    )
-
-
 @functools.cache
 def tmpfs_available() -> str | None:
     """None if this process can mount a tmpfs (tried once, on a scratch directory), else why

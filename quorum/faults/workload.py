@@ -388,15 +388,6 @@ class Workload:
     def history(self) -> list[Operation]:
         return self.recorder.history()
 
-    def acknowledged_writes_after(self, t_ns: int) -> list[Operation]:
-        return [
-            o
-            for o in self.history()
-            if o.status is Status.OK
-            and o.kind in (Kind.CREATE, Kind.DELETE_NAME, Kind.DELETE_ID)
-            and o.invoke_ns >= t_ns
-        ]
-
 
 def first_ack_after(history: Sequence[Operation], t_ns: int) -> int | None:
     """When the first write invoked at or after ``t_ns`` was acknowledged (monotonic ns)."""

@@ -1,0 +1,428 @@
+"""The ``metaquorum`` commands that ask a running cluster, through its admin API: ``quorum``
+(kafka-metadata-quorum: describe, add-controller, remove-controller), ``topics`` (kafka-topics)
+and ``acls`` (kafka-acls). Each handler parses its arguments and calls the tool or the
+``AdminClient`` that does the work; both load gRPC, so they are imported when a handler runs.
+"""
+
+# Imported in the handlers: loading gRPC costs every other command about a tenth of a second.
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Final
+
+from quorum.cli_common import (
+    PROG,
+    CommandError,
+    Subparsers,
+    add_command_config_argument,
+    add_config_arguments,
+    config_from_args,
+)
+from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
+
+__all__ = ["add_acls_commands", "add_quorum_commands", "add_topics_commands"]
+
+# ----- quorum ------------------------------------------------------------------------------------
+
+
+def add_quorum_commands(subparsers: Subparsers) -> None:
+    quorum = subparsers.add_parser(
+        "quorum",
+        help="describe the metadata quorum (kafka-metadata-quorum)",
+        description="Describe the metadata quorum, like kafka-metadata-quorum.sh.",
+    )
+    # Accepted before the subcommand (Kafka's order) and after it; the subcommand's copy sets
+    # the value only when given, so it never hides one given before.
+    bootstrap_help = "a controller to ask (its listener); a comma-separated list is tried in order"
+    server_help = (
+        "a broker (or controller) to ask; a broker forwards the request to the controllers, "
+        "as Kafka's brokers do; a comma-separated list is tried in order"
+    )
+    quorum.add_argument(
+        "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    quorum.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", help=server_help)
+    add_command_config_argument(quorum)
+    commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND", required=True)
+    describe = commands.add_parser(
+        "describe",
+        help="show the quorum's leader, epoch, high watermark and replicas",
+        description="Show the state of the metadata quorum as its leader sees it, asking a "
+        "controller (--bootstrap-controller) or a broker (--bootstrap-server), which forwards "
+        "the request. Says 'no leader' (exit 0) when there is none; exits 1 when no node "
+        "answers.",
+    )
+    mode = describe.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--status",
+        action="store_true",
+        help="a short summary: ClusterId, LeaderId, LeaderEpoch, HighWatermark, MaxFollowerLag, "
+        "MaxFollowerLagTimeMs, CurrentVoters, CurrentObservers",
+    )
+    mode.add_argument(
+        "--replication",
+        action="store_true",
+        help="a table of every replica: log end offset, lag, last fetch and last caught-up time",
+    )
+    describe.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    describe.add_argument(
+        "--bootstrap-server",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=server_help,
+    )
+    add_command_config_argument(describe, only_when_given=True)
+    describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="with --replication: print times as 'N ms ago'",
+    )
+    describe.set_defaults(handler=quorum_describe)
+
+    add = commands.add_parser(
+        "add-controller",
+        help="add a controller to the voter set (KIP-853)",
+        description="Add the controller whose config is given to the voter set, as "
+        "kafka-metadata-quorum add-controller does. It must run already, formatted with "
+        "--no-initial-controllers: the leader waits for it to catch up as an observer, then "
+        "commits the new voter set. Needs ALTER on the cluster.",
+    )
+    add_config_arguments(add)
+    add.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    add_command_config_argument(add, only_when_given=True)
+    add.add_argument(
+        "--timeout-s",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the controller to catch up and the change to commit "
+        "(default 120)",
+    )
+    add.set_defaults(handler=quorum_add_controller)
+
+    remove = commands.add_parser(
+        "remove-controller",
+        help="remove a voter from the voter set (KIP-853)",
+        description="Remove the voter with this node id and directory id, as "
+        "kafka-metadata-quorum remove-controller does (`quorum describe --status` shows both). "
+        "A removed leader hands over once the removal commits. Needs ALTER on the cluster.",
+    )
+    remove.add_argument(
+        "--controller-id", "-i", type=int, required=True, metavar="ID", help="its node id"
+    )
+    remove.add_argument(
+        "--controller-directory-id",
+        "-d",
+        required=True,
+        metavar="DIRID",
+        help="its directory id (directoryId in `quorum describe --status`)",
+    )
+    remove.add_argument(
+        "--bootstrap-controller",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=bootstrap_help,
+    )
+    add_command_config_argument(remove, only_when_given=True)
+    remove.add_argument(
+        "--timeout-s",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the change to commit (default 60)",
+    )
+    remove.set_defaults(handler=quorum_remove_controller)
+
+
+def quorum_describe(args: argparse.Namespace) -> int:
+    # Imported here: loading gRPC costs every other command about a tenth of a second.
+    from quorum.security.tls import command_security
+    from quorum.tools.quorum_describe import QuorumDescribeError, run_describe
+
+    security = command_security(args.command_config)
+    replication: bool = args.replication
+    human_readable: bool = args.human_readable
+    controller: str | None = args.bootstrap_controller
+    server: str | None = args.bootstrap_server
+    if controller is not None and server is not None:
+        raise CommandError(
+            "Only one of --bootstrap-server or --bootstrap-controller must be specified"
+        )
+    bootstrap = controller or server
+    if bootstrap is None:
+        raise CommandError(
+            "One of --bootstrap-server or --bootstrap-controller must be specified (a broker or "
+            "a controller, HOST:PORT)"
+        )
+    if human_readable and not replication:
+        raise CommandError("The option --human-readable is only supported along with --replication")
+    try:
+        return run_describe(
+            bootstrap,
+            replication=replication,
+            human_readable=human_readable,
+            out=sys.stdout,
+            err=sys.stderr,
+            now_ms=lambda: time.time_ns() // 1_000_000,
+            security=security,
+        )
+    except QuorumDescribeError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _voter_admin(args: argparse.Namespace) -> Any:
+    from quorum.admin import AdminClient
+    from quorum.security.tls import command_security
+
+    bootstrap: str | None = args.bootstrap_controller
+    if bootstrap is None:
+        raise CommandError("--bootstrap-controller HOST:PORT is required")
+    timeout_s: float = args.timeout_s
+    return AdminClient(
+        bootstrap, security=command_security(args.command_config), timeout_s=timeout_s
+    )
+
+
+def quorum_add_controller(args: argparse.Namespace) -> int:
+    from quorum import meta_properties
+    from quorum.errors import AdminError
+    from quorum.meta_properties import META_PROPERTIES_FILE
+
+    config = config_from_args(args)
+    if not config.is_controller:
+        raise CommandError(
+            f"{config.describe_source()} is not a controller's config (process.roles has no "
+            "'controller'); only controllers can be voters"
+        )
+    properties = meta_properties.read(config.metadata_log_dir)
+    if properties.directory_id is None:
+        raise CommandError(
+            f"{config.metadata_log_dir}/{META_PROPERTIES_FILE} has no directory.id; format the "
+            f"controller with `{PROG} storage format --no-initial-controllers` first"
+        )
+    listener = config.advertised(config.listener)
+    endpoints = [(listener.name, listener.host, listener.port)]
+    with _voter_admin(args) as admin:
+        try:
+            admin.add_raft_voter(config.node_id, properties.directory_id, endpoints)
+        except AdminError as exc:
+            raise CommandError(f"could not add controller {config.node_id}: {exc}") from exc
+    print(
+        f"Added controller {config.node_id} with directory id {properties.directory_id} and "
+        f"endpoints: {listener.name}://{listener.host}:{listener.port}"
+    )
+    return 0
+
+
+def quorum_remove_controller(args: argparse.Namespace) -> int:
+    from quorum.errors import AdminError
+
+    controller_id: int = args.controller_id
+    directory_id = parse_directory_id(args.controller_directory_id)
+    with _voter_admin(args) as admin:
+        try:
+            admin.remove_raft_voter(controller_id, directory_id)
+        except AdminError as exc:
+            raise CommandError(f"could not remove controller {controller_id}: {exc}") from exc
+    print(f"Removed KRaft controller {controller_id} with directory id {directory_id}")
+    return 0
+
+
+def parse_directory_id(text: str) -> Uuid:
+    try:
+        directory_id = Uuid.parse(text)
+    except InvalidUuidError:
+        raise CommandError(
+            f"--controller-directory-id {text!r} is not a directory id (22 characters of "
+            "URL-safe base64, as `quorum describe --status` prints it)"
+        ) from None
+    if directory_id in RESERVED_UUIDS:
+        raise CommandError(f"--controller-directory-id {directory_id} is reserved")
+    return directory_id
+
+
+# ----- topics ------------------------------------------------------------------------------------
+
+TOPIC_ACTIONS: Final = ("create", "alter", "describe", "delete", "list")
+
+
+def add_topics_commands(subparsers: Subparsers) -> None:
+    topics = subparsers.add_parser(
+        "topics",
+        help="create, alter, describe, delete and list topics (kafka-topics)",
+        description="Create, alter (add partitions), describe, delete and list topics, like "
+        "kafka-topics.sh, through the admin API of the controllers. The action is a flag "
+        "(--create, ...) as in Kafka, or the same word as a subcommand (topics create ...). "
+        "Errors print 'Error while executing topic command : <ERROR_NAME>: <message>' and exit 1.",
+    )
+    topics.add_argument(
+        "action",
+        nargs="?",
+        choices=TOPIC_ACTIONS,
+        metavar="ACTION",
+        help="create, alter, describe, delete or list (instead of the flag of the same name)",
+    )
+    bootstrap = topics.add_mutually_exclusive_group()
+    bootstrap_help = (
+        "a controller's listener; a comma-separated list is tried in turn "
+        "(--bootstrap-server and --bootstrap-controller are the same here)"
+    )
+    bootstrap.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    bootstrap.add_argument(
+        "--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help
+    )
+    actions = topics.add_mutually_exclusive_group()
+    actions.add_argument("--create", dest="do_create", action="store_true", help="create a topic")
+    actions.add_argument(
+        "--alter",
+        dest="do_alter",
+        action="store_true",
+        help="add partitions to topics: --partitions N is the new total (partitions are never "
+        "removed)",
+    )
+    actions.add_argument(
+        "--describe",
+        dest="do_describe",
+        action="store_true",
+        help="describe the given topics, or every topic",
+    )
+    actions.add_argument(
+        "--delete", dest="do_delete", action="store_true", help="delete topics by name or by id"
+    )
+    actions.add_argument("--list", dest="do_list", action="store_true", help="list topic names")
+    topics.add_argument(
+        "--topic",
+        metavar="TOPIC[,TOPIC...]",
+        help="the topic (with --create: exactly one); exact names, not a regular expression",
+    )
+    topics.add_argument(
+        "--topic-id",
+        metavar="ID",
+        help="the topic id to describe or delete (22-character base64); wins over --topic",
+    )
+    topics.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="the number of partitions (--create: default the cluster's num.partitions; "
+        "--alter: the new total)",
+    )
+    topics.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="R",
+        help="the replication factor (default: the cluster's)",
+    )
+    topics.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config for --create (repeatable), e.g. cleanup.policy=compact",
+    )
+    topics.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B...",
+        help="explicit replicas for --create or --alter: per partition (comma-separated) its "
+        "broker ids (colon-separated), the preferred leader first; with --alter the list "
+        "covers every partition and the existing ones' entries are skipped, as in Kafka",
+    )
+    topics.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="with --describe, --alter or --delete: an unknown topic is not an error",
+    )
+    topics.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="with --create: an existing topic is not an error",
+    )
+    topics.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="with --list or --describe: leave internal topics out",
+    )
+    topics.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="with --describe: only the partitions whose ISR is smaller than their replica list "
+        "(no topic lines, as in Kafka)",
+    )
+    topics.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="with --describe: only the partitions without a leader or whose leader's broker "
+        "is fenced or unregistered",
+    )
+    add_command_config_argument(topics)
+    topics.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="the deadline of each admin call, retries included (default 30000)",
+    )
+    topics.set_defaults(handler=topics_command)
+
+
+def topics_command(args: argparse.Namespace) -> int:
+    # Imported here: the admin client loads gRPC.
+    from quorum.tools.topics import TopicCommandError, command_from_args, run_topic_command
+
+    try:
+        command = command_from_args(args)
+    except TopicCommandError as exc:
+        raise CommandError(str(exc)) from exc
+    return run_topic_command(command, sys.stdout, sys.stderr)
+
+
+# ----- acls --------------------------------------------------------------------------------------
+
+
+def add_acls_commands(subparsers: Subparsers) -> None:
+    from quorum.tools.acls import add_acl_arguments
+
+    parser = subparsers.add_parser(
+        "acls",
+        help="add, remove and list ACLs (kafka-acls)",
+        description="Add, remove and list ACLs like kafka-acls.sh (docs/authorization.md). "
+        "Needs ALTER (add, remove) or DESCRIBE (list) on the cluster, or a super user.",
+    )
+    add_acl_arguments(parser)
+    add_command_config_argument(parser)
+    parser.set_defaults(handler=acls_command)
+
+
+def acls_command(args: argparse.Namespace) -> int:
+    from quorum.admin import AdminClient
+    from quorum.errors import AdminError
+    from quorum.security.tls import command_security
+    from quorum.tools.acls import AclCommandError, command_from_args, run_acl_command
+
+    try:
+        command = command_from_args(args)
+    except AclCommandError as exc:
+        raise CommandError(str(exc)) from exc
+    security = command_security(args.command_config)
+    try:
+        with AdminClient(args.bootstrap, security=security) as admin:
+            return run_acl_command(command, admin, sys.stdout)
+    except AdminError as exc:
+        sys.stderr.write(f"Error while executing ACL command: {exc}\n")
+        return 1
