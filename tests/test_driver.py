@@ -15,12 +15,22 @@ from structlog.testing import capture_logs
 
 from quorum import limits
 from quorum.errors import ErrorCode
+from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.batch import LogBatch, decode_batch, encode_batch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, NoOpRecord, Record
 from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
 from quorum.raft.election import ElectionState
-from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, Message, VoteResponse
+from quorum.raft.messages import (
+    DivergingEpoch,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    RequestHeader,
+    VoteRequest,
+    VoteResponse,
+)
 from quorum.raft.node import Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import plan_ready, propose_in_batches
 from quorum.server import driver as driver_module
@@ -33,8 +43,10 @@ from quorum.server.driver import (
     TooManyWaitersError,
     peer_gone,
 )
-from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
+from quorum.wire.scalars import MalformedMessageError
+
+HEADER = RequestHeader("driver-test", METADATA_TOPIC_ID, 0)
 
 
 async def _no_peers(envelope: Envelope) -> Message:
@@ -366,6 +378,95 @@ def test_a_follower_acknowledges_before_it_applies(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert events[:4] == ["fetch 0", "fetch 1", "fetch 2", "apply 0"], events
+
+
+def test_a_truncation_carries_the_cores_high_watermark_to_the_log(tmp_path: Path) -> None:
+    """I7 holds in production: the driver truncates with the high watermark of the Ready
+    (docs/architecture.md#fetch-and-the-high-watermark), so the log refuses a truncation below
+    it and says where it stood. It passed 0, which switched that refusal off (and logged 0)."""
+    fetches: list[tuple[int, int]] = []
+    done = asyncio.Event()
+
+    async def leader(envelope: Envelope) -> Message:
+        request = envelope.message
+        assert isinstance(request, FetchRequest), request
+        fetches.append((request.fetch_offset, request.last_fetched_epoch))
+        if len(fetches) == 1:  # the high watermark: offsets 0 and 1, of epoch 1
+            return FetchResponse(ErrorCode.NONE, 1, 3, 2, 0)
+        if len(fetches) == 2:  # the deposed leader's epoch 2 is not in the leader's log
+            return FetchResponse(ErrorCode.NONE, 1, 3, 2, 0, DivergingEpoch(1, 2))
+        await done.wait()  # parked: nothing new
+        return FetchResponse(ErrorCode.NONE, 1, 3, 2, 0)
+
+    async def main() -> list[dict[str, Any]]:
+        log = SegmentedLog.open(tmp_path)
+        log.append(
+            [
+                encode_batch(base_offset=i, epoch=epoch, timestamp_ms=0, records=[NoOpRecord()])
+                for i, epoch in enumerate((1, 1, 2, 2))
+            ]
+        )
+        log.flush()
+        clock = Clock()
+        voters = frozenset({1, 2, 3})
+        node = RaftNode(
+            node_id=2,
+            voters=voters,
+            cluster_id="driver-test",
+            config=RaftConfig(),
+            rng=random.Random(1),
+            now_ms=clock.now_ms(),
+            election_state=ElectionState(epoch=3, leader_id=1, voted_id=None, voters=voters),
+            batches=list(log.read_all()),
+        )
+        driver = RaftDriver(
+            node=node,
+            log=log,
+            election_store=ElectionStore(tmp_path / "quorum-state"),
+            send_request=leader,
+            clock=clock,
+        )
+        with capture_logs() as logs:
+            task = asyncio.create_task(driver.run())
+            assert await driver.wait_for(lambda: len(fetches) >= 3, 5), fetches
+            done.set()
+            await stop(driver, task)
+        return [e for e in logs if e["event"] == "log_truncated"]
+
+    truncated = asyncio.run(main())
+    assert fetches == [(4, 2), (4, 2), (2, 1)]
+    assert [(e["log_end_offset"], e["high_watermark"]) for e in truncated] == [(2, 2)]
+
+
+def test_replies_dropped_by_a_full_inbox_are_logged_throttled_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer's answer that finds the inbox full is lost (the core retries after its request
+    timeout, as after a lost message); it is counted, and logged: the first, then one per
+    thousand (``quorum.logs.LogThrottle``)."""
+    monkeypatch.setattr(limits, "INBOX_ENVELOPES_MAX", 2)
+
+    async def peer(envelope: Envelope) -> Message:
+        return VoteResponse(ErrorCode.NONE, None, 1, True, False)
+
+    async def main() -> tuple[RaftDriver, list[dict[str, Any]]]:
+        driver = make_driver(tmp_path)
+        driver._send_request = peer
+        vote = VoteRequest(HEADER, 2, 1, 0, 0, False, 2, None, None)
+        while not driver._inbox.full():  # no loop runs to empty it
+            driver._inbox.put_nowait(Envelope(2, 1, 1 << 50, vote))
+        with capture_logs() as logs:
+            for correlation_id in range(1_001):
+                await driver._send(Envelope(1, 2, correlation_id, vote))
+        driver.log.close()
+        return driver, [e for e in logs if e["event"] == "reply_dropped"]
+
+    driver, logged = asyncio.run(main())
+    assert driver.replies_dropped == 1_001
+    assert [e["dropped_so_far"] for e in logged] == [1, 1_000]
+    assert {(e["peer"], e["response"], e["log_level"]) for e in logged} == {
+        (2, "VoteResponse", "warning")
+    }
 
 
 def test_a_full_operation_queue_refuses_clients_but_not_the_controller(

@@ -23,7 +23,8 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.node import Ready
-from quorum.server.transport import response_to_proto
+from quorum.raft.state import LeaderState, ProspectiveState
+from quorum.wire.raft import response_to_proto
 from tests.test_raft_hostile import follower_of_1
 from tests.test_raft_node import HEADER, VOTERS, Context, fetch_request, vote_request
 
@@ -100,7 +101,7 @@ def test_a_leader_refuses_a_fetch_far_ahead_and_asks_that_voter_again() -> None:
     up), whose answer moves the leader by the bound at most (next test)."""
     ctx = Context()
     ctx.elect()
-    leader = ctx.node.leader_state_or_raise()
+    leader = ctx.node.state_as(LeaderState)
     leader.acknowledged.update({2, 3})
     ctx.deliver(2, fetch_request(2, 1 + FAR, 0, 0))
     ready = ctx.poll()
@@ -170,7 +171,7 @@ def rejoin_by_pre_vote(voters: frozenset[int], answers: dict[int, int]) -> Conte
     rejects it naming node 3 the leader of that voter's epoch."""
     ctx = Context(node_id=1, voters=voters, election=ElectionState(5, 2, None, voters))
     ready = ctx.poll(advance_ms=ctx.node.config.fetch_timeout_ms)
-    assert ctx.node.is_prospective()
+    assert ctx.node.state_as(ProspectiveState) is not None
     requests = {r.destination: r for r in ctx.sent(ready, VoteRequest)}
     for voter, epoch in answers.items():
         ctx.deliver(

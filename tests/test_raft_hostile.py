@@ -35,6 +35,7 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.node import RaftNode, Ready
+from quorum.raft.state import FollowerState, LeaderState, ProspectiveState, ResignedState
 from tests.test_raft_node import HEADER, VOTERS, Context, fetch_request, vote_request
 
 
@@ -49,7 +50,7 @@ def follower_of_1(epoch: int = 5) -> Context:
     (fetch,) = ctx.sent(ctx.poll(), FetchRequest)
     ctx.deliver(1, FetchResponse(ErrorCode.NONE, 1, epoch, 0, 0), fetch.correlation_id)
     ctx.poll()
-    assert ctx.node.maybe_follower_state() is not None
+    assert ctx.node.state_as(FollowerState) is not None
     return ctx
 
 
@@ -83,14 +84,14 @@ def test_begin_quorum_epoch_naming_another_leader_of_the_epoch_is_refused(
     elif receiver_state == "prospective":
         ctx, intruder = follower_of_1(), 3
         ctx.poll(advance_ms=ctx.node.config.fetch_timeout_ms)  # fetch timeout: prospective
-        assert ctx.node.is_prospective()
+        assert ctx.node.state_as(ProspectiveState) is not None
     else:
         ctx, intruder = Context(), 2
         ctx.elect()
         if receiver_state == "resigned":
             ctx.node.resign(ctx.now_ms)
             ctx.poll()
-            assert ctx.node.is_resigned()
+            assert ctx.node.state_as(ResignedState) is not None
     epoch, state = ctx.node.epoch, ctx.node.state.name
     ctx.deliver(intruder, BeginQuorumEpochRequest(HEADER, intruder, epoch, ctx.node.node_id))
     ready = ctx.poll()
@@ -247,7 +248,7 @@ def test_forbidden_fetches_are_refused_and_move_no_progress(request_: FetchReque
     ctx.deliver(2, request_)
     response = answer(ctx, FetchResponse)
     assert response.error_code is ErrorCode.INVALID_REQUEST  # type: ignore[union-attr]
-    leader = ctx.node.leader_state_or_raise()
+    leader = ctx.node.state_as(LeaderState)
     assert leader.voters[2].log_end_offset == -1 and not leader.observers
 
 
@@ -260,7 +261,7 @@ def test_a_spoofed_fetch_cannot_claim_more_than_the_leader_has() -> None:
     ctx.deliver(2, fetch_request(2, 1, end + 100, 1))
     response = answer(ctx, FetchResponse)
     assert response.diverging_epoch is not None  # type: ignore[union-attr]
-    assert ctx.node.leader_state_or_raise().voters[2].log_end_offset == -1
+    assert ctx.node.state_as(LeaderState).voters[2].log_end_offset == -1
     assert ctx.node.high_watermark == 0
 
 
@@ -304,7 +305,7 @@ def test_a_vote_response_naming_another_leader_of_our_epoch_is_dropped() -> None
     """A prospective node that followed node 1 in epoch 5 must not be told node 3 led it."""
     ctx = follower_of_1()
     ready = ctx.poll(advance_ms=ctx.node.config.fetch_timeout_ms)
-    assert ctx.node.is_prospective()
+    assert ctx.node.state_as(ProspectiveState) is not None
     requests = {r.destination: r for r in ctx.sent(ready, VoteRequest)}
     ctx.deliver(3, VoteResponse(ErrorCode.NONE, 3, 5, False, True), requests[3].correlation_id)
     ready = ctx.poll()
@@ -331,7 +332,7 @@ def test_observers_tracked_are_bounded_least_recently_heard_dropped() -> None:
         ctx.deliver(replica, fetch_request(replica, 1, end, 1))
         ctx.now_ms += 1
         ctx.poll()
-    observers = ctx.node.leader_state_or_raise().observers
+    observers = ctx.node.state_as(LeaderState).observers
     assert len(observers) == 100
     assert list(observers) == list(range(300, 400))
 
@@ -347,7 +348,7 @@ def test_fetch_purgatory_is_bounded_for_observers_not_voters() -> None:
         ctx.deliver(replica, FetchRequest(HEADER, replica, 1, end, 1, 500, 1 << 20, hw))
     ctx.deliver(3, FetchRequest(HEADER, 3, 1, end, 1, 500, 1 << 20, hw))
     ready = ctx.poll()
-    purgatory = ctx.node.leader_state_or_raise().fetch_purgatory
+    purgatory = ctx.node.state_as(LeaderState).fetch_purgatory
     assert len(purgatory) == 11 and 3 in purgatory
     assert len(ctx.sent(ready, FetchResponse)) == 20  # answered at once, not parked
 
@@ -372,7 +373,7 @@ def test_an_observer_id_flood_costs_o1_per_fetch() -> None:
                 ctx.deliver(voter, fetch_request(voter, 1, node.log_end_offset, 1))
                 ctx.poll()
     assert node.is_leader() and node.epoch == 1
-    assert len(node.leader_state_or_raise().observers) == limits.OBSERVERS_TRACKED_MAX
+    assert len(node.state_as(LeaderState).observers) == limits.OBSERVERS_TRACKED_MAX
     first, last = sorted(turns[:2_000])[1_000], sorted(turns[-2_000:])[1_000]
     assert last < 5 * first + 0.000_5, (first, last)
 

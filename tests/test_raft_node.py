@@ -692,7 +692,7 @@ def test_parked_fetch_is_answered_when_the_leader_steps_down() -> None:
         1,
         1,
     )
-    assert not ctx.node.is_leader() and ctx.node.maybe_leader_state() is None
+    assert not ctx.node.is_leader() and ctx.node.state_as(LeaderState) is None
 
 
 def test_high_watermark_news_waits_the_notify_delay_per_fetcher() -> None:
@@ -758,11 +758,12 @@ def test_a_header_error_is_reported_once() -> None:
     assert response.message.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
 
 
-def test_leader_state_or_raise_refuses_other_roles() -> None:
+def test_state_as_answers_only_for_the_current_role() -> None:
     ctx = Context(node_id=2, election=ElectionState(1, 1, None, VOTERS))
-    assert ctx.node.maybe_follower_state() is ctx.node.state
+    assert ctx.node.state_as(FollowerState) is ctx.node.state
+    assert ctx.node.state_as(LeaderState) is None
     with pytest.raises(IllegalStateError):
-        ctx.node.leader_state_or_raise()
+        ctx.node.transition_to_resigned("only a leader resigns")
 
 
 def test_batches_are_stamped_with_the_wall_clock_the_driver_gives() -> None:

@@ -19,8 +19,10 @@ import time
 
 import pytest
 
+from quorum.metadata.batch import LogBatch
 from quorum.raft import ready_plan
 from quorum.raft.config import RaftConfig
+from quorum.raft.node import RaftNode
 from tests.sim.cluster import SimCluster, Unsafe, sim_config
 from tests.sim.scenarios import FAMILIES, lost_write, warm_up
 from tests.sim.scheduler import SimulationError
@@ -154,6 +156,12 @@ def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
             {"config": sim_config(unsafe_allow_concurrent_voter_changes=True)},
             ("I18", "I5", "I4"),
         ),
+        (
+            "stamp batches with the monotonic clock alone",
+            "random_drops",
+            {"unsafe": Unsafe(monotonic_batch_timestamps=True)},
+            ("I21",),
+        ),
     ],
     ids=[
         "commit_previous_epoch",
@@ -161,6 +169,7 @@ def find_violation(family: str, seeds: int, **kwargs: object) -> str | None:
         "ack_before_fsync",
         "reads_without_fence",
         "concurrent_voter_changes",
+        "monotonic_batch_timestamps",
     ],
 )
 def test_negative_control_is_caught(
@@ -257,8 +266,8 @@ def test_observers_converge_after_the_quorum_loses_a_write() -> None:
         for observer_id in cluster.observer_ids:
             raft = cluster.nodes[observer_id].raft
             assert raft is not None and not raft.rebuilding_committed_prefix
-            mine = raft.log.all_batches()
-            assert mine == leader.raft.log.all_batches()[: len(mine)], f"seed {seed}"
+            mine = log_batches(raft)
+            assert mine == log_batches(leader.raft)[: len(mine)], f"seed {seed}"
 
 
 def test_same_seed_same_schedule() -> None:
@@ -352,3 +361,8 @@ def test_connection_loss_rule_deposes_no_live_leader_more_often(family: str) -> 
         )
     print(f"\n{family}: {elections[True]} leaders with the rule, {elections[False]} without")
     assert elections[True] <= elections[False], elections
+
+
+def log_batches(node: RaftNode) -> list[LogBatch]:
+    """Every batch of ``node``'s in-memory log, in order."""
+    return list(node.log.batches_between(node.log.log_start_offset, node.log.log_end_offset))

@@ -10,21 +10,32 @@ import pytest
 
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, Uuid
-from quorum.metadata.batch import encode_batch
+from quorum.metadata.batch import LogBatch, decode_log_batch, encode_batch
 from quorum.metadata.records import BrokerEndpoint, KRaftVersionRecord, NoOpRecord
+from quorum.raft.config import RaftConfig
 from quorum.raft.messages import (
     AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    Envelope,
     Message,
     RemoveRaftVoterRequest,
     RequestHeader,
+    UpdateRaftVoterRequest,
     VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.voters import ReplicaKey, VoterNode, VoterSet, VoterSetHistory, voter_changes_in
-from tests.sim.cluster import CLUSTER_ID, SimCluster
+from quorum.raft.node import RaftNode, Ready
+from quorum.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
+    VoterSetHistory,
+    voter_changes_in,
+)
+from tests.sim.cluster import ADMIN_ID, CLUSTER_ID, SimCluster
 from tests.sim.scenarios import FIRST_LEADER_MS_MAX, run_until_or_not
 
 RNG = random.Random(853)
@@ -254,3 +265,49 @@ def test_a_voter_refuses_a_leader_outside_its_voter_set_a_joining_controller_fol
     assert isinstance(followed, BeginQuorumEpochResponse)
     assert followed.error_code is ErrorCode.NONE
     assert (joining.epoch, joining.leader_id) == (epoch + 1, 9)
+
+
+def test_every_batch_of_a_dynamic_leader_carries_the_wall_clock() -> None:
+    """Batches carry the leader's wall-clock append time
+    (docs/architecture.md#fetch-and-the-high-watermark): the core's clock is monotonic and the
+    driver hands it the offset to the wall clock. The VotersRecord of a voter change was
+    stamped with the monotonic clock alone, so a dynamic cluster's voter changes carried
+    timestamps near zero."""
+    offset_ms = 1_700_000_000_000
+    node = RaftNode(
+        node_id=1,
+        voters=voters(1),
+        cluster_id=CLUSTER_ID,
+        config=RaftConfig(),
+        rng=random.Random(853),
+        now_ms=0,
+        directory_id=DIRS[1],
+        kraft_version=KRAFT_VERSION_DYNAMIC,
+    )
+    node.wall_clock_offset_ms = offset_ms
+    appended: list[LogBatch] = []
+    now_ms = 0
+
+    def turn() -> Ready:
+        ready = node.poll(now_ms)
+        appended.extend(ready.entries_to_append)
+        node.advance(ready)
+        return ready
+
+    while node.high_watermark <= 0:  # elected alone, then its epoch committed
+        now_ms = turn().next_poll_at_ms
+    moved = (BrokerEndpoint("CONTROLLER", "moved", 9093),)
+    node.step(
+        Envelope(
+            ADMIN_ID,
+            1,
+            1,
+            UpdateRaftVoterRequest(CLUSTER_ID, node.epoch, 1, DIRS[1], moved, 0, 1),
+        ),
+        now_ms,
+    )
+    turn()
+    assert node.voter_set.voter(1) == VoterNode(key(1), moved, 0, 1)
+    assert [voter_changes_in(b)[1] is not None for b in appended] == [True, True]
+    stamps = [decode_log_batch(b).timestamp_ms - offset_ms for b in appended]
+    assert all(0 <= stamp <= now_ms for stamp in stamps), stamps

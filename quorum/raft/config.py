@@ -69,9 +69,9 @@ class RaftConfig:
     # false only to compare with the plain fetch timeout (tests/test_sim.py).
     election_on_connection_loss: bool = True
     # In the first round of its own pre-vote, a voter refuses the pre-vote of a higher id
-    # whose log ends where its own does (``RaftNode._campaigns_first``): of two followers that
-    # lost the leader together the lower id goes first, instead of both becoming candidates
-    # of one epoch and splitting the vote. No Kafka key: false only to compare
+    # whose log ends where its own does (``quorum.raft.voting.campaigns_first``): of two
+    # followers that lost the leader together the lower id goes first, instead of both
+    # becoming candidates of one epoch and splitting the vote. No Kafka key: false only to compare
     # (tests/test_sim.py).
     pre_vote_lower_id_first: bool = True
     # A parked Fetch whose only news would be a higher high watermark is answered this long

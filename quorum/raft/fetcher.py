@@ -4,7 +4,14 @@ a committed prefix found diverging (``quorum.raft.prefix_divergence``), which st
 until the shell discarded the local log (an observer) or for good (a voter, which stops).
 
 It belongs to the node rather than to one epoch state: a retry backoff, the observer's
-round-robin position and a download under way all outlive a change of epoch or leader.
+round-robin position and a download under way all outlive a change of epoch or leader. Kafka
+keeps its snapshot download in ``FollowerState`` because its client downloads in the core and
+drops a download on a transition; here the shell downloads (``Ready.snapshot_to_fetch``),
+replaces the log on disk and then always reports back (``install_snapshot`` or
+``snapshot_fetch_failed``), whatever the node's role has become meanwhile (a vote for a new
+candidate, a new leader). Until then the node must neither fetch (an answer could move the
+high watermark past the snapshot it is about to install) nor ask for a second download, so
+the download stays here. The behaviour (``quorum.raft.follower``) is in ``FollowerFetching``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ voters that acknowledged the epoch, the check-quorum clock, the high-watermark r
 batch (``BatchAccumulator``) and the parked long-poll Fetches (``FetchPurgatory``).
 
 All of it lives and dies with one leader epoch: when the node stops leading, the state object
-goes and takes every piece with it. The node does the I/O-shaped work (building messages,
-appending to the log); this module only decides.
+goes and takes every piece with it. ``quorum.raft.replication`` does the I/O-shaped work
+(building messages, appending to the log); this module only decides.
 """
 
 from __future__ import annotations

@@ -151,9 +151,6 @@ class RaftLog:
             raise IndexError(f"offset {offset} is in the snapshot before {self.log_start_offset}")
         return self._batches[self.batch_index(offset)].epoch
 
-    def all_batches(self) -> tuple[LogBatch, ...]:
-        return tuple(self._batches)
-
     # ----- writes ---------------------------------------------------------------------------
 
     def append(self, batch: LogBatch) -> None:

@@ -54,8 +54,8 @@ from quorum.raft.messages import Envelope, Message, RequestFailed
 from quorum.raft.node import BatchTooLargeError, NotLeaderError, Proposal, RaftNode, Ready
 from quorum.raft.ready_plan import ReadyPlan, plan_ready, propose_in_batches
 from quorum.security.events import SECURITY_EVENTS
-from quorum.server.transport import MalformedMessageError
 from quorum.storage import ElectionStore, SegmentedLog
+from quorum.wire.raft import MalformedMessageError
 
 # Inbound requests get correlation ids from their own range, far from the core's outbound ids.
 INBOUND_CORRELATION_BASE = 1 << 48
@@ -336,6 +336,9 @@ class RaftDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self.log_events = structlog.get_logger("quorum.raft").bind(node_id=node.node_id)
         self._rejections = LogThrottle()
+        # Peers' answers lost to a full inbox (a metric), logged throttled by answer type.
+        self.replies_dropped = 0
+        self._dropped_replies = LogThrottle()
         # Observers of the loop (health, tests, metrics): called after each Ready.
         self.high_watermark = node.high_watermark
         self.ready_count = 0
@@ -792,8 +795,8 @@ class RaftDriver:
             await asyncio.to_thread(self.election_store.write, plan.election_to_persist)
             turn.resume()
         if plan.truncate_to is not None:
-            # The core checked the high watermark; storage checks again (I7).
-            self.log.truncate_to(plan.truncate_to, high_watermark=0)
+            # The core never truncates below its high watermark; storage checks again (I7).
+            self.log.truncate_to(plan.truncate_to, high_watermark=plan.high_watermark)
         if plan.entries_to_append:
             self.log.append(plan.entries_to_append)
             turn.pause()
@@ -843,9 +846,22 @@ class RaftDriver:
             )
             answer = RequestFailed(type(exc).__name__)
         reply = Envelope(envelope.destination, envelope.source, envelope.correlation_id, answer)
-        with contextlib.suppress(asyncio.QueueFull):
+        try:
             self._inbox.put_nowait(reply)
-            self._wakeup.set()
+        except asyncio.QueueFull:
+            # Lost like a message on the wire: the core's request times out and is retried.
+            self.replies_dropped += 1
+            count = self._dropped_replies.count((type(answer).__name__,))
+            if count is not None:
+                self.log_events.warning(
+                    "reply_dropped",
+                    peer=envelope.destination,
+                    response=type(answer).__name__,
+                    reason=f"inbox full ({limits.INBOX_ENVELOPES_MAX} envelopes)",
+                    dropped_so_far=count,
+                )
+            return
+        self._wakeup.set()
 
     async def _apply(self, plan: ReadyPlan, turn: _Turn) -> None:
         """Apply the committed batches in order, one at a time, letting the event loop serve

@@ -49,6 +49,10 @@ RECORDS_PER_BATCH_MAX = 2
 # Small enough that a node catching up applies its committed backlog over several Readies,
 # stepping what arrives in between (``RaftConfig.committed_records_per_ready_max``).
 COMMITTED_RECORDS_PER_READY_MAX = 4
+# What the production driver hands every node before each turn: wall-clock minus monotonic
+# milliseconds (``RaftNode.wall_clock_offset_ms``), here about 2023-11-14. Not zero, so a batch
+# stamped with the monotonic clock alone shows (the checker "I21 batch timestamps").
+WALL_CLOCK_OFFSET_MS = 1_700_000_000_000
 
 
 def sim_config(**changes: Any) -> RaftConfig:
@@ -69,6 +73,8 @@ class Unsafe:
     # Serve a read on any node that believes it leads at its high watermark, without
     # confirming leadership through a read fence (a stale leader answers stale reads).
     reads_without_fence: bool = False
+    # Hand the nodes no wall-clock offset: batches carry the monotonic clock alone.
+    monotonic_batch_timestamps: bool = False
 
 
 @dataclass
@@ -242,6 +248,8 @@ class SimNode:
             bootstrap_ids=cluster.initial_voter_ids if cluster.dynamic else (),
             persists_election=self.controller,
         )
+        if not cluster.unsafe.monotonic_batch_timestamps:
+            self.raft.wall_clock_offset_ms = cluster.wall_clock_offset_ms
         cluster.trace("start", self.node_id, f"incarnation {self.incarnation}")
         self.schedule_wake(cluster.scheduler.now_ms)
 
@@ -546,6 +554,7 @@ class SimCluster:
         self.config = config or sim_config()
         self.unsafe = unsafe or Unsafe()
         self.fsync_ms_max = fsync_ms_max
+        self.wall_clock_offset_ms = WALL_CLOCK_OFFSET_MS
         self.scheduler = EventScheduler(events_max)
         self.network = Network(random.Random(self.rng.getrandbits(64)))
         self.voter_ids = list(range(1, voters + 1))

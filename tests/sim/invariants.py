@@ -1,4 +1,5 @@
-"""Checkers that run beside the simulated cluster (docs/invariants.md I1-I8, I13, I14, I18).
+"""Checkers that run beside the simulated cluster (docs/invariants.md I1-I8, I13, I14, I18,
+I21).
 
 They read the nodes' volatile state and their simulated disks; they never change either. Each
 violation raises ``SimulationError`` naming the invariant, so a failing seed says what broke.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from quorum.metadata.batch import LogBatch
+from quorum.metadata.batch import LogBatch, decode_log_batch
 from quorum.raft.majority import majority_size
 from quorum.raft.state import LeaderState
 from tests.sim.scheduler import SimulationError
@@ -59,6 +60,7 @@ class Invariants:
                         f"node {node.node_id} committed offset {batch.base_offset}, "
                         f"committed end is {self.committed_end}",
                     )
+                self._check_timestamp(batch)
                 self.committed[batch.base_offset] = batch
                 self.committed_end = batch.end_offset
             elif known != batch:
@@ -67,6 +69,19 @@ class Invariants:
                     f"node {node.node_id} committed {batch!r} (epoch {batch.epoch}) at "
                     f"{batch.base_offset}, another node committed epoch {known.epoch} there",
                 )
+
+    def _check_timestamp(self, batch: LogBatch) -> None:
+        """I21: a batch carries its leader's wall-clock append time (the simulated wall clock
+        is the virtual clock plus the cluster's offset), whoever built it."""
+        offset_ms = self.cluster.wall_clock_offset_ms
+        appended_ms = decode_log_batch(batch).timestamp_ms - offset_ms
+        if not 0 <= appended_ms <= self.cluster.scheduler.now_ms:
+            self.fail(
+                "I21 (batch timestamps are wall-clock)",
+                f"batch at offset {batch.base_offset} (epoch {batch.epoch}) carries "
+                f"{appended_ms + offset_ms}, not a wall-clock time between {offset_ms} and "
+                f"{offset_ms + self.cluster.scheduler.now_ms}",
+            )
 
     def _rewrite_from(self, offset: int) -> None:
         """The quorum lost what was committed from ``offset`` on (lost_write scenario)."""
