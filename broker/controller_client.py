@@ -12,16 +12,16 @@ another cluster's, fails the handshake (docs/security.md#whom-a-node-connects-to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
-from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2_grpc
+from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.security.identity import ROLE_CONTROLLER, node_server_name
 from quorum.security.tls import AioChannels, ClientSecurity
-from quorum.server.service import GRPC_OPTIONS
+from quorum.server.grpc_options import NODE_CHANNEL_OPTIONS
 
 CALL_TIMEOUT_S = 5.0
 
@@ -46,7 +46,7 @@ class ControllerClient:
         self._preferred: str | None = None
         # The broker's own certificate is its client certificate; channels are recreated when
         # its files change (docs/security.md#rotation).
-        self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
+        self._channels = AioChannels(security or ClientSecurity.plaintext(), NODE_CHANNEL_OPTIONS)
 
     def _stub(self, address: str) -> Any:
         return admin_pb2_grpc.AdminServiceStub(self._channels.get(address, self._server_name))
@@ -89,7 +89,9 @@ class ControllerClient:
         self._preferred = None
         raise ControllerUnavailableError("no active controller answered: " + "; ".join(failures))
 
-    async def describe_quorum(self, request: Any, leader_id: int | None) -> Any:
+    async def describe_quorum(
+        self, request: raft_pb2.DescribeQuorumRequest, leader_id: int | None
+    ) -> raft_pb2.DescribeQuorumResponse:
         """Forward a DescribeQuorum to the leader this broker knows (``leader_id``), else to
         each controller in turn; a controller that does not lead forwards it to the leader
         itself. The first answer is returned, whatever its error code."""
@@ -100,7 +102,8 @@ class ControllerClient:
             channel = self._channels.get(address, self._server_name)
             stub = raft_pb2_grpc.QuorumServiceStub(channel)
             try:
-                return await stub.DescribeQuorum(request, timeout=CALL_TIMEOUT_S)
+                answer = await stub.DescribeQuorum(request, timeout=CALL_TIMEOUT_S)
+                return cast(raft_pb2.DescribeQuorumResponse, answer)
             except grpc.aio.AioRpcError as exc:
                 failures.append(f"{address}: {exc.code().name}")
         raise ControllerUnavailableError("no controller answered: " + "; ".join(failures))

@@ -41,11 +41,12 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
 
+from broker.admin_service import BrokerAdminServicer
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
 from broker.reconcile import ReconcileMode
@@ -58,11 +59,10 @@ from quorum.metadata.image import MetadataImage
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Ready
 from quorum.raft.prefix_divergence import PrefixDivergence
-from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2_grpc
+from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
 from quorum.security.tls import KeyStore, PemFiles
-from quorum.server.admin_service import AdminServicer
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
 from quorum.server.raft_manager import RaftManager, StartupError, stop_on_signals
 
@@ -131,7 +131,9 @@ class BrokerQuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         self._leader_id = leader_id
         self._callers = callers
 
-    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeQuorum(
+        self, request: raft_pb2.DescribeQuorumRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.DescribeQuorumResponse:
         asked_for = request.cluster_id
         try:
             answer = await self._controllers.describe_quorum(request, self._leader_id())
@@ -189,16 +191,16 @@ class BrokerNode:
         self._reconciliations: tuple[Counter, Histogram] | None = None
         interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
         if config.metrics_listener is not None:
-            from quorum.server import metrics as prometheus  # noqa: PLC0415 - metrics only
+            from broker.metrics import broker_families, reconciliation_metrics  # noqa: PLC0415
+            from quorum.server.grpc_metrics import GrpcMetricsInterceptor  # noqa: PLC0415
+            from quorum.server.metrics import node_metrics  # noqa: PLC0415 - metrics only
 
-            metrics = prometheus.node_metrics(config, self.raft, "broker")
+            metrics = node_metrics(config, self.raft)
             assert metrics is not None  # metrics.listener is set
             self.metrics = metrics
-            interceptors = (prometheus.GrpcMetricsInterceptor(metrics),)
-            self._reconciliations = prometheus.reconciliation_metrics(metrics.registry)
-            metrics.add_source(
-                self._read_metrics, lambda data: prometheus.broker_families(data, wall_ms())
-            )
+            interceptors = (GrpcMetricsInterceptor(metrics.grpc),)
+            self._reconciliations = reconciliation_metrics(metrics.registry)
+            metrics.add_source(self._read_metrics, lambda data: broker_families(data, wall_ms()))
         self.grpc = GrpcServer(
             config.listener,
             (ADMIN_SERVICE, QUORUM_SERVICE),
@@ -601,14 +603,11 @@ class BrokerNode:
 
     def _add_servicers(self, server: grpc.aio.Server) -> None:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(
+            BrokerAdminServicer(
                 self.driver,
-                None,
                 cluster_id=self.cluster_id,
                 voters=self.raft.peers.voter_addresses,
-                controller_ready=lambda: False,
                 image=lambda: self.image,
-                serve_reads_without_offset=True,
                 callers=CallerResolver(self.config.ssl_principal_mapping_rules),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
                 caught_up=self._not_caught_up,

@@ -260,9 +260,6 @@ def test_checker_catches_an_unused_limit(tmp_path: Path) -> None:
 # ----- modules talk through public names; brokers do not reach into the controller -----------
 
 PROJECT_PACKAGES = ("quorum", "broker", "tests")
-# A broker is a node of its own: what it shares with a controller lives in quorum.server's
-# shared modules (raft_manager, grpc_server, driver), never in the controller's.
-BROKER_FORBIDDEN_IMPORTS = ("quorum.server.controller",)
 
 
 def project_python_files() -> list[Path]:
@@ -300,14 +297,175 @@ def test_private_import_checker_bites(tmp_path: Path) -> None:
     assert private_imports(bad, tmp_path) == ["bad.py:1: from quorum.storage.log import _helper"]
 
 
-def test_brokers_import_nothing_from_the_controller() -> None:
-    offenders = [
-        f"{path.relative_to(ROOT)} imports {module}"
-        for path in sorted((ROOT / "broker").rglob("*.py"))
-        for module in imported_modules(path)
-        if module.startswith(BROKER_FORBIDDEN_IMPORTS)
+# ----- layers of the shells (docs/architecture.md#layers-and-packages) ------------------------
+
+# A broker is a node of its own: what it shares with a controller lives in these modules of
+# quorum.server; the controller's own (its process, its AdminService and QuorumService, the
+# peer clients its servicer answers) are not a broker's business. The gRPC options a broker's
+# channels use are in grpc_options, not in a servicer module.
+BROKER_SHARED_SERVER_MODULES = frozenset(
+    {
+        "quorum.server.admin_service",  # the AdminService handlers both kinds of node serve
+        "quorum.server.driver",
+        "quorum.server.grpc_metrics",
+        "quorum.server.grpc_options",
+        "quorum.server.grpc_server",
+        "quorum.server.metric_stats",
+        "quorum.server.metrics",
+        "quorum.server.raft_manager",
+    }
+)
+# What the client (quorum/admin/) and the tools (quorum/tools/) may not import: a server. The
+# codecs they share with the servers are quorum.wire's.
+CLIENT_FORBIDDEN_PACKAGES = ("quorum.server",)
+# What the codecs (quorum/wire/) may not import: they are pure translations, shared by servers,
+# client and tools alike.
+WIRE_FORBIDDEN_PACKAGES = (
+    "quorum.server",
+    "quorum.storage",
+    "quorum.admin",
+    "quorum.tools",
+    "quorum.cli",
+    "broker",
+    "grpc",
+)
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (lazy imports too), with ``from a import b``
+    also counted as ``a.b``: ``from quorum import server`` imports ``quorum.server``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _within(name: str, packages: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(name == p or name.startswith(f"{p}.") for p in packages)
+
+
+def forbidden_imports(
+    paths: list[Path], forbidden: tuple[str, ...], root: Path = ROOT
+) -> list[str]:
+    """``path imports module`` for each import of ``paths`` in (or under) ``forbidden``."""
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in paths
+        for name in sorted(imported_names(path))
+        if _within(name, forbidden)
     ]
+
+
+def server_modules_of_brokers(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """Imports of ``paths`` from quorum.server outside ``BROKER_SHARED_SERVER_MODULES`` (a name
+    imported from a shared module, ``from quorum.server.driver import Clock``, is fine)."""
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in paths
+        for name in sorted(imported_names(path))
+        if _within(name, ("quorum.server",))
+        and name != "quorum.server"
+        and not _within(name, BROKER_SHARED_SERVER_MODULES)
+    ]
+
+
+def python_files(root: Path, *dirs: str) -> list[Path]:
+    return [p for d in dirs for p in sorted((root / d).rglob("*.py"))]
+
+
+def test_there_are_clients_tools_codecs_and_brokers_to_check() -> None:
+    assert len(python_files(ROOT, "quorum/admin")) >= 5
+    assert len(python_files(ROOT, "quorum/tools")) >= 5
+    assert len(python_files(ROOT, "quorum/wire")) >= 5
+    assert len(python_files(ROOT, "broker")) >= 10
+
+
+def test_the_client_and_the_tools_import_no_server() -> None:
+    paths = python_files(ROOT, "quorum/admin", "quorum/tools")
+    offenders = forbidden_imports(paths, CLIENT_FORBIDDEN_PACKAGES)
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_codecs_import_no_server_storage_client_or_grpc() -> None:
+    offenders = forbidden_imports(python_files(ROOT, "quorum/wire"), WIRE_FORBIDDEN_PACKAGES)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_brokers_take_only_the_shared_modules_of_the_server() -> None:
+    """No broker module imports the controller, its services or its peer clients: in
+    particular no servicer module for the gRPC options (quorum/server/grpc_options.py)."""
+    offenders = server_modules_of_brokers(python_files(ROOT, "broker"))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_checker_catches_a_layer_crossed(tmp_path: Path) -> None:
+    """The layering checkers must bite: a client importing the server (directly, through
+    ``from quorum import server`` and lazily inside a function), and a broker taking the gRPC
+    options from the servicer module or the controller's admin service, are each reported;
+    shared modules and names imported from them are not."""
+    client = tmp_path / "client.py"
+    client.write_text(
+        "from quorum import server\n"
+        "from quorum.wire.raft import request_to_proto\n"
+        "def later():\n"
+        "    from quorum.server.quorum_service import QuorumServicer\n"
+    )
+    assert forbidden_imports([client], CLIENT_FORBIDDEN_PACKAGES, tmp_path) == [
+        "client.py imports quorum.server",
+        "client.py imports quorum.server.quorum_service",
+        "client.py imports quorum.server.quorum_service.QuorumServicer",
+    ]
+    codec = tmp_path / "codec.py"
+    codec.write_text("import grpc\nfrom quorum.storage.snapshots import read_chunk\n")
+    assert len(forbidden_imports([codec], WIRE_FORBIDDEN_PACKAGES, tmp_path)) == 3
+    broker = tmp_path / "broker.py"
+    broker.write_text(
+        "from quorum.server.quorum_service import SERVER_OPTIONS\n"
+        "from quorum.server import controller_admin\n"
+        "from quorum.server.grpc_options import NODE_CHANNEL_OPTIONS\n"
+        "from quorum.server.driver import ShuttingDownError\n"
+    )
+    assert server_modules_of_brokers([broker], tmp_path) == [
+        "broker.py imports quorum.server.controller_admin",
+        "broker.py imports quorum.server.quorum_service",
+        "broker.py imports quorum.server.quorum_service.SERVER_OPTIONS",
+    ]
+
+
+# ----- module size -----------------------------------------------------------------------------
+
+# A module a newcomer can read in one sitting (issue 29); generated code is exempt.
+MODULE_LINES_MAX = 1_000
+
+
+def oversized_modules(paths: list[Path], root: Path = ROOT) -> list[str]:
+    found = []
+    for path in paths:
+        if "rpc" in path.relative_to(root).parts:
+            continue  # generated by scripts/gen-proto
+        lines = path.read_text().count("\n")
+        if lines > MODULE_LINES_MAX:
+            found.append(f"{path.relative_to(root)}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_a_thousand_lines() -> None:
+    offenders = oversized_modules(python_files(ROOT, "quorum", "broker"))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_checker_catches_an_oversized_module(tmp_path: Path) -> None:
+    (tmp_path / "quorum" / "rpc").mkdir(parents=True)
+    (tmp_path / "quorum" / "big.py").write_text("x = 1\n" * (MODULE_LINES_MAX + 1))
+    (tmp_path / "quorum" / "small.py").write_text("x = 1\n" * MODULE_LINES_MAX)
+    (tmp_path / "quorum" / "rpc" / "gen_pb2.py").write_text("x = 1\n" * 5_000)
+    assert oversized_modules(python_files(tmp_path, "quorum"), tmp_path) == [
+        "quorum/big.py: 1001 lines"
+    ]
 
 
 def test_a_node_loads_no_x509_library() -> None:

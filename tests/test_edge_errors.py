@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
+from broker.admin_service import BrokerAdminServicer
 from quorum import limits
 from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
@@ -20,9 +21,10 @@ from quorum.ids import METADATA_TOPIC_ID
 from quorum.metadata.records import NoOpRecord
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.server.admin_service import AdminServicer
+from quorum.server.controller_admin import ControllerAdminServicer
 from quorum.server.driver import OperationQueueFullError, TooManyWaitersError
 from quorum.server.grpc_server import make_server
-from quorum.server.service import CHUNK_BYTES_MAX, QuorumServicer
+from quorum.server.quorum_service import CHUNK_BYTES_MAX, QuorumServicer
 from quorum.storage.snapshots import snapshot_size, write_snapshot
 
 CLUSTER_ID = "edge-test"
@@ -55,8 +57,8 @@ def serve(
     image: Callable[[], Any] = lambda: SimpleNamespace(offset=5),
     broker_caught_up: Callable[[], str | None] | None = None,
 ) -> T:
-    """Serve the Raft and admin services; ``broker_caught_up`` given: the admin service of a
-    broker (reads served from ``image`` without an offset, once caught up)."""
+    """Serve the Raft and admin services: a controller's with ``state_machine``, else a
+    broker's (reads served from ``image``; without an offset once ``broker_caught_up``)."""
 
     async def main() -> T:
         server = make_server()
@@ -72,19 +74,24 @@ def serve(
             ),
             server,
         )
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(
+        admin: AdminServicer
+        if state_machine is not None:
+            admin = ControllerAdminServicer(
                 driver,
                 state_machine,
                 cluster_id=CLUSTER_ID,
                 voters={},
-                controller_ready=lambda: state_machine is not None,
+                controller_ready=lambda: True,
+            )
+        else:
+            admin = BrokerAdminServicer(
+                driver,
+                cluster_id=CLUSTER_ID,
+                voters={},
                 image=image,
-                serve_reads_without_offset=broker_caught_up is not None,
-                caught_up=broker_caught_up,
-            ),
-            server,
-        )
+                caught_up=broker_caught_up or (lambda: None),
+            )
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         try:

@@ -22,10 +22,11 @@ from quorum.ids import METADATA_TOPIC_ID
 from quorum.raft.messages import Envelope, FetchRequest, FetchResponse, RequestHeader
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.security.identity import Caller, CallerResolver
-from quorum.server import service
+from quorum.server import peers as peers_module
+from quorum.server import quorum_service
 from quorum.server.driver import peer_gone
 from quorum.server.grpc_server import make_server
-from quorum.server.service import PeerClients
+from quorum.server.peers import PeerClients
 
 T = TypeVar("T")
 HEADER = RequestHeader("stream-test", METADATA_TOPIC_ID, 0)
@@ -190,14 +191,14 @@ def test_an_undecodable_message_ends_the_stream_invalid_argument() -> None:
     assert f"({len(TRUNCATED)} bytes received)" in details
 
 
-def leading_servicer(**driver: Any) -> service.QuorumServicer:
+def leading_servicer(**driver: Any) -> quorum_service.QuorumServicer:
     """The QuorumService of node 1, leader of epoch 3, on a stand-in driver (``driver``: its
     other attributes, e.g. ``request``) and with the default ``callers`` unless given."""
     callers = driver.pop("callers", None)
     node = SimpleNamespace(
         leader_id=1, epoch=3, node_id=1, is_leader=lambda: True, voters=frozenset({1})
     )
-    return service.QuorumServicer(
+    return quorum_service.QuorumServicer(
         SimpleNamespace(node=node, **driver),  # type: ignore[arg-type]
         cluster_id="stream-test",
         endpoints={},
@@ -207,7 +208,7 @@ def leading_servicer(**driver: Any) -> service.QuorumServicer:
 
 
 @contextlib.asynccontextmanager
-async def fetch_stream_to(servicer: service.QuorumServicer) -> AsyncIterator[Any]:
+async def fetch_stream_to(servicer: quorum_service.QuorumServicer) -> AsyncIterator[Any]:
     """A FetchStream call to a server of ``servicer`` on a free port."""
     server = make_server()
     raft_pb2_grpc.add_QuorumServiceServicer_to_server(servicer, server)
@@ -224,7 +225,7 @@ def test_the_leader_ends_a_stream_that_carries_no_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An idle stream (a stalled or hostile replica) does not hold a handler for ever."""
-    monkeypatch.setattr(service, "FETCH_STREAM_IDLE_S", 0.2)
+    monkeypatch.setattr(quorum_service, "FETCH_STREAM_IDLE_S", 0.2)
     servicer = leading_servicer()
 
     async def main() -> grpc.aio.AioRpcError:
@@ -288,10 +289,10 @@ def test_a_peer_back_from_a_restart_is_reached_at_once_not_after_a_reconnect_bac
     such a channel, so the next Fetch reaches the peer at once. The backoff here is 30 s, so
     only the replacement can explain the answer."""
     monkeypatch.setattr(
-        service,
-        "GRPC_OPTIONS",
+        peers_module,
+        "NODE_CHANNEL_OPTIONS",
         [
-            *service.GRPC_OPTIONS,
+            *peers_module.NODE_CHANNEL_OPTIONS,
             ("grpc.initial_reconnect_backoff_ms", 30_000),
             ("grpc.min_reconnect_backoff_ms", 30_000),
         ],

@@ -1,6 +1,8 @@
-"""quorum/server/metrics.py: Kafka's windowed statistics, the Raft metrics measured on a real
-``RaftNode``, the counts of an image, the snapshot the event loop hands a scrape, and the
-exposition of every family (docs/operating.md#metrics)."""
+"""A node's metrics (docs/operating.md#metrics): Kafka's windowed statistics
+(quorum/server/metric_stats.py), the Raft metrics measured on a real ``RaftNode``
+(quorum/server/raft_metrics.py), the counts of an image (quorum/server/controller_metrics.py),
+the snapshot the event loop hands a scrape and the exposition of every family
+(quorum/server/metrics.py), the gRPC interceptor (quorum/server/grpc_metrics.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from quorum.metadata.records import (
 from quorum.raft.config import RaftConfig
 from quorum.raft.node import RaftNode, Ready
 from quorum.rpc.v1 import admin_pb2
+from quorum.server import controller_metrics, grpc_metrics, metric_stats, raft_metrics
 from quorum.server import metrics as m
 
 SEED = 1604
@@ -47,7 +50,7 @@ def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def test_windowed_stat_avg_max_over_the_live_windows() -> None:
-    stat = m.WindowedStat(window_ms=1_000, samples=2)
+    stat = metric_stats.WindowedStat(window_ms=1_000, samples=2)
     assert math.isnan(stat.avg(0))  # Kafka reports NaN with no sample
     assert math.isnan(stat.max(0))
     stat.record(10, 0)
@@ -62,7 +65,7 @@ def test_windowed_stat_avg_max_over_the_live_windows() -> None:
 
 
 def test_windowed_rate_counts_at_least_samples_minus_one_windows() -> None:
-    stat = m.WindowedStat(window_ms=1_000, samples=2)
+    stat = metric_stats.WindowedStat(window_ms=1_000, samples=2)
     assert stat.rate_per_s(0) == 0.0
     stat.record(50, 0)
     # Kafka's Rate: 0.2 s elapsed count as 0.2 s plus the (samples - 1) full windows missing.
@@ -73,11 +76,11 @@ def test_windowed_rate_counts_at_least_samples_minus_one_windows() -> None:
 
 def test_quantiles_interpolate_like_yammer() -> None:
     ordered = [float(v) for v in range(1, 101)]
-    assert m.quantile(ordered, 0.5) == pytest.approx(50.5)
-    assert m.quantile(ordered, 0.99) == pytest.approx(99.99)
-    assert m.quantile(ordered, 0.999) == 100.0
-    assert m.quantile([7.0], 0.5) == 7.0
-    assert math.isnan(m.quantile([], 0.5))
+    assert metric_stats.quantile(ordered, 0.5) == pytest.approx(50.5)
+    assert metric_stats.quantile(ordered, 0.99) == pytest.approx(99.99)
+    assert metric_stats.quantile(ordered, 0.999) == 100.0
+    assert metric_stats.quantile([7.0], 0.5) == 7.0
+    assert math.isnan(metric_stats.quantile([], 0.5))
 
 
 # ----- Raft metrics on a real single-voter node -------------------------------------------------
@@ -97,7 +100,7 @@ class SingleVoter:
             now_ms=0,
         )
         self.idle_s = 0.0
-        self.metrics = m.RaftMetrics(self.node, lambda: self.idle_s)
+        self.metrics = raft_metrics.RaftMetrics(self.node, lambda: self.idle_s)
         self.readies: list[Ready] = []
 
     def turn(self, advance_ms: int = 50) -> Ready:
@@ -120,12 +123,12 @@ def test_raft_metrics_follow_a_real_node_through_election_and_commits() -> None:
     voter = SingleVoter()
     before = voter.metrics.read(voter.now_ms)
     assert before["current_leader"] == -1
-    assert m.kafka_state(voter.node) == "unattached"
+    assert raft_metrics.kafka_state(voter.node) == "unattached"
     assert math.isnan(before["election_latency_avg"])
 
     voter.until(voter.node.is_leader)
     after = voter.metrics.read(voter.now_ms)
-    assert m.kafka_state(voter.node) == "leader"
+    assert raft_metrics.kafka_state(voter.node) == "leader"
     assert after["current_leader"] == 1
     assert after["current_vote"] == 1
     assert after["current_epoch"] >= 1
@@ -151,7 +154,7 @@ def test_raft_metrics_follow_a_real_node_through_election_and_commits() -> None:
     assert (values["number_of_voters"], values["number_of_observers"]) == (1, 0)
     assert values["uncommitted_voter_change"] == 0
     assert values["number_unknown_voter_connections"] == 0
-    unknown = m.RaftMetrics(voter.node, lambda: 0.0, unknown_voters=lambda: 2)
+    unknown = raft_metrics.RaftMetrics(voter.node, lambda: 0.0, unknown_voters=lambda: 2)
     assert unknown.read(voter.now_ms)["number_unknown_voter_connections"] == 2
 
 
@@ -195,8 +198,8 @@ def build_image() -> tuple[MetadataImage, Uuid]:
 
 def test_image_counts_are_kafkas_controller_metadata_metrics() -> None:
     image, _ = build_image()
-    counts = m.image_counts(image)
-    assert counts == m.ImageCounts(
+    counts = controller_metrics.image_counts(image)
+    assert counts == controller_metrics.ImageCounts(
         topics=1, partitions=2, offline_partitions=1, active_brokers=2, fenced_brokers=1
     )
 
@@ -209,17 +212,17 @@ def test_scrape_reads_the_loop_snapshot_and_renders_every_family() -> None:
     voter.until(voter.node.is_leader)
     image, _ = build_image()
     registry = CollectorRegistry()
-    metrics = m.NodeMetrics(
-        node=voter.node, idle_s=lambda: 0.0, role="controller", registry=registry
-    )
+    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, registry=registry)
     metrics.raft = voter.metrics
-    metrics.observe_operation(2.0, 5.0)
-    metrics.observe_operation(4.0, 7.0)
+    controller = controller_metrics.ControllerMetrics()
+    controller.observe_operation(2.0, 5.0)
+    controller.observe_operation(4.0, 7.0)
     loop_threads: list[int] = []
 
     def read_controller() -> dict[str, object]:
         loop_threads.append(threading.get_ident())
         return {
+            **controller.read(),
             "active": True,
             "committed_image": image,
             "last_committed_offset": 6,
@@ -228,7 +231,10 @@ def test_scrape_reads_the_loop_snapshot_and_renders_every_family() -> None:
             "new_active_controllers": 1,
         }
 
-    metrics.add_source(read_controller, lambda data: m.controller_families(metrics, data, 10_000))
+    metrics.add_source(
+        read_controller,
+        lambda data: controller_metrics.controller_families(controller, data, 10_000),
+    )
     metrics.add_source(
         lambda: {"snapshot_generated_bytes": 123, "snapshot_generated_wall_ms": 4_000},
         lambda data: m.snapshot_families(data, 10_000),
@@ -302,14 +308,14 @@ def test_a_busy_loop_gets_the_previous_snapshot_counted_as_stale() -> None:
 def test_admin_responses_are_counted_by_request_and_entry_error_code() -> None:
     registry = CollectorRegistry()
     voter = SingleVoter()
-    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, role="broker", registry=registry)
+    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, registry=registry)
     response = admin_pb2.CreateTopicsResponse(error_code=0)
     response.topics.add(name="a", error_code=0)
     response.topics.add(name="b", error_code=36)  # TOPIC_ALREADY_EXISTS
     response.topics.add(name="c", error_code=36)
-    m.count_admin_response(metrics, "CreateTopics", response)
-    m.count_admin_response(
-        metrics, "DescribeCluster", admin_pb2.DescribeClusterResponse(error_code=41)
+    grpc_metrics.count_admin_response(metrics.grpc, "CreateTopics", response)
+    grpc_metrics.count_admin_response(
+        metrics.grpc, "DescribeCluster", admin_pb2.DescribeClusterResponse(error_code=41)
     )
     values = samples(generate_latest(registry))
     requests = "metaquorum_admin_requests_total"
@@ -325,7 +331,7 @@ def test_interceptor_times_calls_and_counts_aborted_admin_requests_by_status() -
     codes, an aborted one its gRPC status; both are timed."""
     registry = CollectorRegistry()
     voter = SingleVoter()
-    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, role="broker", registry=registry)
+    metrics = m.NodeMetrics(node=voter.node, idle_s=lambda: 0.0, registry=registry)
 
     async def create_topics(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if not request.topics:
@@ -335,7 +341,7 @@ def test_interceptor_times_calls_and_counts_aborted_admin_requests_by_status() -
         return response
 
     async def main() -> None:
-        server = grpc.aio.server(interceptors=[m.GrpcMetricsInterceptor(metrics)])
+        server = grpc.aio.server(interceptors=[grpc_metrics.GrpcMetricsInterceptor(metrics.grpc)])
         server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(

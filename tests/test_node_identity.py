@@ -28,9 +28,9 @@ from quorum.security.node_identity import (
     claim_of,
     refuse_claim,
 )
-from quorum.server import transport
 from quorum.server.grpc_server import make_server
-from quorum.server.service import QuorumServicer
+from quorum.server.quorum_service import QuorumServicer
+from quorum.wire import raft as transport
 
 CLUSTER_ID = "aWRlbnRpdHktdGVzdA"
 T = TypeVar("T")

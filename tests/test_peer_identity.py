@@ -24,8 +24,8 @@ from quorum.rpc.v1 import admin_pb2, raft_pb2
 from quorum.security.certs import Authority, write_private
 from quorum.security.identity import ROLE_BROKER, ROLE_CONTROLLER
 from quorum.security.tls import ClientSecurity, KeyStore
-from quorum.server import transport
-from quorum.server.service import PeerClients
+from quorum.server.peers import PeerClients
+from quorum.wire import raft as transport
 
 CLUSTER_ID = "cGVlci1pZGVudGl0eQ"
 T = TypeVar("T")

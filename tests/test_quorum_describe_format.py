@@ -23,7 +23,6 @@ import pytest
 from quorum.errors import ErrorCode
 from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
-from quorum.server.transport import QuorumDescription, ReplicaDescription
 from quorum.tools import quorum_describe
 from quorum.tools.quorum_describe import (
     QuorumDescribeError,
@@ -35,6 +34,7 @@ from quorum.tools.quorum_describe import (
     parse_bootstrap,
     run_describe,
 )
+from quorum.wire.quorum_description import QuorumDescription, ReplicaDescription
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"

@@ -1,4 +1,5 @@
-"""quorum.server.transport: core messages <-> protobuf, through real serialized bytes."""
+"""quorum/wire/raft.py and quorum/wire/quorum_description.py: core messages <-> protobuf, through
+real serialized bytes."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.rpc.v1 import raft_pb2
-from quorum.server import transport
-from quorum.server.transport import MalformedMessageError
+from quorum.wire import quorum_description
+from quorum.wire import raft as transport
+from quorum.wire.scalars import MalformedMessageError
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 TOPIC_ID = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
@@ -198,8 +200,8 @@ def test_describe_quorum_response_carries_what_the_server_knows() -> None:
     assert pb.observers[0].last_fetch_timestamp_ms == -1
     assert list(pb.observers[0].endpoints) == []
 
-    description = transport.describe_quorum_from_proto(pb)
-    assert description == transport.QuorumDescription(
+    description = quorum_description.describe_quorum_from_proto(pb)
+    assert description == quorum_description.QuorumDescription(
         error_code=ErrorCode.NONE,
         error_message="",
         cluster_id=CLUSTER_ID,
@@ -209,14 +211,14 @@ def test_describe_quorum_response_carries_what_the_server_knows() -> None:
         leader_epoch=5,
         high_watermark=42,
         voters=(
-            transport.ReplicaDescription(
+            quorum_description.ReplicaDescription(
                 1, directory_id, 42, to_wall(1000), to_wall(1000), ("CONTROLLER://127.0.0.1:19091",)
             ),
-            transport.ReplicaDescription(
+            quorum_description.ReplicaDescription(
                 2, ZERO_UUID, 40, to_wall(990), to_wall(950), ("CONTROLLER://127.0.0.1:19092",)
             ),
         ),
-        observers=(transport.ReplicaDescription(100, ZERO_UUID, -1, None, None),),
+        observers=(quorum_description.ReplicaDescription(100, ZERO_UUID, -1, None, None),),
     )
 
 
@@ -234,7 +236,7 @@ def test_without_from_wall_ms_describe_times_stay_wall_clock() -> None:
 
 
 def test_a_tool_describe_request_means_this_cluster_and_the_metadata_log() -> None:
-    pb = over_the_wire(transport.tool_describe_quorum_request())
+    pb = over_the_wire(quorum_description.tool_describe_quorum_request())
     assert pb.cluster_id == ""
     assert pb.topic_id == b""
     assert transport.request_from_proto(pb, local_cluster_id=CLUSTER_ID) == DescribeQuorumRequest(
@@ -255,7 +257,7 @@ def test_describe_quorum_from_proto_with_an_empty_topic_id() -> None:
     pb = raft_pb2.DescribeQuorumResponse(
         error_code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), leader_id=-1, leader_epoch=3
     )
-    description = transport.describe_quorum_from_proto(pb)
+    description = quorum_description.describe_quorum_from_proto(pb)
     assert description.topic_id is None
     assert description.leader_id is None
     assert description.voters == ()
@@ -340,7 +342,7 @@ def test_describe_quorum_from_proto_refuses_a_bad_directory_id() -> None:
         leader_id=1, observers=[raft_pb2.ReplicaState(replica_id=4, directory_id=b"abc")]
     )
     with pytest.raises(MalformedMessageError) as raised:
-        transport.describe_quorum_from_proto(pb)
+        quorum_description.describe_quorum_from_proto(pb)
     assert raised.value.field == "observers[0].directory_id"
 
 

@@ -28,9 +28,11 @@ from broker.kafka.forwarding import ForwardingError
 from broker.kafka.protocol import (
     API_VERSIONS,
     CREATE_PARTITIONS_FORWARDABLE,
+    ApiKey,
     Request,
     UnsupportedRequest,
     build,
+    by_api_key,
     kafka_uuid,
     our_uuid,
 )
@@ -41,11 +43,11 @@ from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.rpc.v1 import admin_pb2
-from quorum.security.acl_wire import filter_from_proto
 from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller
 from quorum.server.driver import ShuttingDownError, TooManyWaitersError
+from quorum.wire.acls import filter_from_proto
 
 __all__ = ["AdminForwarder", "KafkaApis", "Session"]
 
@@ -139,20 +141,22 @@ class KafkaApis:
         self._forwarder = forwarder
         self._wait_applied = wait_applied
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
-        self._handlers: dict[int, Callable[[Request, Session], Awaitable[dict[str, Any]]]] = {
-            3: self._metadata,
-            18: self._api_versions,
-            19: self._create_topics,
-            20: self._delete_topics,
-            29: self._describe_acls,
-            30: self._create_acls,
-            31: self._delete_acls,
-            32: self._describe_configs,
-            60: self._describe_cluster,
-            75: self._describe_topic_partitions,
+        handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[dict[str, Any]]]] = {
+            ApiKey.METADATA: self._metadata,
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.DESCRIBE_ACLS: self._describe_acls,
+            ApiKey.CREATE_ACLS: self._create_acls,
+            ApiKey.DELETE_ACLS: self._delete_acls,
+            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
-            self._handlers[37] = self._create_partitions
+            handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions
+        # By the header's plain int: a request's lookup costs no enum comparison.
+        self._handlers = by_api_key(handlers)
         assert set(self._handlers) == set(API_VERSIONS)
 
     async def handle(self, request: Request, session: Session) -> Any:

@@ -39,7 +39,8 @@ import types
 import uuid
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, get_args, get_origin
+from enum import IntEnum
+from typing import Any, Final, TypeVar, get_args, get_origin
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -68,16 +69,17 @@ from quorum.rpc.v1 import admin_pb2
 __all__ = [
     "API_KEY_NAMES",
     "API_VERSIONS",
-    "API_VERSIONS_KEY",
     "CREATE_PARTITIONS_FORWARDABLE",
     "HEADER_BYTES_MIN",
     "REQUEST_ENTRIES_MAX",
     "SMALL_REQUEST_BYTES_MAX",
+    "ApiKey",
     "MalformedRequestError",
     "OversizedRequestError",
     "Request",
     "UnsupportedRequest",
     "build",
+    "by_api_key",
     "decode_request",
     "encode_response",
     "kafka_uuid",
@@ -87,41 +89,62 @@ __all__ = [
     "with_throttle_time",
 ]
 
-# Kafka's API keys this listener serves, with the versions it serves (docs/kafka-listener.md):
-# those of Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
-# (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
-API_VERSIONS_KEY: Final = 18
-CREATE_PARTITIONS_KEY: Final = 37
+
+class ApiKey(IntEnum):
+    """The Kafka APIs this listener knows, by their API key (Kafka's ``ApiKeys``)."""
+
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
+
+    @property
+    def api_name(self) -> str:
+        """Kafka's name of the API (``ApiKeys.name``): ``CreateTopics``."""
+        return "".join(word.capitalize() for word in self.name.split("_"))
+
+
+V = TypeVar("V")
+
+
+def by_api_key(table: Mapping[ApiKey, V]) -> dict[int, V]:
+    """``table`` keyed by the plain ints a request header carries: a lookup of a header's key
+    in it costs no enum comparison (the per-request tables and handlers are built so)."""
+    return {int(key): value for key, value in table.items()}
+
+
+# Kafka's name of each API key this listener knows, for messages and logs.
+API_KEY_NAMES: Final[Mapping[int, str]] = by_api_key({key: key.api_name for key in ApiKey})
 # CreatePartitions is forwarded to the controllers' AdminService/CreatePartitions: served once
 # the admin API this node was built with has it.
 CREATE_PARTITIONS_FORWARDABLE: Final = hasattr(admin_pb2, "CreatePartitionsRequest")
-API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
-    3: (0, 12),  # Metadata
-    18: (0, 4),  # ApiVersions
-    19: (0, 7),  # CreateTopics
-    20: (0, 6),  # DeleteTopics
-    29: (0, 3),  # DescribeAcls
-    30: (0, 3),  # CreateAcls
-    31: (0, 3),  # DeleteAcls
-    32: (0, 4),  # DescribeConfigs
-    **({CREATE_PARTITIONS_KEY: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
-    60: (0, 1),  # DescribeCluster
-    75: (0, 0),  # DescribeTopicPartitions
-}
-API_KEY_NAMES: Final[Mapping[int, str]] = {
-    3: "Metadata",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    29: "DescribeAcls",
-    30: "CreateAcls",
-    31: "DeleteAcls",
-    32: "DescribeConfigs",
-    37: "CreatePartitions",
-    60: "DescribeCluster",
-    75: "DescribeTopicPartitions",
-}
-assert set(API_VERSIONS) <= set(API_KEY_NAMES)
+# The APIs this listener serves, with the versions it serves (docs/kafka-listener.md): those of
+# Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
+# (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
+API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
+    {
+        ApiKey.METADATA: (0, 12),
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.CREATE_TOPICS: (0, 7),
+        ApiKey.DELETE_TOPICS: (0, 6),
+        ApiKey.DESCRIBE_ACLS: (0, 3),
+        ApiKey.CREATE_ACLS: (0, 3),
+        ApiKey.DELETE_ACLS: (0, 3),
+        ApiKey.DESCRIBE_CONFIGS: (0, 4),
+        **({ApiKey.CREATE_PARTITIONS: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
+        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    }
+)
+
+_API_VERSIONS_KEY: Final = int(ApiKey.API_VERSIONS)  # compared with every header's key
 
 # api_key (int16), api_version (int16), correlation_id (int32): every request header starts so.
 HEADER_BYTES_MIN: Final = 8
@@ -129,16 +152,18 @@ HEADER_BYTES_MIN: Final = 8
 # The bound on the top-level array of each served API that has one (its first field in every
 # version: topics, topic names, creations, filters, resources), from quorum/limits.py: the
 # admin writes' bounds the controller applies too, and the reads' METADATA_TOPICS_MAX.
-REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = {
-    3: METADATA_TOPICS_MAX,  # Metadata: topics
-    19: CREATE_TOPICS_TOPICS_MAX,  # CreateTopics: topics
-    20: DELETE_TOPICS_TOPICS_MAX,  # DeleteTopics: topic names (v0-5), topics (v6)
-    30: ACL_REQUEST_ENTRIES_MAX,  # CreateAcls: creations
-    31: ACL_REQUEST_ENTRIES_MAX,  # DeleteAcls: filters
-    32: METADATA_TOPICS_MAX,  # DescribeConfigs: resources (topics)
-    CREATE_PARTITIONS_KEY: CREATE_PARTITIONS_TOPICS_MAX,  # CreatePartitions: topics
-    75: METADATA_TOPICS_MAX,  # DescribeTopicPartitions: topics
-}
+REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
+    {
+        ApiKey.METADATA: METADATA_TOPICS_MAX,  # topics
+        ApiKey.CREATE_TOPICS: CREATE_TOPICS_TOPICS_MAX,  # topics
+        ApiKey.DELETE_TOPICS: DELETE_TOPICS_TOPICS_MAX,  # topic names (v0-5), topics (v6)
+        ApiKey.CREATE_ACLS: ACL_REQUEST_ENTRIES_MAX,  # creations
+        ApiKey.DELETE_ACLS: ACL_REQUEST_ENTRIES_MAX,  # filters
+        ApiKey.DESCRIBE_CONFIGS: METADATA_TOPICS_MAX,  # resources (topics)
+        ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_TOPICS_MAX,  # topics
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
+    }
+)
 # The largest frame of an API without a top-level array (ApiVersions, DescribeAcls,
 # DescribeCluster) or of an API not served (answered from its header alone): a header and a
 # few strings. Our choice: DescribeAcls, the largest, holds three strings of at most 32,767
@@ -295,7 +320,7 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     api_version, _ = read_int16(frame, 2)
     correlation_id, _ = read_int32(frame, 4)
     served = API_VERSIONS.get(api_key)
-    if api_key == API_VERSIONS_KEY and served is not None:
+    if api_key == _API_VERSIONS_KEY and served is not None:
         low, high = served
         if not low <= api_version <= high:
             # KIP-511: whatever the version, answer v0 with our ranges.

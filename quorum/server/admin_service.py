@@ -1,15 +1,15 @@
-"""The ``AdminService`` of a controller: topics, cluster, and the broker lifecycle RPCs.
+"""The ``AdminService`` handlers that controllers and brokers share: topics, cluster, the broker
+lifecycle RPCs and ACLs. Two services build on it, one per kind of node:
 
-Writes go to the active controller only: an operation of the pure ``ControllerStateMachine``
-runs inside the driver loop (serialized, with the offset its records will get), its records are
-appended as one batch, and the answer is sent once the high watermark passes them, carrying the
-committing ``metadata_offset``. Any other controller answers NOT_CONTROLLER naming the leader
-and its address. Reads that carry ``min_metadata_offset`` are served by every controller from
-its committed image, after waiting (bounded by the deadline) until that image has applied the
-offset (read-your-writes); reads without it go to the active controller, like writes, which
-serves them linearizably: it first confirms with a majority of voters that it still leads
-(``RaftDriver.read_index``), so a leader cut off from the quorum, or paused while another was
-elected, never answers from a stale image (docs/architecture.md#linearizable-reads).
+- ``ControllerAdminServicer`` (quorum/server/controller_admin.py): writes run on the active
+  controller and are answered once committed; reads are linearizable or read-your-writes;
+- ``BrokerAdminServicer`` (broker/admin_service.py): reads from the broker's own image (Kafka's
+  metadata cache); every write is answered NOT_CONTROLLER.
+
+This base translates each request (``quorum/wire/admin.py``), authorizes it and builds the
+answer. What differs is asked of the service: how a write runs (``_write``), when a read that
+names no ``min_metadata_offset`` may be answered (``_read_newest``), which image a write is
+authorized against (``_write_image``).
 
 Per-topic outcomes carry Kafka error codes; only transport failures use gRPC status codes.
 
@@ -22,9 +22,8 @@ and heartbeat only as itself (docs/security.md#what-a-node-may-claim).
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import ClassVar, Final, Protocol, TypeAlias, TypeVar
 
 import grpc
 import structlog
@@ -34,26 +33,19 @@ from quorum.config import HostPort
 from quorum.controller.acls import describe_acls
 from quorum.controller.describe import describe_topics, list_topics_page
 from quorum.controller.requests import (
-    BrokerHeartbeatRequest,
-    CreatableReplicaAssignment,
-    CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopic,
     DeleteTopicsRequest,
     DescribeTopic,
-    RegisterBrokerRequest,
 )
 from quorum.controller.result import ControllerResult
 from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
-from quorum.ids import ZERO_UUID, InvalidUuidError, Uuid
+from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import BrokerEndpoint
-from quorum.raft.node import NotLeaderError
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
-from quorum.security.acl_wire import binding_from_proto, binding_to_proto, filter_from_proto
 from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
@@ -64,24 +56,54 @@ from quorum.server.driver import (
     ShuttingDownError,
     TooManyWaitersError,
 )
+from quorum.wire.acls import binding_from_proto, binding_to_proto, filter_from_proto
+from quorum.wire.admin import (
+    add_created_topic,
+    add_deleted_topic,
+    add_grown_topic,
+    add_topic_description,
+    broker_heartbeat_from_proto,
+    creatable_topics_from_proto,
+    deletable_topics_from_proto,
+    partitions_topics_from_proto,
+    register_broker_from_proto,
+    topic_id_to_proto,
+    topic_refs_from_proto,
+)
+
+__all__ = [
+    "DEADLINE_MARGIN_S",
+    "METADATA_OFFSET_WAIT_S_MAX",
+    "OUTCOME_UNKNOWN",
+    "TIMEOUT_S_DEFAULT",
+    "UNSAFE_ACK_BEFORE_COMMIT_ENV",
+    "UNSAFE_STALE_READS_ENV",
+    "AdminServicer",
+    "NotCaughtUpError",
+    "ReadRequest",
+    "RequestRejected",
+    "WriteOperation",
+    "unsafe_switches",
+]
 
 T = TypeVar("T")
 
 # Answer a little before the caller's deadline, so it gets our answer rather than its timeout.
-DEADLINE_MARGIN_S = 0.05
-DEFAULT_TIMEOUT_S = 30.0
-# A read waiting for its min_metadata_offset waits at most this long, whatever its deadline.
-METADATA_OFFSET_WAIT_S_MAX = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
+DEADLINE_MARGIN_S: Final = 0.05
+# The budget of a request that came without a deadline (Kafka's request.timeout.ms).
+TIMEOUT_S_DEFAULT: Final = 30.0
+# A read waits for the image it is answered from at most this long, whatever its deadline.
+METADATA_OFFSET_WAIT_S_MAX: Final = limits.METADATA_OFFSET_WAIT_MS_MAX / 1000
 
 # The start of every error message of a write that may or may not have happened.
-OUTCOME_UNKNOWN = "outcome unknown"
+OUTCOME_UNKNOWN: Final = "outcome unknown"
 
 # Negative controls of the fault harness (docs/faults.md#negative-controls): test-only switches,
 # read from the environment at start-up, that break linearizability on purpose so the history
-# checker is seen to catch it. A node with one on logs ``unsafe_switch_on`` at start. Never set
-# them outside a test.
-UNSAFE_STALE_READS_ENV = "METAQUORUM_UNSAFE_STALE_READS"  # any controller answers reads at once
-UNSAFE_ACK_BEFORE_COMMIT_ENV = "METAQUORUM_UNSAFE_ACK_BEFORE_COMMIT"  # answer writes on append
+# checker is seen to catch it (the controller's service acts on them). A node with one on logs
+# ``unsafe_switch_on`` at start. Never set them outside a test.
+UNSAFE_STALE_READS_ENV: Final = "METAQUORUM_UNSAFE_STALE_READS"  # reads answered at once
+UNSAFE_ACK_BEFORE_COMMIT_ENV: Final = "METAQUORUM_UNSAFE_ACK_BEFORE_COMMIT"  # writes on append
 
 
 def unsafe_switches() -> tuple[str, ...]:
@@ -93,22 +115,36 @@ def unsafe_switches() -> tuple[str, ...]:
     )
 
 
-def _uuid(data: bytes, what: str) -> Uuid:
-    if not data:
-        return ZERO_UUID
-    try:
-        return Uuid.from_bytes(data)
-    except InvalidUuidError as exc:
-        raise ValueError(f"{what} must be 16 bytes, got {len(data)}") from exc
+# A controller operation (quorum/controller/state_machine.py) the active controller runs on its
+# state machine at the offset its first record will get.
+WriteOperation: TypeAlias = Callable[[ControllerStateMachine, int], ControllerResult[T]]
+# The reads, which may name the ``min_metadata_offset`` to wait for.
+ReadRequest: TypeAlias = (
+    admin_pb2.DescribeTopicsRequest
+    | admin_pb2.ListTopicsRequest
+    | admin_pb2.DescribeClusterRequest
+    | admin_pb2.DescribeAclsRequest
+)
 
 
-def _id_bytes(topic_id: Uuid) -> bytes:
-    return b"" if topic_id == ZERO_UUID else topic_id.bytes
+class AdminResponse(Protocol):
+    """The header every AdminService response has."""
+
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+
+
+R = TypeVar("R", bound=AdminResponse)
 
 
 class NotCaughtUpError(Exception):
     """A broker that has not yet caught up with the metadata log since it started: its image
-    may be older than what it answered before it restarted. Retriable (UNAVAILABLE)."""
+    may be older than what it answered before it restarted. Answered UNAVAILABLE."""
+
+    retriable: ClassVar[bool] = True
 
 
 class RequestRejected(Exception):
@@ -120,47 +156,61 @@ class RequestRejected(Exception):
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    """The handlers of every AdminService RPC; a controller's and a broker's service subclass
+    it (see the module docstring)."""
+
     def __init__(
         self,
         driver: RaftDriver,
-        state_machine: ControllerStateMachine | None,
         *,
         cluster_id: str,
         voters: Mapping[int, HostPort],
-        controller_ready: Callable[[], bool],
-        image: Callable[[], MetadataImage] | None = None,
-        serve_reads_without_offset: bool = False,
+        image: Callable[[], MetadataImage],
         callers: CallerResolver | None = None,
         authorization: RequestAuthorization | None = None,
-        caught_up: Callable[[], str | None] | None = None,
     ) -> None:
-        """``state_machine`` None: a broker, which serves reads from its own ``image`` (like a
-        Kafka broker's metadata cache, answering even without ``min_metadata_offset``) and
-        answers every write with NOT_CONTROLLER. ``caught_up`` (brokers): None once the image
-        has caught up with the metadata log since the process started, else why not; until
-        then reads without ``min_metadata_offset`` are refused UNAVAILABLE (retriable), so a
-        restarted broker never answers from an image older than what it served before."""
-        assert state_machine is not None or image is not None
+        """``voters``: the controllers' addresses (a live mapping: the voter set may change,
+        KIP-853); ``image``: the image reads are answered from."""
         self._driver = driver
-        self._sm = state_machine
         self._cluster_id = cluster_id
         self._voters = voters
-        self._controller_ready = controller_ready
-        self._image: Callable[[], MetadataImage] = image or (
-            lambda: self._controller().committed_image
-        )
-        switches = unsafe_switches()
-        self._serve_reads_without_offset = (
-            serve_reads_without_offset or UNSAFE_STALE_READS_ENV in switches
-        )
-        self._ack_before_commit = UNSAFE_ACK_BEFORE_COMMIT_ENV in switches
-        if switches:
-            structlog.get_logger("quorum.admin").warning(
-                "unsafe_switch_on", switches=list(switches), meaning="test only: not linearizable"
-            )
+        self._image = image
         self._callers = callers or CallerResolver()
         self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
-        self._caught_up = caught_up or (lambda: None)
+        self._unsafe_switches = unsafe_switches()
+        if self._unsafe_switches:
+            structlog.get_logger("quorum.admin").warning(
+                "unsafe_switch_on",
+                switches=list(self._unsafe_switches),
+                meaning="test only: not linearizable",
+            )
+
+    # ----- what a kind of node decides ------------------------------------------------------
+
+    async def _write(
+        self,
+        context: grpc.aio.ServicerContext,
+        operation: WriteOperation[T],
+        *,
+        linearizable: bool = True,
+        timeout_s: float | None = None,
+    ) -> tuple[T, int]:
+        """Run ``operation`` as the active controller and wait until its records are committed;
+        the answer and the committing metadata offset. Raises ``RequestRejected``.
+        ``linearizable`` False: an answer that appends nothing need not wait for the image it
+        was decided on to be committed (heartbeats). ``timeout_s``: a bound of the request's
+        own (Kafka's ``timeout_ms``) below the deadline."""
+        raise NotImplementedError
+
+    async def _read_newest(self, timeout_s: float) -> None:
+        """Return, within ``timeout_s``, once ``self._image()`` may answer a read that names
+        no offset; raise ``RequestRejected`` or ``NotCaughtUpError`` when it may not."""
+        raise NotImplementedError
+
+    def _write_image(self) -> MetadataImage | None:
+        """The image a write's topics are authorized against; None: not authorized here (the
+        write is refused anyway)."""
+        raise NotImplementedError
 
     # ----- authorization --------------------------------------------------------------------
 
@@ -204,14 +254,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 "CLUSTER_ACTION on the cluster (a broker's own node certificate has it)",
             )
 
-    def _controller(self) -> ControllerStateMachine:
-        if self._sm is None:
-            raise self._not_controller()
-        return self._sm
-
     # ----- shared plumbing ------------------------------------------------------------------
 
-    def _header(self, response: Any, code: ErrorCode = ErrorCode.NONE, message: str = "") -> Any:
+    def _header(self, response: R, code: ErrorCode = ErrorCode.NONE, message: str = "") -> R:
         node = self._driver.node
         leader = node.leader_id
         response.error_code = int(code)
@@ -245,125 +290,32 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     @staticmethod
     def _budget_s(context: grpc.aio.ServicerContext) -> float:
+        """What is left of the call's deadline, less ``DEADLINE_MARGIN_S``."""
         remaining: float | None = context.time_remaining()
         if remaining is None:
-            return DEFAULT_TIMEOUT_S
+            return TIMEOUT_S_DEFAULT
         return max(0.0, remaining - DEADLINE_MARGIN_S)
 
-    async def _write(
-        self,
-        context: grpc.aio.ServicerContext,
-        operation: Callable[[int], ControllerResult[T]],
-        *,
-        linearizable: bool = True,
-        timeout_s: float | None = None,
-    ) -> tuple[T, int]:
-        """Run a controller operation as the active controller; wait until its records are
-        committed. Returns the answer and the committing metadata offset.
-
-        An operation that appends nothing (every topic refused: TOPIC_ALREADY_EXISTS, ...)
-        was decided on the latest image, which may hold changes not committed yet; its answer
-        waits like a linearizable read (``_linearizable_offset``) until the image it was
-        decided on is committed, so a refusal never rests on a change that is then lost.
-        Heartbeats (``linearizable`` False) are answered at once, as Kafka's are: a broker
-        heartbeats again within its interval, and waiting would only delay its liveness.
-        ``timeout_s``: a bound of the request's own (Kafka's ``timeout_ms``) below the deadline."""
-        driver = self._driver
-        node = driver.node
-
-        budget = self._budget_s(context)
-        if timeout_s is not None:
-            budget = min(budget, max(0.0, timeout_s))
-        if self._sm is None or not node.is_leader():
-            raise self._not_controller()
-        if not self._controller_ready():
-            ready = await driver.wait_for(
-                lambda: self._controller_ready() or not node.is_leader(), budget
-            )
-            if not ready or not node.is_leader():
-                raise self._not_controller()
-
-        decided_on: list[int] = []
-
-        def run(next_offset: int) -> tuple[tuple[Any, ...], T]:
-            decided_on.append(next_offset)  # the latest image ends just before it
-            result = operation(next_offset)
-            return result.records, result.response
-
-        appended = False
-        # The request's deadline bounds running the operation and its commit; the driver keeps
-        # it (no loop timer per request: a busy leader answers thousands per second).
-        deadline_s = time.monotonic() + budget
-        try:
-            proposal, answer = await driver.submit(run, from_client=True, deadline_s=deadline_s)
-            if proposal is not None and not self._ack_before_commit:
-                appended = True
-                await driver.wait_committed(proposal, deadline_s=deadline_s)
-        except NotLeaderError:
-            raise self._not_controller(appended=appended) from None
-        except TimeoutError:
-            raise RequestRejected(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"{OUTCOME_UNKNOWN}: the change was not "
-                + ("committed" if appended else "run and committed")
-                + " before the deadline (describe the topics to find out)",
-            ) from None
-        if proposal is not None:
-            # Committed; or appended only, for the negative control UNSAFE_ACK_BEFORE_COMMIT_ENV.
-            return answer, proposal.last_offset
-        if not linearizable or self._ack_before_commit:
-            # The negative control answers a refusal at once too, on an image that may hold
-            # changes never committed.
-            return answer, self._image().offset
-        wanted = max(await self._linearizable_offset(budget), decided_on[0] - 1)
-        await self._wait_applied(wanted, budget)
-        return answer, self._image().offset
-
-    async def _read_at(self, request: Any, context: grpc.aio.ServicerContext) -> None:
-        """Wait until the committed image has applied ``min_metadata_offset``. A read that
-        names no offset wants the newest state: only the active controller has it for sure,
-        so any other controller redirects it (NOT_CONTROLLER) instead of answering stale, and
-        the active controller first confirms it still leads (``RaftDriver.read_index``), then
-        waits until its image has applied its high watermark at that moment.
-
-        The wait is bounded: at most ``METADATA_OFFSET_WAIT_MS_MAX`` (or the deadline), at most
+    async def _read_at(self, request: ReadRequest, context: grpc.aio.ServicerContext) -> None:
+        """Return once the image may answer ``request``: it has applied the request's
+        ``min_metadata_offset`` (read-your-writes), or ``_read_newest`` says so. The wait is
+        bounded: at most ``METADATA_OFFSET_WAIT_MS_MAX`` (or the deadline), at most
         ``METADATA_OFFSET_WAITERS_MAX`` reads at once (then RESOURCE_EXHAUSTED). An offset this
-        node has not reached yet is not refused (a follower or broker may lag the leader); if it
-        is not reached in time the answer is REQUEST_TIMED_OUT."""
+        node has not reached yet is not refused (followers and brokers may lag the leader); if
+        it is not reached in time the answer is REQUEST_TIMED_OUT."""
         budget = min(self._budget_s(context), METADATA_OFFSET_WAIT_S_MAX)
         if request.HasField("min_metadata_offset"):
-            wanted = request.min_metadata_offset
-        elif self._serve_reads_without_offset:
-            if (behind := self._caught_up()) is not None:
-                raise NotCaughtUpError(behind)
-            return
-        elif not self._driver.node.is_leader():
-            raise self._not_controller()
+            await self._wait_applied(request.min_metadata_offset, budget)
         else:
-            wanted = await self._linearizable_offset(budget)
-        await self._wait_applied(wanted, budget)
+            await self._read_newest(budget)
 
-    async def _linearizable_offset(self, budget: float) -> int:
-        """The offset a linearizable read on this (leading) controller must have applied: its
-        high watermark once a majority confirmed it still leads (``RaftDriver.read_index``),
-        minus one."""
-        try:
-            return await self._driver.read_index(budget) - 1
-        except NotLeaderError:
-            raise self._not_controller() from None
-        except TimeoutError:
-            raise RequestRejected(
-                ErrorCode.REQUEST_TIMED_OUT,
-                "this controller could not confirm with a majority of the voters that it "
-                "still leads before the deadline (cut off from the quorum?); retry, or ask "
-                "another controller",
-            ) from None
-
-    async def _wait_applied(self, wanted: int, budget: float) -> None:
-        """Wait (bounded) until the committed image has applied offset ``wanted``."""
+    async def _wait_applied(self, wanted: int, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` until the image has applied offset ``wanted``."""
         if self._image().offset >= wanted:
             return
-        reached = await self._driver.wait_for_offset(wanted, lambda: self._image().offset, budget)
+        reached = await self._driver.wait_for_offset(
+            wanted, lambda: self._image().offset, timeout_s
+        )
         if not reached:
             raise RequestRejected(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -371,7 +323,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 f"not yet {wanted}; retry, or ask another node",
             )
 
-    async def _guard(self, response: Any, context: grpc.aio.ServicerContext, body: Any) -> Any:
+    async def _guard(self, response: R, context: grpc.aio.ServicerContext, body: Awaitable[R]) -> R:
         try:
             return await body
         except RequestRejected as exc:
@@ -379,34 +331,31 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         except ValueError as exc:
             return self._header(response, ErrorCode.INVALID_REQUEST, str(exc))
         except (ShuttingDownError, NotCaughtUpError) as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            status, text = grpc.StatusCode.UNAVAILABLE, str(exc)
         except (OperationQueueFullError, TooManyWaitersError) as exc:
             # Overload is a transport condition (like a full inbox): retriable, no answer.
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            status, text = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+        await context.abort(status, text)
+        raise AssertionError("context.abort raises")  # pragma: no cover
 
     # ----- topics ---------------------------------------------------------------------------
 
-    async def CreateTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def CreateTopics(
+        self, request: admin_pb2.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateTopicsResponse:
         response = admin_pb2.CreateTopicsResponse()
         return await self._guard(response, context, self._create(request, context, response))
 
-    async def _create(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+    async def _create(
+        self,
+        request: admin_pb2.CreateTopicsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.CreateTopicsResponse,
+    ) -> admin_pb2.CreateTopicsResponse:
         _check_count(len(request.topics), limits.CREATE_TOPICS_TOPICS_MAX, "create")
-        topics = tuple(
-            CreatableTopic(
-                name=t.name,
-                num_partitions=t.num_partitions,
-                replication_factor=t.replication_factor,
-                assignments=tuple(
-                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids))
-                    for a in t.assignments
-                ),
-                configs=tuple((c.name, c.value) for c in t.configs),
-            )
-            for t in request.topics
-        )
+        topics = creatable_topics_from_proto(request.topics)
         caller = self._callers.caller(context)
-        image = self._image() if self._sm is not None else None
+        image = self._write_image()
         refused: dict[int, str] = {}
         if image is not None and not self._authorization.allows(
             caller, image, AclOperation.CREATE, ResourceType.CLUSTER
@@ -419,7 +368,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if allowed or not refused:
             answer, offset = await self._write(
                 context,
-                lambda next_offset: self._controller().create_topics(
+                lambda sm, next_offset: sm.create_topics(
                     create, next_offset=next_offset, new_topic_id=Uuid.random
                 ),
             )
@@ -434,39 +383,27 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     error_message=refused[index],
                 )
                 continue
-            result = next(results)
-            response.topics.add(
-                name=result.name,
-                topic_id=_id_bytes(result.topic_id),
-                creation_offset=result.creation_offset,
-                error_code=int(result.error_code),
-                error_message=result.error_message or "",
-                num_partitions=result.num_partitions,
-                replication_factor=result.replication_factor,
-                configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in result.configs],
-            )
+            add_created_topic(response.topics, next(results))
         self._header(response)
         response.metadata_offset = offset
         return response
 
-    async def DeleteTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DeleteTopics(
+        self, request: admin_pb2.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteTopicsResponse:
         response = admin_pb2.DeleteTopicsResponse()
         return await self._guard(response, context, self._delete(request, context, response))
 
-    async def _delete(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+    async def _delete(
+        self,
+        request: admin_pb2.DeleteTopicsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DeleteTopicsResponse,
+    ) -> admin_pb2.DeleteTopicsResponse:
         _check_count(len(request.topics), limits.DELETE_TOPICS_TOPICS_MAX, "delete")
-        entries = tuple(
-            DeleteTopic(
-                name=t.name or None,
-                topic_id=_uuid(t.topic_id, "topic_id"),
-                expected_topic_id=_uuid(t.expected_topic_id, "expected_topic_id")
-                if t.expected_topic_id
-                else None,
-            )
-            for t in request.topics
-        )
+        entries = deletable_topics_from_proto(request.topics)
         caller = self._callers.caller(context)
-        image = self._image() if self._sm is not None else None
+        image = self._write_image()
         refused: dict[int, str] = {}
         if image is not None:
             refused = self._topic_refusals(
@@ -477,9 +414,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if allowed or not refused:
             answer, offset = await self._write(
                 context,
-                lambda next_offset: self._controller().delete_topics(
-                    delete, next_offset=next_offset
-                ),
+                lambda sm, next_offset: sm.delete_topics(delete, next_offset=next_offset),
             )
             results = iter(answer.topics)
         else:
@@ -489,47 +424,36 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 response.topics.add(
                     # By id, the name is not told: the caller may not know it.
                     name="" if _by_id(entry) else entry.name or "",
-                    topic_id=_id_bytes(entry.topic_id),
+                    topic_id=topic_id_to_proto(entry.topic_id),
                     error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                     error_message=refused[index],
                 )
                 continue
-            result = next(results)
-            response.topics.add(
-                name=result.name or "",
-                topic_id=_id_bytes(result.topic_id),
-                error_code=int(result.error_code),
-                error_message=result.error_message or "",
-            )
+            add_deleted_topic(response.topics, next(results))
         self._header(response)
         response.metadata_offset = offset
         return response
 
-    async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreatePartitionsResponse:
         response = admin_pb2.CreatePartitionsResponse()
         return await self._guard(
             response, context, self._create_partitions(request, context, response)
         )
 
     async def _create_partitions(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.CreatePartitionsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.CreatePartitionsResponse,
+    ) -> admin_pb2.CreatePartitionsResponse:
         """Kafka's CreatePartitions: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED,
         whether or not it exists), then the controller's ``create_partitions``."""
         _check_count(len(request.topics), limits.CREATE_PARTITIONS_TOPICS_MAX, "create-partitions")
-        entries = tuple(
-            CreatePartitionsTopic(
-                name=t.name or None,
-                count=t.count,
-                assignments=tuple(tuple(a.broker_ids) for a in t.assignments)
-                if t.assignments
-                else None,
-                topic_id=_uuid(t.topic_id, "topic_id"),
-            )
-            for t in request.topics
-        )
+        entries = partitions_topics_from_proto(request.topics)
         caller = self._callers.caller(context)
-        image = self._image() if self._sm is not None else None
+        image = self._write_image()
         refused: dict[int, str] = {}
         if image is not None:
             refused = self._topic_refusals(
@@ -541,9 +465,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if allowed or not refused:
             answer, offset = await self._write(
                 context,
-                lambda next_offset: self._controller().create_partitions(
-                    grow, next_offset=next_offset
-                ),
+                lambda sm, next_offset: sm.create_partitions(grow, next_offset=next_offset),
                 timeout_s=timeout_s,
             )
             results = iter(answer.results)
@@ -553,79 +475,63 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             if index in refused:
                 response.results.add(
                     name="" if _by_id(entry) else entry.name or "",
-                    topic_id=_id_bytes(entry.topic_id),
+                    topic_id=topic_id_to_proto(entry.topic_id),
                     error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                     error_message=refused[index],
                 )
                 continue
-            result = next(results)
-            response.results.add(
-                name=result.name or "",
-                topic_id=_id_bytes(result.topic_id),
-                error_code=int(result.error_code),
-                error_message=result.error_message or "",
-            )
+            add_grown_topic(response.results, next(results))
         self._header(response)
         response.metadata_offset = offset
         return response
 
-    async def DescribeTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeTopics(
+        self, request: admin_pb2.DescribeTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeTopicsResponse:
         response = admin_pb2.DescribeTopicsResponse()
         return await self._guard(response, context, self._describe(request, context, response))
 
     async def _describe(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.DescribeTopicsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DescribeTopicsResponse,
+    ) -> admin_pb2.DescribeTopicsResponse:
         _check_count(len(request.topics), limits.DESCRIBE_TOPICS_TOPICS_MAX, "describe")
         await self._read_at(request, context)
         image = self._image()
-        wanted = tuple(
-            DescribeTopic(name=t.name or None, topic_id=_uuid(t.topic_id, "topic_id"))
-            for t in request.topics
-        )
+        wanted = topic_refs_from_proto(request.topics)
         caller = self._callers.caller(context)
         refused = self._topic_refusals(
             caller, image, AclOperation.DESCRIBE, [_topic_name(image, w) for w in wanted]
         )
-        for index, d in enumerate(describe_topics(image, wanted)):
+        for index, description in enumerate(describe_topics(image, wanted)):
             if index in refused:
                 entry = wanted[index]
                 response.topics.add(
                     name="" if _by_id(entry) else entry.name or "",
-                    topic_id=_id_bytes(entry.topic_id),
+                    topic_id=topic_id_to_proto(entry.topic_id),
                     error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                     error_message=refused[index],
                 )
                 continue
-            response.topics.add(
-                name=d.name or "",
-                topic_id=_id_bytes(d.topic_id),
-                error_code=int(d.error_code),
-                error_message=d.error_message or "",
-                is_internal=d.is_internal,
-                creation_offset=d.creation_offset,
-                partitions=[
-                    admin_pb2.PartitionDescription(
-                        partition_index=p.partition,
-                        leader_id=p.leader,
-                        leader_epoch=p.leader_epoch,
-                        replica_nodes=p.replicas,
-                        isr_nodes=p.isr,
-                        offline_replicas=p.offline_replicas,
-                    )
-                    for p in d.partitions
-                ],
-                configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in d.configs],
-            )
+            add_topic_description(response.topics, description)
         self._header(response)
         response.metadata_offset = image.offset
         return response
 
-    async def ListTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def ListTopics(
+        self, request: admin_pb2.ListTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListTopicsResponse:
         response = admin_pb2.ListTopicsResponse()
         return await self._guard(response, context, self._list(request, context, response))
 
-    async def _list(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+    async def _list(
+        self,
+        request: admin_pb2.ListTopicsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.ListTopicsResponse,
+    ) -> admin_pb2.ListTopicsResponse:
         if request.page_topics_max < 0:
             raise RequestRejected(
                 ErrorCode.INVALID_REQUEST,
@@ -665,11 +571,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.metadata_offset = image.offset
         return response
 
-    async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeClusterResponse:
         response = admin_pb2.DescribeClusterResponse()
         return await self._guard(response, context, self._cluster(request, context, response))
 
-    async def _cluster(self, request: Any, context: grpc.aio.ServicerContext, response: Any) -> Any:
+    async def _cluster(
+        self,
+        request: admin_pb2.DescribeClusterRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DescribeClusterResponse,
+    ) -> admin_pb2.DescribeClusterResponse:
         await self._read_at(request, context)
         image = self._image()
         response.cluster_id = self._cluster_id
@@ -693,13 +606,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     # ----- brokers --------------------------------------------------------------------------
 
-    async def RegisterBroker(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def RegisterBroker(
+        self, request: admin_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.RegisterBrokerResponse:
         response = admin_pb2.RegisterBrokerResponse()
         return await self._guard(response, context, self._register(request, context, response))
 
     async def _register(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.RegisterBrokerRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.RegisterBrokerResponse,
+    ) -> admin_pb2.RegisterBrokerResponse:
         self._check_broker(context, request.broker_id)
         if request.cluster_id != self._cluster_id:
             raise RequestRejected(
@@ -708,16 +626,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 f"quorum is cluster {self._cluster_id!r}: format the broker's log dirs with this "
                 "cluster's id",
             )
-        register = RegisterBrokerRequest(
-            broker_id=request.broker_id,
-            incarnation_id=_uuid(request.incarnation_id, "incarnation_id"),
-            endpoints=tuple(BrokerEndpoint(e.name, e.host, e.port) for e in request.listeners),
-            rack=request.rack or None,
-        )
+        register = register_broker_from_proto(request)
         now = self._driver.clock.now_ms()
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._controller().register_broker(
+            lambda sm, next_offset: sm.register_broker(
                 register, next_offset=next_offset, now_ms=now
             ),
         )
@@ -726,24 +639,24 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.metadata_offset = offset
         return response
 
-    async def BrokerHeartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def BrokerHeartbeat(
+        self, request: admin_pb2.BrokerHeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.BrokerHeartbeatResponse:
         response = admin_pb2.BrokerHeartbeatResponse()
         return await self._guard(response, context, self._heartbeat(request, context, response))
 
     async def _heartbeat(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.BrokerHeartbeatRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.BrokerHeartbeatResponse,
+    ) -> admin_pb2.BrokerHeartbeatResponse:
         self._check_broker(context, request.broker_id)
-        heartbeat = BrokerHeartbeatRequest(
-            broker_id=request.broker_id,
-            broker_epoch=request.broker_epoch,
-            current_metadata_offset=request.current_metadata_offset,
-            want_shut_down=request.want_shut_down,
-        )
+        heartbeat = broker_heartbeat_from_proto(request)
         now = self._driver.clock.now_ms()
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._controller().broker_heartbeat(
+            lambda sm, next_offset: sm.broker_heartbeat(
                 heartbeat, next_offset=next_offset, now_ms=now
             ),
             linearizable=False,
@@ -774,13 +687,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 f"{operation.name} on the cluster (or a super user)",
             )
 
-    async def CreateAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def CreateAcls(
+        self, request: admin_pb2.CreateAclsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateAclsResponse:
         response = admin_pb2.CreateAclsResponse()
         return await self._guard(response, context, self._create_acls(request, context, response))
 
     async def _create_acls(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.CreateAclsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.CreateAclsResponse,
+    ) -> admin_pb2.CreateAclsResponse:
         _check_acl_entries(len(request.creations), "ACL creations")
         self._authorize_acls(context, AclOperation.ALTER)
         bindings: list[AclBinding] = []
@@ -792,7 +710,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 invalid[index] = f"cannot store this ACL: {exc}"
         answer, offset = await self._write(
             context,
-            lambda next_offset: self._controller().create_acls(
+            lambda sm, next_offset: sm.create_acls(
                 bindings, next_offset=next_offset, new_acl_id=Uuid.random
             ),
         )
@@ -811,19 +729,23 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.metadata_offset = offset
         return response
 
-    async def DeleteAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DeleteAcls(
+        self, request: admin_pb2.DeleteAclsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DeleteAclsResponse:
         response = admin_pb2.DeleteAclsResponse()
         return await self._guard(response, context, self._delete_acls(request, context, response))
 
     async def _delete_acls(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.DeleteAclsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DeleteAclsResponse,
+    ) -> admin_pb2.DeleteAclsResponse:
         _check_acl_entries(len(request.filters), "ACL filters")
         self._authorize_acls(context, AclOperation.ALTER)
         filters = [filter_from_proto(pb) for pb in request.filters]  # ValueError: INVALID_REQUEST
         answer, offset = await self._write(
-            context,
-            lambda next_offset: self._controller().delete_acls(filters, next_offset=next_offset),
+            context, lambda sm, next_offset: sm.delete_acls(filters, next_offset=next_offset)
         )
         for outcome in answer:
             response.filter_results.add(
@@ -835,13 +757,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.metadata_offset = offset
         return response
 
-    async def DescribeAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeAcls(
+        self, request: admin_pb2.DescribeAclsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeAclsResponse:
         response = admin_pb2.DescribeAclsResponse()
         return await self._guard(response, context, self._describe_acls(request, context, response))
 
     async def _describe_acls(
-        self, request: Any, context: grpc.aio.ServicerContext, response: Any
-    ) -> Any:
+        self,
+        request: admin_pb2.DescribeAclsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DescribeAclsResponse,
+    ) -> admin_pb2.DescribeAclsResponse:
         self._authorize_acls(context, AclOperation.DESCRIBE)
         acl_filter = filter_from_proto(request.filter)
         await self._read_at(request, context)

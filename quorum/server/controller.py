@@ -27,11 +27,11 @@ from quorum.raft.state import LeaderState
 from quorum.rpc.v1 import admin_pb2_grpc, raft_pb2_grpc
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
-from quorum.server.admin_service import AdminServicer
+from quorum.server.controller_admin import ControllerAdminServicer
 from quorum.server.driver import ShuttingDownError
 from quorum.server.grpc_server import ADMIN_SERVICE, QUORUM_SERVICE, GrpcServer
+from quorum.server.quorum_service import QuorumServicer
 from quorum.server.raft_manager import RaftManager, stop_on_signals
-from quorum.server.service import QuorumServicer
 
 if TYPE_CHECKING:
     from quorum.server.metrics import NodeMetrics
@@ -74,11 +74,12 @@ class ControllerNode:
         self.metrics: NodeMetrics | None = None
         interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
         if config.metrics_listener is not None:
-            from quorum.server import metrics as prometheus  # noqa: PLC0415 - metrics only
+            from quorum.server.grpc_metrics import GrpcMetricsInterceptor  # noqa: PLC0415
+            from quorum.server.metrics import node_metrics  # noqa: PLC0415 - metrics only
 
-            self.metrics = prometheus.node_metrics(config, self.raft, "controller")
+            self.metrics = node_metrics(config, self.raft)
             assert self.metrics is not None  # metrics.listener is set
-            interceptors = (prometheus.GrpcMetricsInterceptor(self.metrics),)
+            interceptors = (GrpcMetricsInterceptor(self.metrics.grpc),)
         # Kafka's TimedOutBrokerHeartbeatCount and NewActiveControllersCount.
         self.timed_out_heartbeats = 0
         self.new_active_controllers = 0
@@ -105,12 +106,17 @@ class ControllerNode:
         self._leading_epoch: int | None = None
         self._metadata_topic_task: asyncio.Task[None] | None = None
         if self.metrics is not None:
-            from quorum.server.metrics import controller_families, wall_ms  # noqa: PLC0415
+            from quorum.server.controller_metrics import (  # noqa: PLC0415
+                ControllerMetrics,
+                controller_families,
+            )
+            from quorum.server.metric_stats import wall_ms  # noqa: PLC0415
 
-            metrics = self.metrics
-            self.driver.on_operation_timed = metrics.observe_operation
-            metrics.add_source(
-                self._read_metrics, lambda data: controller_families(metrics, data, wall_ms())
+            own = ControllerMetrics()
+            self.driver.on_operation_timed = own.observe_operation
+            self.metrics.add_source(
+                lambda: {**self._read_metrics(), **own.read()},
+                lambda data: controller_families(own, data, wall_ms()),
             )
         self.log.info(
             "controller_loaded",
@@ -270,7 +276,7 @@ class ControllerNode:
             server,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(
+            ControllerAdminServicer(
                 self.driver,
                 self.state_machine,
                 cluster_id=self.cluster_id,

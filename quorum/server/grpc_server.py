@@ -13,33 +13,35 @@ or admin (docs/security.md#listeners-and-protocols).
 Every byte that arrives is untrusted: a request whose bytes do not decode as the method's
 protobuf message (truncated, a string field with invalid UTF-8, a wrong wire type) is answered
 INVALID_ARGUMENT naming the method and what failed, for every service of the node
-(``RequestDecodingInterceptor``; gRPC alone would answer UNKNOWN). docs/conventions.md#errors
+(``RequestDecodingInterceptor``, quorum/server/interceptors.py; gRPC alone would answer
+UNKNOWN). docs/conventions.md#errors
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from quorum.config import HostPort, Listener
 from quorum.rpc.v1 import admin_pb2, raft_pb2
 from quorum.security.tls import NodeSecurity
+from quorum.server.grpc_options import SERVER_OPTIONS
+from quorum.server.interceptors import (
+    HEALTH_SERVICE,
+    OnlyHealthInterceptor,
+    RequestDecodingInterceptor,
+)
 from quorum.server.raft_manager import StartupError
-from quorum.server.service import SERVER_OPTIONS
 
 QUORUM_SERVICE = raft_pb2.DESCRIPTOR.services_by_name["QuorumService"].full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
-HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # How long calls in flight may take to finish once the server stops.
 SERVER_GRACE_S = 0.5
 
@@ -63,151 +65,6 @@ def bind(
     if bound == 0:
         raise StartupError(f"cannot listen on {address}: the port is in use")
     return address
-
-
-@dataclass(frozen=True)
-class Undecodable:
-    """Handed to a handler instead of a request whose bytes did not decode."""
-
-    method: str
-    reason: str
-    size_bytes: int
-
-
-def undecodable_message(method: str, reason: str, size_bytes: int) -> str:
-    """``request AdminService/CreateTopics could not be decoded: <reason>``."""
-    name = method.lstrip("/")
-    service, _, rpc = name.rpartition("/")
-    short = f"{service.rpartition('.')[2]}/{rpc}" if service else name
-    return f"request {short} could not be decoded: {reason} ({size_bytes} bytes received)"
-
-
-class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Turns a request that does not decode into INVALID_ARGUMENT, for every unary method
-    and every bidirectional stream (a stream ends at its first undecodable message).
-
-    The method's handler is rebuilt once (cached per registered method, so the cache is bounded
-    by the methods the server serves) with a request deserializer that catches ``DecodeError``
-    and hands the behaviour an ``Undecodable`` marker, on which it aborts."""
-
-    def __init__(self) -> None:
-        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        method: str = handler_call_details.method
-        cached = self._handlers.get(method)
-        if cached is not None:
-            return cached
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
-            return handler  # unknown methods stay UNIMPLEMENTED
-        if handler.unary_unary is not None:
-            wrapped = _decoding_handler(method, handler)
-        elif handler.stream_stream is not None:
-            wrapped = _decoding_stream_handler(method, handler)
-        else:
-            return handler  # no such method is served: the others are grpc's own
-        self._handlers[method] = wrapped
-        return wrapped
-
-
-def _tolerant(method: str, deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """``deserialize`` that returns an ``Undecodable`` instead of raising ``DecodeError``."""
-
-    def request_deserializer(data: bytes) -> Any:
-        try:
-            return deserialize(data)
-        except DecodeError as exc:
-            return Undecodable(method, str(exc) or type(exc).__name__, len(data))
-
-    return request_deserializer
-
-
-async def _refuse_undecodable(request: Any, context: grpc.aio.ServicerContext) -> None:
-    if isinstance(request, Undecodable):
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            undecodable_message(request.method, request.reason, request.size_bytes),
-        )
-
-
-def _decoding_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    deserialize = handler.request_deserializer
-    behaviour = handler.unary_unary
-    assert deserialize is not None and behaviour is not None
-
-    if inspect.iscoroutinefunction(behaviour):
-        # Every call of the node passes here: no awaitable check, no coroutine for the
-        # decoding check unless the request did not decode.
-        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if type(request) is Undecodable:
-                await _refuse_undecodable(request, context)
-            return await behaviour(request, context)
-
-    else:
-
-        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await _refuse_undecodable(request, context)
-            result = behaviour(request, context)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-
-    return grpc.unary_unary_rpc_method_handler(
-        unary_unary,
-        request_deserializer=_tolerant(method, deserialize),
-        response_serializer=handler.response_serializer,
-    )
-
-
-def _decoding_stream_handler(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    deserialize = handler.request_deserializer
-    behaviour = handler.stream_stream
-    assert deserialize is not None and behaviour is not None
-
-    async def decoded(
-        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Any]:
-        async for request in requests:
-            await _refuse_undecodable(request, context)
-            yield request
-
-    async def stream_stream(
-        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Any]:
-        async for response in behaviour(decoded(requests, context), context):
-            yield response
-
-    return grpc.stream_stream_rpc_method_handler(
-        stream_stream,
-        request_deserializer=_tolerant(method, deserialize),
-        response_serializer=handler.response_serializer,
-    )
-
-
-HEALTH_METHODS: Final = frozenset(
-    f"/{HEALTH_SERVICE}/{method.name}"
-    for method in health_pb2.DESCRIPTOR.services_by_name["Health"].methods
-)
-
-
-class OnlyHealthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """The health listener's gate: ``grpc.health.v1.Health`` Check and Watch pass, every other
-    method is UNIMPLEMENTED before any handler is looked up (a plaintext port serves the one
-    thing it exists for; docs/security.md#plaintext-ports)."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        if handler_call_details.method not in HEALTH_METHODS:
-            return None
-        return await continuation(handler_call_details)
 
 
 def make_server(

@@ -43,7 +43,7 @@ from quorum.raft.prefix_divergence import PrefixDivergence
 from quorum.raft.voters import KRAFT_VERSION_DYNAMIC, KRAFT_VERSION_STATIC, VoterSet
 from quorum.security.tls import NodeSecurity
 from quorum.server.driver import Clock, RaftDriver, ShuttingDownError
-from quorum.server.service import PeerClients
+from quorum.server.peers import PeerClients
 from quorum.server.snapshotting import (
     SnapshotStartupError,
     Snapshotter,

@@ -52,6 +52,7 @@ from quorum.storage.snapshots import (
     SnapshotWriter,
     delete_snapshots_before,
     describe_snapshot,
+    last_contained_log_timestamp_ms,
     list_snapshots,
     load_snapshot_image,
     newest_valid_snapshot,
@@ -226,14 +227,17 @@ class Snapshotter:
             ]
         self._running = True
         try:
-            epoch = node.log.epoch_of(image.offset)
+            # The batch that ends at the image's offset: its epoch names the snapshot, its
+            # append time is the header's last_contained_log_timestamp_ms (Kafka's).
+            (last_batch,) = node.log.read(image.offset, 0)
             started = time.monotonic()
-            snapshot = SnapshotId(end, epoch)
+            snapshot = SnapshotId(end, last_batch.epoch)
             if snapshot_path(self.directory, snapshot).is_file():
                 # Fetched from the leader already (same id, same committed prefix).
                 self.logger.info("snapshot_already_local", snapshot=str(snapshot))
             else:
-                snapshot = await self._write(image, snapshot, voters)
+                timestamp_ms = last_contained_log_timestamp_ms(last_batch)
+                snapshot = await self._write(image, snapshot, timestamp_ms, voters)
                 self.latest_generated_bytes = snapshot_path(self.directory, snapshot).stat().st_size
                 self.latest_generated_wall_ms = time.time_ns() // 1_000_000
             await self.driver.call_in_loop(lambda: self._compact(snapshot))
@@ -257,17 +261,22 @@ class Snapshotter:
             self._running = False
 
     async def _write(
-        self, image: MetadataImage, snapshot: SnapshotId, voters: Sequence[Record] = ()
+        self,
+        image: MetadataImage,
+        snapshot: SnapshotId,
+        timestamp_ms: int,
+        voters: Sequence[Record] = (),
     ) -> SnapshotId:
         """Encode the image on the event loop in slices of ``SLICE_RECORDS`` records, letting
         the loop serve Raft and admin traffic between them, then fsync and rename in a worker
         thread. (Encoding in a worker thread instead starves the loop: the two threads convoy
-        on the GIL, and with a million partitions followers time out and elect.)"""
+        on the GIL, and with a million partitions followers time out and elect.)
+        ``timestamp_ms``: the append time of the last batch the snapshot contains."""
         records = image_to_records(image)
         with SnapshotWriter(
             self.directory,
             snapshot,
-            last_contained_log_timestamp_ms=int(time.time() * 1000),
+            last_contained_log_timestamp_ms=timestamp_ms,
             voters=voters,
         ) as writer:
             while chunk := list(itertools.islice(records, SLICE_RECORDS)):

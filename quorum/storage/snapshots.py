@@ -386,6 +386,14 @@ class SnapshotWriter(_PartFile):
             self._buffer = bytearray()
 
 
+def last_contained_log_timestamp_ms(last_batch: LogBatch) -> int:
+    """The header timestamp of a snapshot whose last contained batch is ``last_batch``: that
+    batch's append time (the leader's wall clock, the ``timestamp_ms`` of its body), as Kafka's
+    ``lastContainedLogTimestamp``, not the time the snapshot is written. ``plan_retention`` ages
+    snapshots by it (``metadata.max.retention.ms``)."""
+    return decode_log_batch(last_batch).timestamp_ms
+
+
 def write_snapshot(
     directory: Path,
     end_offset: int,

@@ -44,13 +44,13 @@ from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID
 from quorum.rpc.v1 import raft_pb2_grpc
 from quorum.security.tls import ClientSecurity
-from quorum.server.transport import (
-    MalformedMessageError,
+from quorum.wire.quorum_description import (
     QuorumDescription,
     ReplicaDescription,
     describe_quorum_from_proto,
     tool_describe_quorum_request,
 )
+from quorum.wire.scalars import MalformedMessageError
 
 DEADLINE_S: Final = 5.0
 UNKNOWN: Final = -1

@@ -1,16 +1,13 @@
 """The one place that maps the Raft core's messages to and from protobuf
-(docs/conventions.md#wire).
+(docs/conventions.md#wire): ``QuorumService`` requests and responses, and voter changes.
 
 The core speaks the frozen dataclasses of ``quorum.raft.messages``; the wire is
 ``proto/quorum/rpc/v1/raft.proto``. This module is pure: no channels, no clocks (the caller
 passes ``to_wall_ms``), no I/O. Conventions of the mapping:
 
-- Ids that mean "none" are ``None`` in the core and ``-1`` on the wire (leader ids). Any other
-  negative id from a peer is malformed. Ids the core keeps as plain ints (``voter_id``,
-  ``replica_id``: ``-1`` for "unknown" or "a tool") pass through unchanged.
-- A ``Uuid`` travels as its 16 raw bytes.
-- Error codes travel as Kafka's numbers. An error code this build does not know is malformed:
-  the core could not act on it anyway.
+- Ids, Uuids and error codes as ``quorum/wire/scalars.py`` says. Ids the core keeps as plain
+  ints (``voter_id``, ``replica_id``: ``-1`` for "unknown" or "a tool") pass through unchanged.
+  An error code this build does not know is malformed: the core could not act on it anyway.
 - ``LogBatch`` <-> ``Batch``, ``DivergingEpoch`` <-> ``EpochEndOffset`` (absent = ``None``,
   told apart with ``HasField``).
 
@@ -28,12 +25,11 @@ it (``preferred_successors``: ``PREFERRED_SUCCESSORS_MAX``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from quorum import limits
 from quorum.errors import ErrorCode
-from quorum.ids import METADATA_TOPIC_ID, UUID_BYTES, ZERO_UUID, Uuid
+from quorum.ids import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from quorum.metadata.batch import LogBatch
 from quorum.metadata.records import BrokerEndpoint, InvalidRecordError
 from quorum.raft.messages import (
@@ -58,30 +54,35 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.rpc.v1 import raft_pb2
+from quorum.wire.scalars import (
+    NO_ID,
+    MalformedMessageError,
+    directory_id_from_wire,
+    directory_id_to_wire,
+    error_from_wire,
+    id_from_wire,
+    id_to_wire,
+    timestamp_from_wire,
+    uuid_from_wire,
+)
 
 __all__ = [
     "CoreRequest",
     "CoreResponse",
     "MalformedMessageError",
-    "QuorumDescription",
-    "ReplicaDescription",
     "RequestProto",
     "ResponseProto",
+    "VoterChangeProto",
     "default_error_message",
-    "describe_quorum_from_proto",
     "request_from_proto",
     "request_to_proto",
     "response_from_proto",
     "response_to_proto",
-    "tool_describe_quorum_request",
     "voter_change_from_proto",
     "voter_change_response_from_proto",
     "voter_change_response_to_proto",
     "voter_change_to_proto",
 ]
-
-NO_ID: Final = -1
-"""The wire's "none / unknown" for ids and timestamps."""
 
 CoreRequest: TypeAlias = (
     VoteRequest
@@ -113,72 +114,11 @@ ResponseProto: TypeAlias = (
 )
 
 
-class MalformedMessageError(ValueError):
-    """A message from a peer that cannot be expressed as a core message
-    (docs/conventions.md#errors: a protocol error of the peer). ``message_type`` and ``field`` name
-    what was wrong."""
-
-    def __init__(self, message_type: str, field: str, problem: str) -> None:
-        self.message_type = message_type
-        self.field = field
-        self.problem = problem
-        super().__init__(f"malformed {message_type}: {field}: {problem}")
-
-
-# ----- scalar helpers ----------------------------------------------------------------------------
-
-
-def _id_to_wire(value: int | None) -> int:
-    return NO_ID if value is None else value
-
-
-def _id_from_wire(message_type: str, field: str, value: int) -> int | None:
-    if value == NO_ID:
-        return None
-    if value < 0:
-        raise MalformedMessageError(message_type, field, f"{value} is neither an id nor -1")
-    return value
-
-
-def _uuid_from_wire(message_type: str, field: str, data: bytes) -> Uuid:
-    if len(data) != UUID_BYTES:
-        raise MalformedMessageError(
-            message_type, field, f"a Uuid is {UUID_BYTES} bytes, got {len(data)}"
-        )
-    return Uuid.from_bytes(data)
-
-
-def _error_from_wire(message_type: str, value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        raise MalformedMessageError(
-            message_type, "error_code", f"{value} is not an error code this build knows"
-        ) from None
-
-
-def _timestamp_from_wire(message_type: str, field: str, value: int) -> int | None:
-    if value == NO_ID:
-        return None
-    if value < 0:
-        raise MalformedMessageError(message_type, field, f"{value} is neither a time nor -1")
-    return value
-
-
-def _directory_id_to_wire(value: Uuid | None) -> bytes:
-    return b"" if value is None else value.bytes
-
-
-def _directory_id_from_wire(message_type: str, field: str, data: bytes) -> Uuid | None:
-    """KIP-853 directory ids: empty bytes for none."""
-    return _uuid_from_wire(message_type, field, data) if data else None
-
-
 def _header_from_wire(
     message_type: str, cluster_id: str, topic_id: bytes, partition_index: int
 ) -> RequestHeader:
     return RequestHeader(
-        cluster_id, _uuid_from_wire(message_type, "topic_id", topic_id), partition_index
+        cluster_id, uuid_from_wire(message_type, "topic_id", topic_id), partition_index
     )
 
 
@@ -204,8 +144,8 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 last_offset=msg.last_offset,
                 pre_vote=msg.pre_vote,
                 voter_id=msg.voter_id,
-                candidate_directory_id=_directory_id_to_wire(msg.candidate_directory_id),
-                voter_directory_id=_directory_id_to_wire(msg.voter_directory_id),
+                candidate_directory_id=directory_id_to_wire(msg.candidate_directory_id),
+                voter_directory_id=directory_id_to_wire(msg.voter_directory_id),
             )
         case BeginQuorumEpochRequest():
             return raft_pb2.BeginQuorumEpochRequest(
@@ -215,7 +155,7 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 leader_id=msg.leader_id,
                 leader_epoch=msg.leader_epoch,
                 voter_id=msg.voter_id,
-                voter_directory_id=_directory_id_to_wire(msg.voter_directory_id),
+                voter_directory_id=directory_id_to_wire(msg.voter_directory_id),
             )
         case EndQuorumEpochRequest():
             return raft_pb2.EndQuorumEpochRequest(
@@ -239,19 +179,13 @@ def request_to_proto(msg: CoreRequest) -> RequestProto:
                 max_bytes=msg.max_bytes,
                 high_watermark=msg.high_watermark,
                 read_fence=msg.read_fence,
-                replica_directory_id=_directory_id_to_wire(msg.replica_directory_id),
+                replica_directory_id=directory_id_to_wire(msg.replica_directory_id),
             )
         case DescribeQuorumRequest():
             return raft_pb2.DescribeQuorumRequest(
                 cluster_id=cluster_id, topic_id=topic_id, partition_index=partition_index
             )
     raise TypeError(f"not a request of the Raft core: {msg!r}")
-
-
-def tool_describe_quorum_request() -> raft_pb2.DescribeQuorumRequest:
-    """The DescribeQuorum request of a tool that knows neither the cluster id nor the topic id:
-    both empty, so the receiving node uses its own (see ``request_from_proto``)."""
-    return raft_pb2.DescribeQuorumRequest(cluster_id="", topic_id=b"", partition_index=0)
 
 
 def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None) -> CoreRequest:
@@ -275,10 +209,10 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 last_offset=pb.last_offset,
                 pre_vote=pb.pre_vote,
                 voter_id=pb.voter_id,
-                candidate_directory_id=_directory_id_from_wire(
+                candidate_directory_id=directory_id_from_wire(
                     "VoteRequest", "candidate_directory_id", pb.candidate_directory_id
                 ),
-                voter_directory_id=_directory_id_from_wire(
+                voter_directory_id=directory_id_from_wire(
                     "VoteRequest", "voter_directory_id", pb.voter_directory_id
                 ),
             )
@@ -290,7 +224,7 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 leader_id=pb.leader_id,
                 leader_epoch=pb.leader_epoch,
                 voter_id=pb.voter_id,
-                voter_directory_id=_directory_id_from_wire(
+                voter_directory_id=directory_id_from_wire(
                     "BeginQuorumEpochRequest", "voter_directory_id", pb.voter_directory_id
                 ),
             )
@@ -323,7 +257,7 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
                 max_bytes=pb.max_bytes,
                 high_watermark=pb.high_watermark,
                 read_fence=pb.read_fence,
-                replica_directory_id=_directory_id_from_wire(
+                replica_directory_id=directory_id_from_wire(
                     "FetchRequest", "replica_directory_id", pb.replica_directory_id
                 ),
             )
@@ -332,7 +266,7 @@ def request_from_proto(pb: RequestProto, *, local_cluster_id: str | None = None)
             if not cluster_id and local_cluster_id is not None:
                 cluster_id = local_cluster_id
             topic_id = (
-                _uuid_from_wire("DescribeQuorumRequest", "topic_id", pb.topic_id)
+                uuid_from_wire("DescribeQuorumRequest", "topic_id", pb.topic_id)
                 if pb.topic_id
                 else METADATA_TOPIC_ID
             )
@@ -457,7 +391,7 @@ def response_to_proto(
             return raft_pb2.VoteResponse(
                 error_code=int(msg.error_code),
                 error_message=error_message,
-                leader_id=_id_to_wire(msg.leader_id),
+                leader_id=id_to_wire(msg.leader_id),
                 leader_epoch=msg.leader_epoch,
                 vote_granted=msg.vote_granted,
                 pre_vote=msg.pre_vote,
@@ -467,14 +401,14 @@ def response_to_proto(
             return raft_pb2.BeginQuorumEpochResponse(
                 error_code=int(msg.error_code),
                 error_message=error_message,
-                leader_id=_id_to_wire(msg.leader_id),
+                leader_id=id_to_wire(msg.leader_id),
                 leader_epoch=msg.leader_epoch,
             )
         case EndQuorumEpochResponse():
             return raft_pb2.EndQuorumEpochResponse(
                 error_code=int(msg.error_code),
                 error_message=error_message,
-                leader_id=_id_to_wire(msg.leader_id),
+                leader_id=id_to_wire(msg.leader_id),
                 leader_epoch=msg.leader_epoch,
             )
         case FetchResponse():
@@ -484,7 +418,7 @@ def response_to_proto(
                 high_watermark=msg.high_watermark,
                 log_start_offset=msg.log_start_offset,
                 current_leader=raft_pb2.LeaderIdAndEpoch(
-                    leader_id=_id_to_wire(msg.leader_id), leader_epoch=msg.leader_epoch
+                    leader_id=id_to_wire(msg.leader_id), leader_epoch=msg.leader_epoch
                 ),
                 batches=[_batch_to_wire(batch) for batch in msg.batches],
                 read_fence=msg.read_fence,
@@ -508,7 +442,7 @@ def response_to_proto(
                 cluster_id=cluster_id,
                 topic_id=topic_id.bytes,
                 partition_index=partition,
-                leader_id=_id_to_wire(msg.leader_id),
+                leader_id=id_to_wire(msg.leader_id),
                 leader_epoch=msg.leader_epoch,
                 high_watermark=msg.high_watermark,
                 current_voters=[
@@ -524,10 +458,10 @@ def response_to_proto(
 def _replica_from_wire(
     field: str, pb: raft_pb2.ReplicaState, from_wall_ms: Callable[[int], int] | None
 ) -> ReplicaState:
-    last_fetch = _timestamp_from_wire(
+    last_fetch = timestamp_from_wire(
         "DescribeQuorumResponse", f"{field}.last_fetch_timestamp_ms", pb.last_fetch_timestamp_ms
     )
-    last_caught_up = _timestamp_from_wire(
+    last_caught_up = timestamp_from_wire(
         "DescribeQuorumResponse",
         f"{field}.last_caught_up_timestamp_ms",
         pb.last_caught_up_timestamp_ms,
@@ -545,31 +479,31 @@ def response_from_proto(
 
     For a DescribeQuorumResponse, ``from_wall_ms`` converts the wire's wall-clock times back to
     the core's clock; without it they stay wall-clock ms. (The core never sends DescribeQuorum;
-    tools read that response with ``describe_quorum_from_proto``, which keeps everything the
-    wire says.) A FetchResponse carrying ``snapshot_id`` is refused: this build has no snapshots
-    to fetch, and dropping the field would leave the fetcher retrying below the log start.
+    tools read that response with ``describe_quorum_from_proto`` of
+    quorum/wire/quorum_description.py, which keeps everything the wire says.) A FetchResponse's
+    ``snapshot_id`` (KIP-630: fetch this snapshot) needs a non-negative end offset and epoch.
 
     Raises ``MalformedMessageError`` (see the module docstring).
     """
     match pb:
         case raft_pb2.VoteResponse():
             return VoteResponse(
-                error_code=_error_from_wire("VoteResponse", pb.error_code),
-                leader_id=_id_from_wire("VoteResponse", "leader_id", pb.leader_id),
+                error_code=error_from_wire("VoteResponse", pb.error_code),
+                leader_id=id_from_wire("VoteResponse", "leader_id", pb.leader_id),
                 leader_epoch=pb.leader_epoch,
                 vote_granted=pb.vote_granted,
                 pre_vote=pb.pre_vote,
             )
         case raft_pb2.BeginQuorumEpochResponse():
             return BeginQuorumEpochResponse(
-                error_code=_error_from_wire("BeginQuorumEpochResponse", pb.error_code),
-                leader_id=_id_from_wire("BeginQuorumEpochResponse", "leader_id", pb.leader_id),
+                error_code=error_from_wire("BeginQuorumEpochResponse", pb.error_code),
+                leader_id=id_from_wire("BeginQuorumEpochResponse", "leader_id", pb.leader_id),
                 leader_epoch=pb.leader_epoch,
             )
         case raft_pb2.EndQuorumEpochResponse():
             return EndQuorumEpochResponse(
-                error_code=_error_from_wire("EndQuorumEpochResponse", pb.error_code),
-                leader_id=_id_from_wire("EndQuorumEpochResponse", "leader_id", pb.leader_id),
+                error_code=error_from_wire("EndQuorumEpochResponse", pb.error_code),
+                leader_id=id_from_wire("EndQuorumEpochResponse", "leader_id", pb.leader_id),
                 leader_epoch=pb.leader_epoch,
             )
         case raft_pb2.FetchResponse():
@@ -591,8 +525,8 @@ def response_from_proto(
                     pb.diverging_epoch.end_offset,
                 )
             return FetchResponse(
-                error_code=_error_from_wire("FetchResponse", pb.error_code),
-                leader_id=_id_from_wire(
+                error_code=error_from_wire("FetchResponse", pb.error_code),
+                leader_id=id_from_wire(
                     "FetchResponse", "current_leader.leader_id", pb.current_leader.leader_id
                 ),
                 leader_epoch=pb.current_leader.leader_epoch,
@@ -605,8 +539,8 @@ def response_from_proto(
             )
         case raft_pb2.DescribeQuorumResponse():
             return DescribeQuorumResponse(
-                error_code=_error_from_wire("DescribeQuorumResponse", pb.error_code),
-                leader_id=_id_from_wire("DescribeQuorumResponse", "leader_id", pb.leader_id),
+                error_code=error_from_wire("DescribeQuorumResponse", pb.error_code),
+                leader_id=id_from_wire("DescribeQuorumResponse", "leader_id", pb.leader_id),
                 leader_epoch=pb.leader_epoch,
                 high_watermark=pb.high_watermark,
                 voters=tuple(
@@ -619,83 +553,6 @@ def response_from_proto(
                 ),
             )
     raise TypeError(f"not a QuorumService response: {type(pb).__name__}")
-
-
-# ----- DescribeQuorum as tools see it ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaDescription:
-    """One replica in a DescribeQuorum answer, with everything the wire carries."""
-
-    replica_id: int
-    directory_id: Uuid  # ZERO_UUID when unknown
-    log_end_offset: int  # -1 when unknown
-    last_fetch_timestamp_ms: int | None  # wall clock, ms since the Unix epoch
-    last_caught_up_timestamp_ms: int | None
-    endpoints: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumDescription:
-    """A DescribeQuorum answer as a tool or the admin client sees it (Kafka's ``QuorumInfo``)."""
-
-    error_code: ErrorCode
-    error_message: str
-    cluster_id: str
-    topic_id: Uuid | None  # None when the responder left it empty
-    partition: int
-    leader_id: int | None
-    leader_epoch: int
-    high_watermark: int
-    voters: tuple[ReplicaDescription, ...] = ()
-    observers: tuple[ReplicaDescription, ...] = ()
-
-
-def _replica_description_from_wire(field: str, pb: raft_pb2.ReplicaState) -> ReplicaDescription:
-    message_type = "DescribeQuorumResponse"
-    directory_id = (
-        _uuid_from_wire(message_type, f"{field}.directory_id", pb.directory_id)
-        if pb.directory_id
-        else ZERO_UUID
-    )
-    return ReplicaDescription(
-        replica_id=pb.replica_id,
-        directory_id=directory_id,
-        log_end_offset=pb.log_end_offset,
-        last_fetch_timestamp_ms=_timestamp_from_wire(
-            message_type, f"{field}.last_fetch_timestamp_ms", pb.last_fetch_timestamp_ms
-        ),
-        last_caught_up_timestamp_ms=_timestamp_from_wire(
-            message_type, f"{field}.last_caught_up_timestamp_ms", pb.last_caught_up_timestamp_ms
-        ),
-        endpoints=tuple(pb.endpoints),
-    )
-
-
-def describe_quorum_from_proto(pb: raft_pb2.DescribeQuorumResponse) -> QuorumDescription:
-    """Everything a DescribeQuorum answer says, for ``quorum describe`` and the admin client.
-
-    Raises ``MalformedMessageError`` (see the module docstring).
-    """
-    message_type = "DescribeQuorumResponse"
-    return QuorumDescription(
-        error_code=_error_from_wire(message_type, pb.error_code),
-        error_message=pb.error_message,
-        cluster_id=pb.cluster_id,
-        topic_id=_uuid_from_wire(message_type, "topic_id", pb.topic_id) if pb.topic_id else None,
-        partition=pb.partition_index,
-        leader_id=_id_from_wire(message_type, "leader_id", pb.leader_id),
-        leader_epoch=pb.leader_epoch,
-        high_watermark=pb.high_watermark,
-        voters=tuple(
-            _replica_description_from_wire(f"current_voters[{i}]", r)
-            for i, r in enumerate(pb.current_voters)
-        ),
-        observers=tuple(
-            _replica_description_from_wire(f"observers[{i}]", r) for i, r in enumerate(pb.observers)
-        ),
-    )
 
 
 # ----- voter changes (KIP-853) -------------------------------------------------------------------
@@ -727,7 +584,7 @@ def voter_change_from_proto(pb: VoterChangeProto) -> VoterChangeRequest:
     """The core's form of an AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter request. Raises
     ``MalformedMessageError`` (a directory id that is not 16 bytes, a bad endpoint)."""
     name = type(pb).__name__
-    directory_id = _uuid_from_wire(name, "voter_directory_id", pb.voter_directory_id)
+    directory_id = uuid_from_wire(name, "voter_directory_id", pb.voter_directory_id)
     match pb:
         case raft_pb2.AddRaftVoterRequest():
             return AddRaftVoterRequest(
@@ -792,7 +649,7 @@ def voter_change_response_to_proto(
         error_code=int(msg.error_code),
         error_message=msg.error_message
         or default_error_message(msg.error_code, msg.leader_id, msg.leader_epoch),
-        leader_id=_id_to_wire(msg.leader_id),
+        leader_id=id_to_wire(msg.leader_id),
         leader_epoch=msg.leader_epoch,
         leader_endpoint=leader_endpoint,
         high_watermark=msg.high_watermark,
@@ -801,9 +658,9 @@ def voter_change_response_to_proto(
 
 def voter_change_response_from_proto(pb: raft_pb2.VoterChangeResponse) -> VoterChangeResponse:
     return VoterChangeResponse(
-        _error_from_wire("VoterChangeResponse", pb.error_code),
+        error_from_wire("VoterChangeResponse", pb.error_code),
         pb.error_message,
-        _id_from_wire("VoterChangeResponse", "leader_id", pb.leader_id),
+        id_from_wire("VoterChangeResponse", "leader_id", pb.leader_id),
         pb.leader_epoch,
         pb.high_watermark,
     )

@@ -1,23 +1,25 @@
-"""gRPC glue: the ``QuorumService`` servicer (inbound) and the peer clients (outbound).
+"""The ``QuorumService`` servicer of a controller (inbound Raft RPCs, FetchSnapshot, voter
+changes, DescribeQuorum). The clients that send these requests to other controllers are
+quorum/server/peers.py; the gRPC options both use, quorum/server/grpc_options.py.
 
-Handlers translate protobuf to the core's messages (``transport.py``), hand them to the driver
-and translate the answer back. Transport-level failures become gRPC status codes here and only
-here: a shutting-down node answers UNAVAILABLE, a full inbox RESOURCE_EXHAUSTED, a request that
-cannot be parsed INVALID_ARGUMENT. Protocol errors travel as Kafka error codes in the response.
+Handlers translate protobuf to the core's messages (``quorum/wire/raft.py``), hand them to the
+driver and translate the answer back. Transport-level failures become gRPC status codes here and
+only here: a shutting-down node answers UNAVAILABLE, a full inbox RESOURCE_EXHAUSTED, a request
+that cannot be parsed INVALID_ARGUMENT. Protocol errors travel as Kafka error codes in the
+response.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 import grpc
 import structlog
 
 from quorum import limits
-from quorum.config import HostPort
 from quorum.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -31,11 +33,9 @@ from quorum.raft.messages import (
     AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    DescribeQuorumRequest,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
-    Envelope,
     FetchRequest,
     FetchResponse,
     Message,
@@ -46,12 +46,11 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.voters import VoterSet
 from quorum.rpc.v1 import raft_pb2, raft_pb2_grpc
 from quorum.security.acls import AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.events import SECURITY_EVENTS
-from quorum.security.identity import ROLE_CONTROLLER, Caller, CallerResolver, node_server_name
+from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import (
     CONTROLLER_ONLY,
     Claim,
@@ -60,54 +59,27 @@ from quorum.security.node_identity import (
     fetch_claim,
     refuse_claim,
 )
-from quorum.security.tls import AioChannels, ClientSecurity
-from quorum.server import transport
 from quorum.server.driver import InboxFullError, RaftDriver, ShuttingDownError
-from quorum.storage.snapshots import (
-    read_chunk,
-    snapshot_size,
+from quorum.server.peers import PeerClients
+from quorum.storage.snapshots import read_chunk, snapshot_size
+from quorum.wire.raft import (
+    CoreResponse,
+    MalformedMessageError,
+    RequestProto,
+    ResponseProto,
+    VoterChangeProto,
+    request_from_proto,
+    response_to_proto,
+    voter_change_from_proto,
+    voter_change_response_to_proto,
 )
 
 # The slack a handler allows beyond the long-poll wait before giving up on the core.
 HANDLER_TIMEOUT_S = 5.0
-MESSAGE_BYTES_MAX = 16 * 1024 * 1024  # a full 8 MiB fetch plus framing, with room
 # A FetchStream without a request for this long is ended (replicas fetch every long poll).
 FETCH_STREAM_IDLE_S = 60.0
 # A FetchSnapshot answer stays well under the message cap.
 CHUNK_BYTES_MAX = 4 * 1024 * 1024
-
-# Requests a node accepts are small (Fetch is pull: the large messages are responses); an admin
-# request above this is refused by gRPC with RESOURCE_EXHAUSTED before it is parsed.
-REQUEST_BYTES_MAX = 4 * 1024 * 1024
-
-# A channel to a peer whose connection failed retries after a backoff, and a request made
-# meanwhile fails at once with the last error (UNAVAILABLE, connection refused) even if the
-# peer is back: with gRPC's default backoff (1 s, growing 1.6x) a controller restarted a
-# moment ago looked dead to its peers for up to seconds, and a follower of it as a new leader
-# took that for its leader's death (``peer_gone``) and ran a needless pre-vote. Kafka's
-# reconnect.backoff.ms (50) and reconnect.backoff.max.ms (1,000) instead; and a channel
-# waiting out its backoff is replaced by a fresh one before a request (``AioChannels``).
-RECONNECT_BACKOFF_MS = 50
-RECONNECT_BACKOFF_MAX_MS = 1_000
-GRPC_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
-    ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-    ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
-    ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
-    ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
-    # Subchannels of its own: a channel that replaces one waiting out a backoff
-    # (``AioChannels``) then really connects anew instead of sharing the waiting subchannel.
-    ("grpc.use_local_subchannel_pool", 1),
-]
-SERVER_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.max_receive_message_length", REQUEST_BYTES_MAX),
-    ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-    ("grpc.max_concurrent_streams", 1_000),
-]
 
 
 def _source_of(message: Message) -> int:
@@ -166,7 +138,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         self._refusals.log(caller, method, refusal)
         return caller, refusal
 
-    async def FetchSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def FetchSnapshot(
+        self, request: raft_pb2.FetchSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.FetchSnapshotResponse:
         """KIP-630: a chunk of the leader's snapshot. Errors: INCONSISTENT_CLUSTER_ID,
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
         SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE (a position outside [0, size), negative
@@ -217,18 +191,48 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         response.unaligned_records = data
         return response
 
+    @overload
     async def _handle(
-        self, request: Any, context: grpc.aio.ServicerContext, caller: Caller | None = None
-    ) -> Any:
+        self,
+        request: raft_pb2.VoteRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller | None = None,
+    ) -> raft_pb2.VoteResponse: ...
+    @overload
+    async def _handle(
+        self,
+        request: raft_pb2.BeginQuorumEpochRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller | None = None,
+    ) -> raft_pb2.BeginQuorumEpochResponse: ...
+    @overload
+    async def _handle(
+        self,
+        request: raft_pb2.EndQuorumEpochRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller | None = None,
+    ) -> raft_pb2.EndQuorumEpochResponse: ...
+    @overload
+    async def _handle(
+        self,
+        request: raft_pb2.FetchRequest,
+        context: grpc.aio.ServicerContext,
+        caller: Caller | None = None,
+    ) -> raft_pb2.FetchResponse: ...
+    async def _handle(
+        self, request: RequestProto, context: grpc.aio.ServicerContext, caller: Caller | None = None
+    ) -> ResponseProto:
+        """Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch: the core answers each with the
+        response of the request's own type (the overloads say which)."""
         try:
-            message = transport.request_from_proto(request)
-        except transport.MalformedMessageError as exc:
+            message = request_from_proto(request)
+        except MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         claim = claim_of(message, self._driver.node.voters)
         if claim is not None:
             refused = self._refuse(context, type(message).__name__, claim, caller=caller)
             if refused is not None:
-                return transport.response_to_proto(
+                return response_to_proto(
                     self._refusal_response(message, refused[1]), refused[1].message
                 )
         timeout_s = HANDLER_TIMEOUT_S
@@ -239,6 +243,7 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             timeout_s = min(timeout_s, max(0.0, remaining))
         if isinstance(message, BeginQuorumEpochRequest) and self._peers is not None:
             # KIP-853: the leader says where it listens (this node may not know it yet).
+            assert isinstance(request, raft_pb2.BeginQuorumEpochRequest)
             self._peers.learn(message.leader_id, request.leader_endpoint)
         try:
             answer = await self._driver.request(_source_of(message), message, timeout_s)
@@ -251,7 +256,7 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum did not answer in time"
             )
         response = _response(answer)
-        return transport.response_to_proto(
+        return response_to_proto(
             response, leader_endpoint=self._leader_endpoint(response.leader_id)
         )
 
@@ -262,29 +267,37 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
 
     # ----- voter changes (KIP-853) ----------------------------------------------------------
 
-    async def AddRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def AddRaftVoter(
+        self, request: raft_pb2.AddRaftVoterRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.VoterChangeResponse:
         return await self._voter_change(request, context)
 
-    async def RemoveRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def RemoveRaftVoter(
+        self, request: raft_pb2.RemoveRaftVoterRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.VoterChangeResponse:
         return await self._voter_change(request, context)
 
-    async def UpdateRaftVoter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def UpdateRaftVoter(
+        self, request: raft_pb2.UpdateRaftVoterRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.VoterChangeResponse:
         return await self._voter_change(request, context)
 
-    async def _voter_change(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _voter_change(
+        self, request: VoterChangeProto, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.VoterChangeResponse:
         """Hand a voter change to the core (which answers once it commits). Who may ask: for
         AddRaftVoter and RemoveRaftVoter, a principal allowed ALTER on the cluster (Kafka's
         rule), or a controller adding itself (controller.quorum.auto.join.enable); for
         UpdateRaftVoter, the voter itself (its certificate's node id)."""
         try:
-            message = transport.voter_change_from_proto(request)
-        except transport.MalformedMessageError as exc:
+            message = voter_change_from_proto(request)
+        except MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         node = self._driver.node
         refusal = self._voter_change_refusal(message, self._callers.caller(context))
         if refusal is not None:
             code, text = refusal
-            return transport.voter_change_response_to_proto(
+            return voter_change_response_to_proto(
                 VoterChangeResponse(code, text, node.leader_id, node.epoch)
             )
         timeout_s = HANDLER_TIMEOUT_S
@@ -308,9 +321,7 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 "take effect: run `metaquorum quorum describe --status`",
             )
         assert isinstance(answer, VoterChangeResponse), answer
-        return transport.voter_change_response_to_proto(
-            answer, self._leader_endpoint(answer.leader_id)
-        )
+        return voter_change_response_to_proto(answer, self._leader_endpoint(answer.leader_id))
 
     def _voter_change_refusal(
         self, message: VoterChangeRequest, caller: Caller
@@ -352,9 +363,7 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
             return refusal.error_code, refusal.message
         return None
 
-    def _refusal_response(
-        self, message: Message, refusal: IdentityRefusal
-    ) -> transport.CoreResponse:
+    def _refusal_response(self, message: Message, refusal: IdentityRefusal) -> CoreResponse:
         """The request's own response type carrying the refusal's code; the core never sees
         the request. The current epoch is no secret (every voter's Fetch answer has it)."""
         epoch = self._driver.node.epoch
@@ -369,21 +378,29 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 return FetchResponse(refusal.error_code, None, epoch, -1, -1)
         raise AssertionError(f"no claimed id in {type(message).__name__}")
 
-    async def Vote(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def Vote(
+        self, request: raft_pb2.VoteRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.VoteResponse:
         return await self._handle(request, context)
 
-    async def BeginQuorumEpoch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def BeginQuorumEpoch(
+        self, request: raft_pb2.BeginQuorumEpochRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.BeginQuorumEpochResponse:
         return await self._handle(request, context)
 
-    async def EndQuorumEpoch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def EndQuorumEpoch(
+        self, request: raft_pb2.EndQuorumEpochRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.EndQuorumEpochResponse:
         return await self._handle(request, context)
 
-    async def Fetch(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def Fetch(
+        self, request: raft_pb2.FetchRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.FetchResponse:
         return await self._handle(request, context)
 
     async def FetchStream(
-        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Any]:
+        self, requests: AsyncIterator[raft_pb2.FetchRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[raft_pb2.FetchResponse]:
         """Fetch on one stream: each request answered in order as ``Fetch`` answers it (the
         same checks, long poll and codes). One request is handled at a time, so a replica that
         writes ahead only fills gRPC's flow-control window. A failure that would end a unary
@@ -411,7 +428,9 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 caller = self._callers.caller(context)
             yield await self._handle(request, context, caller)
 
-    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeQuorum(
+        self, request: raft_pb2.DescribeQuorumRequest, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.DescribeQuorumResponse:
         """Answered by the leader. Tools do not know the cluster id: an empty one means this
         node's. A follower forwards the request to the leader it knows (one hop).
 
@@ -425,8 +444,8 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
         if not request.topic_id:
             request.topic_id = METADATA_TOPIC_ID.bytes
         try:
-            message = transport.request_from_proto(request)
-        except transport.MalformedMessageError as exc:
+            message = request_from_proto(request)
+        except MalformedMessageError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         answer = await self._ask_core(message, context)
         if (
@@ -444,18 +463,19 @@ class QuorumServicer(raft_pb2_grpc.QuorumServiceServicer):
                 else:
                     if not self._shows_cluster_id(asked_for, context):
                         forwarded.cluster_id = ""
-                    return forwarded
+                    return cast(raft_pb2.DescribeQuorumResponse, forwarded)
         node = self._driver.node
         foreign = getattr(answer, "error_code", None) is ErrorCode.INCONSISTENT_CLUSTER_ID
         # A request of another cluster learns nothing of this one (docs/invariants.md I15).
         shown = not foreign and self._shows_cluster_id(asked_for, context)
-        return transport.response_to_proto(
+        described = response_to_proto(
             _response(answer),
             cluster_id=self._cluster_id if shown else "",
             topic_id=node.metadata_topic_id or METADATA_TOPIC_ID,
             to_wall_ms=self._driver.clock.to_wall_ms,
             endpoints=self._endpoints,
         )
+        return cast(raft_pb2.DescribeQuorumResponse, described)
 
     def _shows_cluster_id(self, asked_for: str, context: grpc.aio.ServicerContext) -> bool:
         return asked_for == self._cluster_id or self._callers.caller(context).authenticated
@@ -492,7 +512,7 @@ class _RefusalLog:
             )
 
 
-def _response(answer: Message) -> transport.CoreResponse:
+def _response(answer: Message) -> CoreResponse:
     assert isinstance(
         answer,
         VoteResponse
@@ -502,240 +522,3 @@ def _response(answer: Message) -> transport.CoreResponse:
         | DescribeQuorumResponse,
     ), answer
     return answer
-
-
-class PeerClients:
-    """One channel per peer; sends the core's outbound requests with deadlines. Also the node's
-    address book (KIP-853): node id -> address, from the static controller.quorum.voters, the
-    voter sets in the log (``update_from_voter_sets``) and the leaders that said where they
-    listen (``learn``); negative ids are controller.quorum.bootstrap.servers, in order.
-    ``voter_addresses`` is a live dict other services may read (NOT_CONTROLLER redirects)."""
-
-    def __init__(
-        self,
-        voters: Mapping[int, HostPort],
-        request_timeout_ms: int,
-        security: ClientSecurity | None = None,
-        *,
-        bootstrap: Sequence[HostPort] = (),
-        local_id: int | None = None,
-        local_endpoint: HostPort | None = None,
-        listener_name: str = "",
-        cluster_id: str | None = None,
-    ) -> None:
-        """``cluster_id``: check that each peer reached is the controller meant (over SSL the
-        peer's certificate must carry ``node_server_name(cluster_id, "controller", id)``, or
-        for a bootstrap server the name every controller of the cluster carries); None: check
-        the host only (tests of the transport)."""
-        self._cluster_id = cluster_id
-        self._static = dict(voters)
-        self.voter_addresses: dict[int, HostPort] = dict(voters)
-        if local_id is not None and local_endpoint is not None:
-            self.voter_addresses.setdefault(local_id, local_endpoint)
-        self._from_sets: dict[int, HostPort] = {}
-        self._learned: dict[int, HostPort] = {}
-        # A controller may be among its own bootstrap servers: never fetch from itself.
-        others = [address for address in bootstrap if address != local_endpoint]
-        self._bootstrap = {-(index + 1): address for index, address in enumerate(others)}
-        self._local_id = local_id
-        self._local_endpoint = local_endpoint
-        self._listener_name = listener_name
-        self._request_timeout_s = request_timeout_ms / 1000
-        # The node's own certificate is its client certificate; a channel is recreated when
-        # the files changed (docs/security.md#rotation).
-        self._channels = AioChannels(security or ClientSecurity.plaintext(), GRPC_OPTIONS)
-        self._stubs: dict[int, tuple[grpc.aio.Channel, Any]] = {}
-        self._fetch_streams = _FetchStreams()
-
-    @property
-    def bootstrap_ids(self) -> tuple[int, ...]:
-        return tuple(self._bootstrap)
-
-    def address_of(self, node_id: int) -> HostPort | None:
-        if node_id < 0:
-            return self._bootstrap.get(node_id)
-        return self.voter_addresses.get(node_id)
-
-    def endpoint_text(self, node_id: int) -> str:
-        address = self.address_of(node_id)
-        return "" if address is None else f"{address.host}:{address.port}"
-
-    def update_from_voter_sets(self, sets: Iterable[VoterSet]) -> None:
-        """The voter sets of the log changed: take every voter's endpoint (on this node's
-        listener name when it has one, else its first), later sets winning."""
-        found: dict[int, HostPort] = {}
-        for voters in sets:
-            for node in voters:
-                if not node.endpoints:
-                    continue
-                chosen = next(
-                    (e for e in node.endpoints if e.name == self._listener_name), node.endpoints[0]
-                )
-                found[node.node_id] = HostPort(chosen.host, chosen.port)
-        self._from_sets = found
-        self._rebuild()
-
-    def learn(self, node_id: int | None, endpoint: str) -> None:
-        """A leader said where it listens ("host:port"); kept unless the voter sets know it."""
-        if node_id is None or node_id < 0 or not endpoint or node_id == self._local_id:
-            return
-        host, sep, port = endpoint.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            return
-        address = HostPort(host.strip("[]"), int(port))
-        if self._learned.get(node_id) == address:
-            return
-        self._learned[node_id] = address
-        self._rebuild()
-
-    def _rebuild(self) -> None:
-        addresses = {**self._learned, **self._static, **self._from_sets}
-        if self._local_id is not None and self._local_endpoint is not None:
-            addresses[self._local_id] = self._local_endpoint
-        self.voter_addresses.clear()
-        self.voter_addresses.update(addresses)
-
-    def stub(self, node_id: int) -> Any:
-        found = self._channel_and_stub(node_id)
-        return None if found is None else found[1]
-
-    def _server_name(self, node_id: int) -> str | None:
-        """Whom this node means to reach as ``node_id``: controller ``node_id`` (a leader
-        learned from a BeginQuorumEpoch is believed only if its certificate proves it), or any
-        controller of the cluster (a bootstrap server, negative ids)."""
-        if self._cluster_id is None:
-            return None
-        return node_server_name(self._cluster_id, ROLE_CONTROLLER, None if node_id < 0 else node_id)
-
-    def _channel_and_stub(self, node_id: int) -> tuple[grpc.aio.Channel, Any] | None:
-        address = self.address_of(node_id)
-        if address is None:
-            return None
-        channel = self._channels.get(f"{address.host}:{address.port}", self._server_name(node_id))
-        cached = self._stubs.get(node_id)
-        if cached is None or cached[0] is not channel:
-            cached = self._stubs[node_id] = (channel, raft_pb2_grpc.QuorumServiceStub(channel))
-        return cached
-
-    async def send(self, envelope: Envelope) -> Message:
-        found = self._channel_and_stub(envelope.destination)
-        if found is None:
-            raise OSError(f"no address for node {envelope.destination}")
-        channel, stub = found
-        message = envelope.message
-        timeout_s = self._request_timeout_s
-        if not isinstance(message, transport.CoreRequest):
-            raise AssertionError(f"not a request the core sends to peers: {message!r}")
-        wire = transport.request_to_proto(message)
-        match message:
-            case VoteRequest():
-                call = stub.Vote
-            case BeginQuorumEpochRequest():
-                call = stub.BeginQuorumEpoch
-            case EndQuorumEpochRequest():
-                call = stub.EndQuorumEpoch
-            case FetchRequest():
-                call = stub.Fetch
-                timeout_s += message.max_wait_ms / 1000
-            case DescribeQuorumRequest():
-                call = stub.DescribeQuorum
-            case _:
-                raise AssertionError(f"not a request: {message!r}")
-        if isinstance(wire, raft_pb2.BeginQuorumEpochRequest) and self._local_endpoint is not None:
-            wire.leader_endpoint = f"{self._local_endpoint.host}:{self._local_endpoint.port}"
-        response = None
-        if isinstance(message, FetchRequest):
-            response = await self._fetch_streams.exchange(
-                envelope.destination, channel, stub, wire, timeout_s
-            )
-        if response is None:
-            response = await call(wire, timeout=timeout_s)
-        answer = transport.response_from_proto(response)
-        leader_endpoint = getattr(response, "leader_endpoint", "")
-        if leader_endpoint:
-            self.learn(getattr(answer, "leader_id", None), leader_endpoint)
-        return answer
-
-    async def send_voter_change(
-        self, destination: int, request: VoterChangeRequest, timeout_s: float
-    ) -> tuple[VoterChangeResponse, str]:
-        """Send AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter to ``destination``; returns
-        the answer and the leader endpoint it names."""
-        stub = self.stub(destination)
-        if stub is None:
-            raise OSError(f"no address for node {destination}")
-        wire = transport.voter_change_to_proto(request)
-        call = {
-            "AddRaftVoterRequest": stub.AddRaftVoter,
-            "RemoveRaftVoterRequest": stub.RemoveRaftVoter,
-            "UpdateRaftVoterRequest": stub.UpdateRaftVoter,
-        }[type(wire).__name__]
-        response = await call(wire, timeout=timeout_s)
-        return transport.voter_change_response_from_proto(response), response.leader_endpoint
-
-    async def close(self) -> None:
-        self._fetch_streams.close()
-        self._stubs.clear()
-        await self._channels.close()
-
-
-class _FetchStreams:
-    """A replica's Fetch streams (``FetchStream``), one per destination on its current
-    channel, each with one request in flight. A stream that failed, timed out or was
-    interrupted mid-exchange is cancelled and dropped (its next answer could belong to the
-    wrong request); the next Fetch opens a new one. ``exchange`` returns None when the caller
-    should use unary ``Fetch`` instead: the destination's stream is busy, or the destination's
-    address answered UNIMPLEMENTED (a node without FetchStream)."""
-
-    def __init__(self) -> None:
-        self._streams: dict[int, tuple[grpc.aio.Channel, Any]] = {}
-        self._busy: set[int] = set()
-        # destination -> the channel on which it answered UNIMPLEMENTED (a node without it)
-        self._unary_only: dict[int, grpc.aio.Channel] = {}
-
-    async def exchange(
-        self, destination: int, channel: grpc.aio.Channel, stub: Any, wire: Any, timeout_s: float
-    ) -> Any | None:
-        if destination in self._busy or self._unary_only.get(destination) is channel:
-            return None
-        entry = self._streams.get(destination)
-        if entry is not None and entry[0] is not channel:
-            entry[1].cancel()  # the channel was replaced (new certificates): start afresh
-            entry = None
-        if entry is None:
-            entry = self._streams[destination] = (channel, stub.FetchStream())
-        call = entry[1]
-        self._busy.add(destination)
-        finished = False
-        try:
-            async with asyncio.timeout(timeout_s):
-                await call.write(wire)
-                response = await call.read()
-            if response is grpc.aio.EOF:
-                raise OSError(f"node {destination} ended its Fetch stream")
-            finished = True
-            return response
-        except asyncio.InvalidStateError:
-            # The call had already ended: surface its status as a unary call would.
-            raise grpc.aio.AioRpcError(
-                await call.code(),
-                grpc.aio.Metadata(),
-                grpc.aio.Metadata(),
-                details=await call.details(),
-            ) from None
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
-                self._unary_only[destination] = channel
-                return None
-            raise
-        finally:
-            self._busy.discard(destination)
-            if not finished:
-                call.cancel()
-                if self._streams.get(destination, (None, None))[1] is call:
-                    del self._streams[destination]
-
-    def close(self) -> None:
-        for _, call in self._streams.values():
-            call.cancel()
-        self._streams.clear()

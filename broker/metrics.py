@@ -1,0 +1,129 @@
+"""A broker's own metrics (docs/operating.md#metrics): Kafka's
+``kafka_server_brokermetadatametrics_*``, and this project's ``metaquorum_broker_*`` (pending
+deletions, caught up, reconciliations) and ``metaquorum_kafka_*`` (the Kafka listeners). The
+Raft, snapshot, gRPC and security families every node serves are quorum/server/'s; like them,
+these are imported only by a broker that serves metrics (``metrics.listener``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from quorum.server.metric_stats import LATENCY_BUCKETS_S, gauge
+
+__all__ = ["broker_families", "kafka_listener_families", "reconciliation_metrics"]
+
+
+def broker_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metric]:
+    """``kafka_server_brokermetadatametrics_*`` and the broker's ``metaquorum_broker_*`` gauges."""
+    prefix = "kafka_server_brokermetadatametrics_"
+    applied_wall = data["last_applied_wall_ms"]
+    yield gauge(
+        prefix + "last_applied_record_offset",
+        "Offset of the last record applied to the broker's image",
+        data["image_offset"],
+    )
+    yield gauge(
+        prefix + "last_applied_record_timestamp",
+        "Wall-clock ms when the last applied record reached this broker's log",
+        applied_wall,
+    )
+    yield gauge(
+        prefix + "last_applied_record_lag_ms",
+        "Now minus last_applied_record_timestamp, in ms",
+        max(0, now_wall_ms - applied_wall) if applied_wall else 0,
+    )
+    yield gauge(
+        prefix + "metadata_load_error_count",
+        "Errors loading metadata: corrupt snapshots skipped at start-up, snapshot fetches that "
+        "failed",
+        data["metadata_load_errors"],
+    )
+    yield gauge(
+        prefix + "metadata_apply_error_count",
+        "Errors applying the image to the log dirs: reconciliation actions that failed",
+        data["metadata_apply_errors"],
+    )
+    dirs = GaugeMetricFamily(
+        "metaquorum_broker_pending_deletion_directories",
+        "Partition directories in deleting/, waiting for delete.topic.delay.ms",
+        labels=("broker_id", "log_dir"),
+    )
+    size = GaugeMetricFamily(
+        "metaquorum_broker_pending_deletion_bytes",
+        "Bytes in deleting/, waiting for delete.topic.delay.ms",
+        labels=("broker_id", "log_dir"),
+    )
+    broker_id = str(data["broker_id"])
+    for log_dir, (count, size_bytes) in sorted(data["pending_deletions"].items()):
+        dirs.add_metric((broker_id, log_dir), count)
+        size.add_metric((broker_id, log_dir), size_bytes)
+    yield dirs
+    yield size
+    yield gauge(
+        "metaquorum_broker_caught_up",
+        "1 once the broker has applied the metadata log up to its registration (it then "
+        "serves reads and reports SERVING)",
+        1.0 if data["caught_up"] else 0.0,
+    )
+    yield from kafka_listener_families(data.get("kafka_listeners", {}))
+
+
+def kafka_listener_families(listeners: Mapping[str, Mapping[str, int]]) -> Iterator[Metric]:
+    """``metaquorum_kafka_*``: the broker's Kafka listeners (docs/kafka-listener.md), by
+    listener name."""
+    if not listeners:
+        return
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        "connections": GaugeMetricFamily(
+            "metaquorum_kafka_connections",
+            "Connections open on a Kafka listener",
+            labels=("listener",),
+        ),
+        "connections_refused": CounterMetricFamily(
+            "metaquorum_kafka_connections_refused",
+            "Connections closed at once: max.connections or max.connections.per.ip reached",
+            labels=("listener",),
+        ),
+        "requests": CounterMetricFamily(
+            "metaquorum_kafka_requests",
+            "Kafka requests answered",
+            labels=("listener",),
+        ),
+        "requests_throttled": CounterMetricFamily(
+            "metaquorum_kafka_requests_throttled",
+            "Kafka requests answered with a throttle time: the principal exceeded its request "
+            "quota (quota.request.percentage.default)",
+            labels=("listener",),
+        ),
+        "closed_for_cause": CounterMetricFamily(
+            "metaquorum_kafka_connections_closed_for_cause",
+            "Connections closed for a malformed, oversized or slow request (logged as "
+            "kafka_request_malformed)",
+            labels=("listener",),
+        ),
+    }
+    for name, stats in sorted(listeners.items()):
+        for key, family in families.items():
+            family.add_metric((name,), stats[key])
+    yield from families.values()
+
+
+def reconciliation_metrics(registry: CollectorRegistry) -> tuple[Counter, Histogram]:
+    """The broker's reconciliation runs (by mode) and their durations."""
+    runs = Counter(
+        "metaquorum_broker_reconciliations",
+        "Reconciliations of the log dirs against the image, by mode (FULL, INCREMENTAL)",
+        ("mode",),
+        registry=registry,
+    )
+    duration = Histogram(
+        "metaquorum_broker_reconciliation_duration_seconds",
+        "Time one reconciliation took (scan, plan, execute)",
+        buckets=LATENCY_BUCKETS_S,
+        registry=registry,
+    )
+    return runs, duration
