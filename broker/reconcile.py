@@ -5,7 +5,7 @@ docs/invariants.md I11).
 what a scan of ``log.dirs`` found, and returns a ``ReconcilePlan``; ``broker/logdirs.py`` scans
 and executes it. Nothing here touches the disk or reads a clock: time comes in as ``now_ms``
 (wall-clock milliseconds, because due times must survive a restart), so every rule below is
-tested as a table without files (``tests/test_reconcile.py``).
+tested as a table without files (``tests/unit/broker/test_reconcile.py``).
 
 Directory layout of one log dir::
 

@@ -5,7 +5,7 @@ table of keys (``quorum/config_keys.py``) and Kafka's ignored keys (``quorum/con
     python -m quorum.config_doc --write   # replace them in docs/operating.md
     python -m quorum.config_doc --check   # exit 1 if docs/operating.md differs
 
-``tests/test_config_doc.py`` fails when the document and the table differ.
+``tests/unit/config/test_config_doc.py`` fails when the document and the table differ.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ bytes and records, long-poll wait, inbox size) and the limits of the admin opera
 Kafka figure each one comes from. A bound that only one module uses may live beside its code
 (for example the log's segment sizes in ``quorum/storage/log.py`` or the directory-name bounds
 in ``broker/reconcile.py``), still named ``*_max`` with units and qualifiers last.
-``tests/test_architecture.py`` fails on a constant here that nothing uses.
+``tests/unit/project/test_architecture.py`` fails on a constant here that nothing uses.
 """
 
 from __future__ import annotations

@@ -1,11 +1,20 @@
-"""Shared fixtures. ``spark``: one local Spark session for the whole test session (starting one
-costs ~5 s), created only when a test asks for it (docs/conventions.md#tests)."""
+"""Shared fixtures and the test layout (docs/testing.md#layout).
+
+Tests are laid out by layer, and a test's markers come from its directory: ``tests/unit/<package>``
+(no marker: in-process, no node started), ``tests/process`` (``process``: real node processes),
+``tests/faults`` (``process``: fault scenarios on real processes), ``tests/sim`` (``sim``: the
+deterministic simulator), ``tests/spark`` (``spark``: a local Spark session). So
+``scripts/test -m "not process and not spark"`` is the quick run.
+
+``spark``: one local Spark session for the whole test session (starting one costs ~5 s),
+created only when a test asks for it (docs/conventions.md#tests)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,6 +22,19 @@ from hypothesis import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+# The marker each layer's directory gives its tests.
+LAYER_MARKERS = {"process": "process", "faults": "process", "sim": "sim", "spark": "spark"}
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.resolve().relative_to(TESTS_DIR).parts
+        marker = LAYER_MARKERS.get(parts[0]) if len(parts) > 1 else None
+        if marker is not None and item.get_closest_marker(marker) is None:
+            item.add_marker(marker)
 
 
 # CI runs every property test from a fixed seed, so a landing never depends on luck; a

@@ -3,7 +3,7 @@ size-prefixed frames built with kio, over TLS (a client certificate) or plaintex
 chosen source address, with no retries, caches or backoff of its own, so a test sees exactly
 what the broker did: an answer, its throttle time, or a closed connection.
 
-Also the load generator of tests/test_kafka_load_process.py, run as a process of its own
+Also the load generator of tests/process/test_kafka_load_process.py, run as a process of its own
 (``python -m tests.kafka_raw <kind> ...``): it stops by itself at its deadline and prints one
 JSON line with what it sent and saw.
 """

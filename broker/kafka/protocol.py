@@ -170,9 +170,10 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
 # bytes (Kafka's int16 string lengths), under 100 KiB.
 SMALL_REQUEST_BYTES_MAX: Final = 128 * 1024
 
-# What kio raises on bytes that are not a valid message (found by tests/test_kafka_protocol.py's
-# fuzzer): its own SerialError family, KeyError for an unknown tagged field, ValueError for an
-# invalid boolean or enum value, struct.error for a short buffer, UnicodeError for a bad string.
+# What kio raises on bytes that are not a valid message (found by the fuzzer of
+# tests/unit/kafka/test_kafka_protocol.py): its own SerialError family, KeyError for an unknown
+# tagged field, ValueError for an invalid boolean or enum value, struct.error for a short
+# buffer, UnicodeError for a bad string.
 _DECODE_ERRORS: Final = (
     SerialError,
     struct.error,
@@ -190,7 +191,7 @@ def _exact_bytes(buffer: Any, offset: int, size: int) -> memoryview:
     field whose length is negative (other than -1, null) as empty and moves the offset
     *back* by that length, so such an item takes zero bytes or fewer; an array of them with a
     forged count of 2^31 - 1 never runs out of frame and grew a broker's fuzz test to 9.7 GB
-    (tests/test_kafka_protocol.py). Kafka's own readers refuse any such length."""
+    (tests/unit/kafka/test_kafka_protocol.py). Kafka's own readers refuse any such length."""
     if size < 0:
         raise BufferUnderflow(f"a length of {size} bytes (only -1, null, may be negative)")
     return _unchecked_exact_bytes(buffer, offset, size)

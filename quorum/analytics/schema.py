@@ -293,8 +293,8 @@ _SNAPSHOT_VERSION: Final = Field("version", "snapshot.version", "int", 0, INT16_
 
 # The one table of which record field fills which column (see the module docstring): the core
 # column topic_id or a field of the record's family struct. Ranges repeat the record classes'
-# __post_init__ checks; tests/test_analytics_source.py proves, value by value, that these checks
-# accept exactly what the record classes accept.
+# __post_init__ checks; tests/spark/test_analytics_source.py proves, value by value, that these
+# checks accept exactly what the record classes accept.
 RECORD_COLUMNS: Final[Mapping[type[Record], tuple[Field, ...]]] = {
     RegisterBrokerRecord: (
         _BROKER_ID,

@@ -13,8 +13,8 @@ control flag are part of the types too.
 Anything the types refuse sends the chunk to the reference decoder (``decode_log_batch``),
 which either raises its precise error or (should the types ever be stricter than the record
 classes) provides the records; they are then encoded again canonically and take the same typed
-path (tests/test_analytics_source.py checks both directions field by field). The cyclic garbage
-collector is paused while a chunk is decoded (``arrow_batches.decode_chunk``): decoding
+path (tests/spark/test_analytics_source.py checks both directions field by field). The cyclic
+garbage collector is paused while a chunk is decoded (``arrow_batches.decode_chunk``): decoding
 allocates millions of containers and no cycles, and a collection pass over them costs more than
 the decoding.
 """

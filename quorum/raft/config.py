@@ -66,13 +66,13 @@ class RaftConfig:
     # ``election_backoff_base_ms`` (so two followers seldom split the vote), once per epoch.
     # Voters that lost the leader the same way grant it; a voter still hearing the leader
     # does not (KIP-996), so a merely refused link cannot depose a live leader. No Kafka key:
-    # false only to compare with the plain fetch timeout (tests/test_sim.py).
+    # false only to compare with the plain fetch timeout (tests/sim/test_sim.py).
     election_on_connection_loss: bool = True
     # In the first round of its own pre-vote, a voter refuses the pre-vote of a higher id
     # whose log ends where its own does (``quorum.raft.voting.campaigns_first``): of two
     # followers that lost the leader together the lower id goes first, instead of both
     # becoming candidates of one epoch and splitting the vote. No Kafka key: false only to compare
-    # (tests/test_sim.py).
+    # (tests/sim/test_sim.py).
     pre_vote_lower_id_first: bool = True
     # A parked Fetch whose only news would be a higher high watermark is answered this long
     # after the high watermark passed the one its fetcher knows, instead of at once: new data

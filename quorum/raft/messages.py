@@ -1,6 +1,6 @@
 """The messages the Raft core consumes and produces (KIP-595 shapes, keyed by topic id).
 
-These are the core's own frozen dataclasses; ``quorum/server/transport.py`` is the only place that
+These are the core's own frozen dataclasses; ``quorum/wire/raft.py`` is the only place that
 maps them to and from protobuf. Ids that Kafka encodes as ``-1`` ("none") are ``None`` here.
 
 Every request carries ``cluster_id``, ``topic_id`` and ``partition`` (KIP-516 "Compatibility with

@@ -34,7 +34,7 @@ from quorum.raft.node import Proposal, RaftNode, Ready
 # ----- test-only switch that breaks the protocol (negative control) -----------------------------
 # Lets every message leave before the flush: votes, BeginQuorumEpoch acknowledgements and a
 # follower's fetch offsets then promise what a crash can still take back. It exists so the
-# simulator can prove it runs this plan (tests/test_sim.py); never set it in production.
+# simulator can prove it runs this plan (tests/sim/test_sim.py); never set it in production.
 UNSAFE_SEND_ALL_BEFORE_FLUSH = False
 
 

@@ -1,7 +1,7 @@
 """Scenario families for the simulator. Each takes a fresh ``SimCluster`` and drives faults;
 the invariants run after every event, and ``heal_and_check_liveness`` ends each one.
 
-Reproduce one schedule: ``SIM_SEED=<seed> .venv/bin/pytest tests/test_sim.py -k <family>``.
+Reproduce one schedule: ``SIM_SEED=<seed> .venv/bin/pytest tests/sim/test_sim.py -k <family>``.
 """
 
 from __future__ import annotations
