@@ -6,13 +6,10 @@ The records of a chunk (decoded by ``quorum.analytics.typed_decode``) are groupe
 type (a stable argsort), each group's fields are transposed in one ``zip``, each column becomes
 an Arrow array with no Python code per value, and each family's fields become its struct.
 
-Rows or Arrow: measured on the 2-core development machine, one 2 M-record log (2 segments),
-``local[2]``, ``df.write.format("noop")`` (every column materialised), same session: yielding a
-tuple per record built from ``decode_log_batch`` records ran at 78 k records/s; yielding Arrow
-batches at 230-370 k records/s (the tuple path pays for a record object per record and for
-Spark's per-value conversion of 31 columns to Arrow). Arrow is kept. One batch per chunk rather
-than one per record type: the JVM's cost per row falls by about a fifth (a source that replays
-cached batches: 1.5-1.8 M rows/s per type, 2.0-2.2 M rows/s per 16 Ki-row chunk on ``local[2]``).
+Rows or Arrow: yielding a tuple per record is several times slower than yielding Arrow batches
+(the tuple path pays for a record object per record and for Spark's per-value conversion of every
+column to Arrow), so Arrow is kept. One batch per chunk rather than one per record type: the
+JVM's cost per row falls by about a fifth. docs/benchmarks.md has how such figures are taken.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ are built from these tables.
 Why structs and not one flat column per field (the layout before): Spark turns every Arrow
 batch a Python source yields into rows, touching every column of every row, so a NULL costs
 about as much as a value. With one flat column per field (41 columns) each row carried some 30
-NULLs of other families; with a struct per family it carries six NULL structs. Measured with a
-source that replays cached batches of the same 10 M records (``local[2]``): 0.76-0.82 us of JVM
-CPU per row flat, 0.48-0.52 us as structs.
+NULLs of other families; with a struct per family it carries six NULL structs, and the JVM's
+CPU per row falls by about a third (measured with a source that replays cached batches;
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -107,20 +107,14 @@ and the frame walk of one partition (how byte ranges, torn tails and corruption 
 ``quorum.analytics.typed_decode`` the typed decoding of batch bodies;
 ``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``).
 
-Where the time goes (10 M records of ``scripts/bench/gen_synthetic_log.py``, ``local[2]``,
-CPU time per record, which other work on the machine moves much less than wall time): the
-Python workers about 0.85-0.95 us (msgspec decoding about a quarter, freeing the records'
-objects a tenth, the columns a quarter, the Arrow IPC stream to the JVM under a tenth), the JVM
-about 0.45-0.55 us (rows from the Arrow batches: every column of every row, a NULL one
-included). Two tasks therefore keep both cores busy and Spark cannot do better than about
-2 / 1.4 us = 1.4 M records/s on two otherwise idle cores. ``read_partition`` alone, in one
-process, costs 0.7 us per record (the IPC stream and Spark's worker are not in it; two such
-processes side by side cost 1.1 us each: the two cores share caches). Each input partition
-(Spark task) also costs the JVM about 25 ms of CPU (its Python runner), and cost the worker
-about 60 ms more before it froze its long-lived objects (``_freeze_long_lived_objects``): 8 MiB
-``splitBytes`` (44 tasks) then took 0.4 us per record more than one task per segment (6
-tasks), and takes 0.08 us more than 32 MiB (11 tasks) now. The default, 32 MiB, plans 11 tasks
-for 6 segments of 64 MiB.
+Where the time goes (docs/benchmarks.md has the figures and how they were taken): per record,
+the Python workers spend the most (msgspec decoding, freeing the records' objects, building the
+columns, the Arrow IPC stream to the JVM) and the JVM about half as much (rows from the Arrow
+batches: every column of every row, a NULL one included). Two tasks therefore keep both cores
+busy, and the CPU per record, not the number of tasks, bounds the rate. Each input partition
+(Spark task) also costs the JVM a Python runner's start, and cost the worker more before it
+froze its long-lived objects (``_freeze_long_lived_objects``): that is why ``splitBytes``
+defaults to 32 MiB (11 tasks for 6 segments of 64 MiB) rather than to smaller splits.
 """
 
 from __future__ import annotations
