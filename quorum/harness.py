@@ -525,6 +525,18 @@ class ProcessCluster:
         path = self.nodes[node_id].log_path
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def events(self, node_id: int, event: str | None = None) -> list[dict[str, Any]]:
+        """The structured log records of a node (its JSON lines), or only those of ``event``."""
+        records = []
+        for line in self.logs(node_id).splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and (event is None or record.get("event") == event):
+                records.append(record)
+        return records
+
     # ----- queries --------------------------------------------------------------------------
 
     def describe(self, node_id: int, timeout_s: float = 2.0) -> Any:

@@ -15,13 +15,11 @@ ACLs on, and small limits so each shows within seconds:
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import time
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -47,18 +45,6 @@ LIMITS = {
 }
 
 
-def logged(cluster: ProcessCluster, node_id: int, event: str) -> list[dict[str, Any]]:
-    records = []
-    for line in cluster.logs(node_id).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("event") == event:
-            records.append(record)
-    return records
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     with process_cluster(
@@ -72,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)
-        wait_until(lambda: logged(cluster, BROKER, "kafka_listener_started"), 30, "listeners")
+        wait_until(lambda: cluster.events(BROKER, "kafka_listener_started"), 30, "listeners")
         with cluster.admin() as admin:
             wait_until(
                 lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),
@@ -89,7 +75,7 @@ def tls_files(cluster: ProcessCluster, name: str) -> tuple[str, str]:
 
 
 def metrics(cluster: ProcessCluster) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    (started,) = logged(cluster, BROKER, "metrics_listening")
+    (started,) = cluster.events(BROKER, "metrics_listening")
     with urllib.request.urlopen(started["address"], timeout=10) as response:
         text = response.read().decode()
     return {
@@ -124,7 +110,7 @@ def test_idle_connections_beyond_the_per_address_limit_lock_out_no_other_client(
             connection.close()
     assert len(held) == PER_IP_MAX
     assert refused == 10
-    refusals = logged(cluster, BROKER, "kafka_connection_refused")
+    refusals = cluster.events(BROKER, "kafka_connection_refused")
     assert refusals, "no kafka_connection_refused logged"
     assert refusals[0]["reason"] == "too_many_connections_per_ip"
     assert refusals[0]["peer"].startswith("127.0.0.2:")
@@ -145,7 +131,7 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
     finally:
         connection.close()
     assert IDLE_MS / 1000 - 0.2 <= idle_s <= IDLE_MS / 1000 + 5, idle_s
-    idle = [r for r in logged(cluster, BROKER, "kafka_connection_idle") if "127.0.0.4" in r["peer"]]
+    idle = [r for r in cluster.events(BROKER, "kafka_connection_idle") if "127.0.0.4" in r["peer"]]
     assert idle and idle[0]["idle_ms"] == IDLE_MS
 
 
@@ -211,7 +197,7 @@ def test_a_failed_tls_handshake_is_logged_and_counted(cluster: ProcessCluster) -
     failures = wait_until(
         lambda: (
             kafka_failures() >= 3
-            and [r for r in logged(cluster, BROKER, "tls_handshake_failed") if r.get("peer")]
+            and [r for r in cluster.events(BROKER, "tls_handshake_failed") if r.get("peer")]
         ),
         20,
         "three failed handshakes counted and logged",

@@ -49,14 +49,8 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 def logged_address(cluster: ProcessCluster, node_id: int, event: str) -> str | None:
     """The address a node logged with ``event`` (metrics_listening, health_listening)."""
-    for line in cluster.logs(node_id).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("event") == event:
-            return str(record["address"])
-    return None
+    found = cluster.events(node_id, event)
+    return str(found[0]["address"]) if found else None
 
 
 def scrape_text(url: str) -> str:

@@ -11,7 +11,6 @@ else (UNIMPLEMENTED, before any handler runs); the metrics port speaks no gRPC a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import grpc
@@ -66,14 +65,9 @@ def call(channel: grpc.Channel, method: MethodDescriptor, timeout_s: float = 5) 
 
 
 def logged_address(cluster: ProcessCluster, node_id: int, event: str) -> str | None:
-    for line in cluster.logs(node_id).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("event") == event:
-            return str(record["address"])
-    return None
+    """The address a node logged with ``event`` (metrics_listening, health_listening)."""
+    found = cluster.events(node_id, event)
+    return str(found[0]["address"]) if found else None
 
 
 @pytest.fixture(scope="module")

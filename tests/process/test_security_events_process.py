@@ -6,7 +6,6 @@ line per 1,000)."""
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import urllib.request
@@ -28,18 +27,6 @@ pytestmark = [pytest.mark.slow]
 
 ATTEMPTS = 150
 FORGED = 1_200
-
-
-def log_events(cluster: ProcessCluster, node_id: int) -> list[dict[str, object]]:
-    events = []
-    for line in cluster.logs(node_id).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            events.append(record)
-    return events
 
 
 def counters(url: str, family: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -68,10 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
 
 def metrics_url(cluster: ProcessCluster) -> str:
     def logged() -> str | None:
-        for event in log_events(cluster, 1):
-            if event.get("event") == "metrics_listening":
-                return str(event["address"])
-        return None
+        found = cluster.events(1, "metrics_listening")
+        return str(found[0]["address"]) if found else None
 
     return wait_until(logged, 30, "the metrics listener")
 
@@ -120,7 +105,7 @@ def test_failed_tls_handshakes_are_logged_and_counted(
         return found if done else None
 
     found = wait_until(failures, 30, "every failed handshake counted")
-    logged = [e for e in log_events(cluster, 1) if e.get("event") == "tls_handshake_failed"]
+    logged = cluster.events(1, "tls_handshake_failed")
     reasons = {str(e["reason"]) for e in logged}
     assert {"WRONG_VERSION_NUMBER", "PEER_DID_NOT_RETURN_A_CERTIFICATE"} <= reasons, logged
     # Logged boundedly: the first of each reason (and one per 1,000), not one per handshake.
@@ -138,7 +123,7 @@ def test_a_flood_of_forged_requests_is_counted_and_logged_boundedly(
     url = metrics_url(cluster)
     key = (("error_code", "CLUSTER_AUTHORIZATION_FAILED"), ("event", "request_refused"))
     before = counters(url, "metaquorum_requests_refused").get(key, 0)
-    lines_before = sum(1 for e in log_events(cluster, 1) if e.get("event") == "request_refused")
+    lines_before = len(cluster.events(1, "request_refused"))
     # A broker's certificate claiming another replica, then an admin's claiming a node.
     for security in (cluster.node_security(101), cluster.client_security()):
         with cluster.channel(1, security) as channel:
@@ -151,6 +136,6 @@ def test_a_flood_of_forged_requests_is_counted_and_logged_boundedly(
         30,
         "every refusal counted",
     )
-    lines = sum(1 for e in log_events(cluster, 1) if e.get("event") == "request_refused")
+    lines = len(cluster.events(1, "request_refused"))
     # Two callers: the first of each, and the 1,000th of neither (600 each).
     assert lines - lines_before <= 2, lines - lines_before
