@@ -211,7 +211,32 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         "--log-dir", type=Path, required=True, help="metadata.log.dir or __cluster_metadata-0/"
     )
     parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    parser.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master URL (default local[*]): spark://HOST:7077, yarn, k8s://URL; the "
+        "driver runs here (client mode), the log directory and --out must be visible under the "
+        "same paths to every worker",
+    )
+    parser.add_argument(
+        "--ship-env",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on a cluster master, ship this environment to the executors (packed once into "
+        "~/.cache/metaquorum/spark-env, or under $METAQUORUM_CACHE; passed as spark.archives "
+        "with spark.pyspark.python); --no-ship-env: the workers already have a Python with "
+        "metaquorum[analytics] (spark.pyspark.python via --conf, else $PYSPARK_PYTHON, else "
+        "python3 on their PATH). Default: ship",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=_spark_setting,
+        help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
+        "spark.executor.memory=2g",
+    )
     parser.add_argument("--as-of-offset", type=int, default=None, help="state as of this offset")
     parser.add_argument(
         "--include-snapshots",
@@ -237,19 +262,33 @@ def replay(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     from quorum.analytics.replay import run_replay
 
+    settings: list[tuple[str, str]] = args.conf
     return run_replay(
         args.log_dir,
         args.out,
         master=args.master,
         as_of_offset=args.as_of_offset,
         include_snapshots=args.include_snapshots,
+        ship_env=args.ship_env,
+        conf=dict(settings),
         verbose=args.verbose,
     )
 
 
+def _spark_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--conf``."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not KEY=VALUE (e.g. --conf spark.executor.memory=2g)"
+        )
+    return key.strip(), value
+
+
 def add_spark_commands(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
-        "spark", help="run the replay on a Spark cluster: pack the executors' environment"
+        "spark",
+        help="pack the executors' environment for spark-submit (replay --master ships it itself)",
     )
     commands = parser.add_subparsers(dest="spark_command", required=True)
     pack = commands.add_parser(
@@ -261,7 +300,9 @@ def add_spark_commands(subparsers: Subparsers) -> None:
             "requirements, from this installation) as a venv layout in one archive, to ship "
             "with spark-submit --archives FILE#env --conf spark.pyspark.python=./env/bin/python. "
             "Every worker needs this Python version at the same path; in client mode ./env "
-            "must also exist where spark-submit runs (quorum/analytics/pack.py)."
+            "must also exist where spark-submit runs (quorum/analytics/pack.py). "
+            "metaquorum replay --master URL needs none of this: it ships the same archive "
+            "itself."
         ),
     )
     pack.add_argument(

@@ -7,7 +7,8 @@ bodies into typed records) and ``arrow_batches`` (typed records into the Arrow b
 source yields); ``jobs``: the replay jobs built on it (topic lifecycle, name reuse, partitions
 per broker, leadership timeline, broker events, state as of an offset); ``report``: the
 Markdown report and its plots; ``replay``: ``metaquorum replay``, which runs them all and
-writes Parquet.
+writes Parquet, on a cluster too: ``pack`` packs (and caches) the Python environment it ships
+to the executors, ``failure`` reports a failed job by its root cause and the executor's log.
 
 Importing this package imports nothing heavy; ``pyspark`` is needed only by the submodules.
 """

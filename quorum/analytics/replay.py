@@ -4,14 +4,36 @@ Local (the default master is ``local[*]``)::
 
     metaquorum replay --log-dir .data/controller-1 --out replay-out [--as-of-offset N]
 
-On any Spark master with ``spark-submit``: the executors need Python with this project's
-``quorum`` package and the libraries its data source imports (msgpack, msgspec, crc32c,
-structlog, pyarrow, numpy). ``metaquorum spark pack-env`` packs exactly those from this
-installation into one archive that travels with the job (quorum/analytics/pack.py: every
-worker needs the same Python at the same path; the driver, in client mode, needs ``./env``
-where spark-submit runs, e.g. a symlink to its own virtualenv). The log directory must be
-visible under the same path to the driver and every worker (listing happens on the driver,
-reading on the workers: a shared file system)::
+On a cluster, the same command with its master (``spark://host:7077``, ``yarn``,
+``k8s://https://host:6443``; the driver runs here, in client mode)::
+
+    metaquorum replay --master spark://host:7077 --log-dir /shared/controller-1 \\
+        --out /shared/replay-out [--conf spark.executor.memory=2g ...]
+
+The executors need Python with this project's ``quorum`` package and the libraries its data
+source imports (msgpack, msgspec, crc32c, structlog, pyarrow, numpy). ``replay`` ships them:
+it packs them from this installation once (``quorum.analytics.pack.cached_env``: kept in the
+user's cache, named by a hash of its contents, packed again only when a dependency or a
+source of ``quorum`` changes), passes the archive as ``spark.archives ARCHIVE#env`` and sets
+``spark.pyspark.python=./env/bin/python``, which every executor finds in its working
+directory. Every worker needs the same base Python at the same path (quorum/analytics/pack.py).
+``--no-ship-env`` is for clusters whose workers already have such a Python: the executors then
+run ``spark.pyspark.python`` if ``--conf`` sets it, else ``$PYSPARK_PYTHON``, else ``python3``
+from the workers' PATH, as Spark does.
+
+The driver's side (client mode). PySpark gives the driver's own Python workers (they plan the
+data source) the executors' ``spark.pyspark.python`` too, so ``./env/bin/python`` must be this
+interpreter where the driver's JVM runs. ``replay`` starts the JVM in a directory of its cache
+whose ``env`` links to this interpreter's environment (``pack.driver_dir``), with this
+interpreter's directory first on its PATH (a bare ``python3`` is this one too): no symlink to
+make by hand, no environment to activate. Log and output paths are made absolute first; the
+log directory must be visible under the same path to the driver and every worker (listing
+happens on the driver, reading on the workers: a shared file system), and so must ``--out``
+(the executors write the Parquet tables).
+
+With ``spark-submit`` (cluster deploy mode, or a site's own submission tooling), ship the
+archive of ``metaquorum spark pack-env`` the same way by hand; the driver, in client mode,
+needs ``./env`` where spark-submit runs, e.g. a symlink to its own virtualenv::
 
     metaquorum spark pack-env --out /tmp/metaquorum-env.tar.gz
     ln -s "$VIRTUAL_ENV" env
@@ -21,8 +43,13 @@ reading on the workers: a shared file system)::
         /path/to/metaquorum/quorum/analytics/replay.py \\
         --log-dir /shared/controller-1 --out /shared/replay-out
 
-Under ``spark-submit`` no master is set here (``--master`` of spark-submit wins) and the
-loopback settings for local runs are not applied.
+Under ``spark-submit`` no master is set here (``--master`` of spark-submit wins), nothing is
+shipped, and the loopback settings for local runs are not applied.
+
+Errors. A job that fails is reported by its root cause (``quorum.analytics.failure``): one
+``Error:`` line with the last exception of the Python traceback and the executor it happened
+on, what to do when the cause is a known one, where the executor's log is, and the whole error
+(with the JVM's stack traces) in ``OUT/error.log``.
 
 Outputs in ``--out``: one Parquet directory per job (``topic_lifecycle/``, ``name_reuse/``,
 ``partitions_per_broker_over_time/``, ``leadership_timeline/``, ``broker_events/``,
@@ -48,21 +75,25 @@ import functools
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["build_session", "main", "run_replay"]
+__all__ = ["SHIPPED_PYTHON", "ClusterPython", "build_session", "main", "run_replay"]
 
 # Offsets per broker kept for the partitions-per-broker plot (the job's output itself is full).
 _PLOT_BUCKETS = 400
 _NAME_REUSE_ROWS_PRINTED = 20
 # Where a local run puts the JVM's output (under --out), unless --verbose.
 SPARK_LOG = "spark.log"
+# Where a failed job's whole error goes (under --out).
+ERROR_LOG = "error.log"
 
 
 @contextmanager
@@ -86,50 +117,6 @@ def _stderr_to(path: Path | None) -> Iterator[None]:
         os.close(log)
 
 
-def build_session(
-    master: str | None = "local[*]",
-    app_name: str = "metaquorum-replay",
-    *,
-    jvm_log: Path | None = None,
-    conf: Mapping[str, str] | None = None,
-) -> Any:
-    """A Spark session on ``master`` (None: whatever ``spark-submit`` set). Local masters bind
-    to loopback only, run the Python workers with this interpreter and get a 4 GiB heap
-    (``SPARK_DRIVER_MEMORY`` overrides it). ``jvm_log``: a file that gets the JVM's and Spark's
-    own output (the start-up chatter of Spark and Py4J) instead of the terminal. ``conf``: more
-    settings, applied last (benchmarks)."""
-    # spark-submit hands the Python driver a running JVM through PYSPARK_GATEWAY_PORT.
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    local = master.startswith("local") if master is not None else not submitted
-    if local:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only when replaying
-
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-        if local:
-            builder = (
-                builder.config("spark.driver.host", "127.0.0.1")
-                .config("spark.driver.bindAddress", "127.0.0.1")
-                .config("spark.ui.enabled", "false")
-                # In local mode the driver's heap is the executors' too. Spark's default of 1 GiB
-                # makes the JVM collect garbage most of the time once two tasks stream Arrow
-                # batches into it (a 10 M-record read took 17-35 s instead of 11-13 s).
-                .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
-            )
-    builder = builder.config("spark.sql.session.timeZone", "UTC").config(
-        "spark.ui.showConsoleProgress", "false"
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    with _stderr_to(jvm_log if not submitted else None):
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 class _Progress:
     """Prints each stage as it starts and how long it took: ``[3/10] topic_lifecycle ... 2.1 s``."""
 
@@ -150,6 +137,124 @@ class _Progress:
         print(f" {elapsed:.1f} s", flush=True, file=self.out)
 
 
+@dataclass(frozen=True)
+class ClusterPython:
+    """The Python of a cluster's executors, and how the driver starts its JVM for it.
+
+    ``python``: the executors' interpreter (``spark.pyspark.python``, which PySpark reads from
+    ``PYSPARK_PYTHON`` when its context starts); ``archive``: the environment shipped as
+    ``spark.archives ARCHIVE#env`` (None: not shipped); ``driver_dir``: the directory the
+    driver's JVM runs in, whose ``env`` is this interpreter's environment, so that the driver's
+    own Python workers (which get ``python`` too) run this interpreter."""
+
+    python: str
+    archive: Path | None
+    driver_dir: Path
+
+
+# The executors' Python for the shipped archive, unpacked as env/ in their working directory.
+SHIPPED_PYTHON = "./env/bin/python"
+
+
+@contextmanager
+def _jvm_started_for(cluster: ClusterPython) -> Iterator[None]:
+    """While the JVM starts (it inherits them) and PySpark's context reads ``PYSPARK_PYTHON``:
+    the working directory is ``cluster.driver_dir``, ``PYSPARK_PYTHON`` the executors' Python
+    and this interpreter's directory is first on PATH. All three are restored afterwards; the
+    JVM keeps them for its lifetime. (A process whose earlier session left its JVM running,
+    as PySpark keeps it until the process exits, reuses that JVM and its working directory:
+    ``replay`` starts one session per process.)"""
+    saved_cwd = os.getcwd()
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PATH")}
+    os.environ["PYSPARK_PYTHON"] = cluster.python
+    os.environ["PATH"] = os.pathsep.join(
+        part for part in (str(Path(sys.executable).parent), saved["PATH"]) if part
+    )
+    os.chdir(cluster.driver_dir)
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def build_session(
+    master: str | None = "local[*]",
+    app_name: str = "metaquorum-replay",
+    *,
+    jvm_log: Path | None = None,
+    conf: Mapping[str, str] | None = None,
+    cluster: ClusterPython | None = None,
+) -> Any:
+    """A Spark session on ``master`` (None: whatever ``spark-submit`` set). Local masters bind
+    to loopback only, run the Python workers with this interpreter and get a 4 GiB heap
+    (``SPARK_DRIVER_MEMORY`` overrides it). ``jvm_log``: a file that gets the JVM's and Spark's
+    own output (the start-up chatter of Spark and Py4J) instead of the terminal. ``conf``: more
+    settings, applied last (``--conf``; a ``spark.archives`` there is kept beside the shipped
+    one). ``cluster``: the executors' Python on a cluster master (``ClusterPython``)."""
+    # spark-submit hands the Python driver a running JVM through PYSPARK_GATEWAY_PORT.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    local = master.startswith("local") if master is not None else not submitted
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only when replaying
+
+    settings = dict(conf or {})
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+        if local:
+            builder = (
+                builder.config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.ui.enabled", "false")
+                # In local mode the driver's heap is the executors' too. Spark's default of 1 GiB
+                # makes the JVM collect garbage most of the time once two tasks stream Arrow
+                # batches into it (a 10 M-record read took 17-35 s instead of 11-13 s).
+                .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "4g"))
+            )
+    if cluster is not None:
+        # For the record (the environment tab, spark-submit's own runner): PySpark itself
+        # takes the executors' Python from PYSPARK_PYTHON (_jvm_started_for).
+        builder = builder.config("spark.pyspark.python", cluster.python).config(
+            "spark.pyspark.driver.python", sys.executable
+        )
+        if cluster.archive is not None:
+            shipped = f"{cluster.archive}#env"
+            given = settings.pop("spark.archives", "")
+            builder = builder.config("spark.archives", ",".join(filter(None, [given, shipped])))
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config(
+        "spark.ui.showConsoleProgress", "false"
+    )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    started_for = _jvm_started_for(cluster) if cluster is not None else nullcontext()
+    with _stderr_to(jvm_log if not submitted else None), started_for:
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _cluster_python(ship_env: bool, conf: Mapping[str, str], progress: _Progress) -> ClusterPython:
+    """The executors' Python for a cluster master: the shipped archive (packed unless the cache
+    has it), or with ``ship_env`` False ``spark.pyspark.python`` from ``conf``, else
+    ``$PYSPARK_PYTHON``, else ``python3``. Raises ``PackError``."""
+    from quorum.analytics.pack import cached_env, driver_dir  # noqa: PLC0415
+
+    if not ship_env:
+        python = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or "python3"
+        return ClusterPython(python=python, archive=None, driver_dir=driver_dir())
+    with progress.stage("the executors' environment (packed once, then cached)"):
+        shipped = cached_env()
+    print(f"    {'reused' if shipped.reused else 'packed'} {shipped.path}", file=progress.out)
+    return ClusterPython(python=SHIPPED_PYTHON, archive=shipped.path, driver_dir=driver_dir())
+
+
 def run_replay(
     log_dir: str | Path,
     out: str | Path,
@@ -157,6 +262,8 @@ def run_replay(
     as_of_offset: int | None = None,
     *,
     include_snapshots: bool | None = None,
+    ship_env: bool = True,
+    conf: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     verbose: bool = False,
@@ -164,21 +271,39 @@ def run_replay(
     """Replay the log in ``log_dir`` (a ``metadata.log.dir`` or its ``__cluster_metadata-0``)
     into ``out``; ``as_of_offset`` (default: the last offset) for ``state_as_of``;
     ``include_snapshots`` None: read the snapshots iff the log does not start at offset 0 (see
-    the module docstring). Prints the stages and the name-reuse table. Returns the exit code:
-    0, or 1 with a message on stderr. The JVM's own output (Spark's and Py4J's start-up lines,
-    its warnings) goes to ``OUT/spark.log`` unless ``verbose``."""
+    the module docstring). On a cluster master, ``ship_env`` ships this environment to the
+    executors (the module docstring); ``conf``: Spark settings (``--conf``). Prints the stages
+    and the name-reuse table. Returns the exit code: 0, or 1 with a message on stderr (a failed
+    job: its root cause, ``quorum.analytics.failure``). The JVM's own output (Spark's and
+    Py4J's start-up lines, its warnings) goes to ``OUT/spark.log`` unless ``verbose``."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # noqa: PLC0415
     from pyspark.errors import PySparkException  # noqa: PLC0415
 
+    from quorum.analytics.failure import root_cause  # noqa: PLC0415
     from quorum.analytics.jobs import StateNotAvailableError  # noqa: PLC0415
+    from quorum.analytics.pack import PackError  # noqa: PLC0415
     from quorum.analytics.source import LogReadError, list_log_files  # noqa: PLC0415
 
     out_stream = stdout or sys.stdout
     err_stream = stderr or sys.stderr
+    settings = dict(conf or {})
     if as_of_offset is not None and as_of_offset < 0:
         print(f"Error: --as-of-offset must be >= 0, got {as_of_offset}", file=err_stream)
         return 1
+    cluster_master = master is not None and not master.startswith("local")
+    if cluster_master and ship_env and "spark.pyspark.python" in settings:
+        print(
+            f"Error: --conf spark.pyspark.python={settings['spark.pyspark.python']} names the "
+            "executors' Python, but replay ships its own environment for them: add "
+            "--no-ship-env to use that Python, or drop the setting",
+            file=err_stream,
+        )
+        return 1
+    # Absolute: the executors resolve these paths, and on a cluster the driver's JVM runs
+    # in a directory of its own (ClusterPython).
+    log_path, out_path = Path(os.path.abspath(log_dir)), Path(os.path.abspath(out))
     try:
-        segments, checkpoints = list_log_files(log_dir)
+        segments, checkpoints = list_log_files(log_path)
     except LogReadError as exc:
         print(f"Error: {exc}", file=err_stream)
         return 1
@@ -187,46 +312,109 @@ def run_replay(
     if not segments and not (include_snapshots and checkpoints):
         print(f"Error: no log segments (NNNN.log) under {log_dir}", file=err_stream)
         return 1
-    out_path = Path(out)
     out_path.mkdir(parents=True, exist_ok=True)
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
     from quorum.analytics.jobs import JOBS  # noqa: PLC0415
 
-    # Spark, decoding, each job, state_as_of, acls_as_of, voters_as_of, the report.
-    progress = _Progress(total=len(JOBS) + 6, out=out_stream)
+    # Inside a program that already has a session (tests, a notebook): use it, leave it.
+    existing = SparkSession.getActiveSession()
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    on_cluster = cluster_master and existing is None and not submitted
+    # [The executors' environment,] Spark, decoding, each job, state_as_of, acls_as_of,
+    # voters_as_of, the report.
+    progress = _Progress(
+        total=len(JOBS) + 6 + (1 if on_cluster and ship_env else 0), out=out_stream
+    )
+    cluster: ClusterPython | None = None
+    try:
+        if on_cluster:
+            cluster = _cluster_python(ship_env, settings, progress)
+    except PackError as exc:
+        print(f"Error: {exc}", file=err_stream)
+        return 1
     try:
         with progress.stage(f"starting Spark ({master or 'from spark-submit'})"):
-            from pyspark.sql import SparkSession  # noqa: PLC0415
-
-            # Inside a program that already has a session (tests, a notebook): use it, leave it.
-            existing = SparkSession.getActiveSession()
             jvm_log = None if verbose else out_path / SPARK_LOG
-            spark = existing if existing is not None else build_session(master, jvm_log=jvm_log)
+            spark = (
+                existing
+                if existing is not None
+                else build_session(master, jvm_log=jvm_log, conf=settings, cluster=cluster)
+            )
         try:
             _replay(
                 spark,
-                Path(log_dir),
+                log_path,
                 out_path,
                 as_of_offset=as_of_offset,
                 include_snapshots=include_snapshots,
                 progress=progress,
                 stdout=out_stream,
             )
+        except (PySparkException, Py4JJavaError) as exc:
+            # Described while the application runs: its REST API knows the executors' logs.
+            raise _JobFailed(_describe(exc, spark, master, cluster, out_path)) from exc
         finally:
             if existing is None:
                 spark.stop()
-    except (LogReadError, PySparkException, StateNotAvailableError) as exc:
+    except _JobFailed as failed:
         print(file=out_stream)
-        print(f"Error: {_first_lines(str(exc))}", file=err_stream)
+        for line in failed.lines:
+            print(line, file=err_stream)
+        if not verbose and (out_path / SPARK_LOG).exists():
+            print(f"Spark's own log (the driver's): {out_path / SPARK_LOG}", file=err_stream)
+        return 1
+    except (LogReadError, StateNotAvailableError) as exc:
+        print(file=out_stream)
+        print(f"Error: {exc}", file=err_stream)
+        return 1
+    except (PySparkException, Py4JJavaError) as exc:  # Spark did not start
+        print(file=out_stream)
+        print(f"Error: {root_cause(str(exc))}", file=err_stream)
         if not verbose and (out_path / SPARK_LOG).exists():
             print(f"Spark's own log: {out_path / SPARK_LOG}", file=err_stream)
         return 1
     return 0
 
 
-def _first_lines(text: str, lines: int = 12) -> str:
-    """A Spark error with its (long) JVM stack trace cut: the Python error is at the top."""
-    kept = text.strip().splitlines()
-    return "\n".join(kept[:lines] + (["..."] if len(kept) > lines else []))
+class _JobFailed(Exception):
+    """A Spark job failed; ``lines`` report it (``quorum.analytics.failure``)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[0] if lines else "")
+        self.lines = lines
+
+
+def _describe(
+    exc: BaseException, spark: Any, master: str | None, cluster: ClusterPython | None, out: Path
+) -> list[str]:
+    """The report of a failed job, its whole error written to ``OUT/error.log``."""
+    from quorum.analytics.failure import describe  # noqa: PLC0415
+
+    whole = "".join(traceback.format_exception(exc))
+    # PySpark's captured exceptions keep the JVM's stack trace aside (printed only when the
+    # session's spark.sql.pyspark.jvmStacktrace.enabled is on where the error is converted).
+    jvm_stack = getattr(exc, "_stackTrace", None)
+    if isinstance(jvm_stack, str) and jvm_stack not in whole:
+        whole += f"\nJVM stack trace:\n{jvm_stack}\n"
+    context = spark.sparkContext
+    failure = describe(
+        whole,
+        master=master,
+        app_id=context.applicationId,
+        ui_url=context.uiWebUrl,
+        shipped=cluster is not None and cluster.archive is not None,
+        python=cluster.python if cluster is not None else None,
+    )
+    lines = failure.lines()
+    error_log = out / ERROR_LOG
+    try:
+        error_log.write_text(whole)
+    except OSError as write_error:
+        lines.append(f"(could not write the whole error to {error_log}: {write_error})")
+    else:
+        lines.append(f"The whole error (Python and JVM stack traces): {error_log}")
+    return lines
 
 
 def _replay(
