@@ -10,7 +10,9 @@ Durability, step by step (docs/invariants.md I11d, F16, F22):
   ``write_file_atomically`` (temp file, fsync, rename, fsync of the build dir); rename the build
   dir to ``{topic}-{p}`` (refusing to replace anything); fsync the log dir. A crash leaves either
   nothing, a ``.tmp-`` build dir (moved aside by the next FULL plan), or the finished partition.
-* **move aside**: rename into ``deleting/``, fsync the log dir and ``deleting/``, and only then
+* **move aside**: tell the partition logs (``MoveAsideHook``, ``broker/log/manager.py``) so the
+  directory's log is closed and never opened there again, rename into ``deleting/``, fsync the
+  log dir and ``deleting/``, and only then
   record the due time in ``deleting/pending.json`` (written atomically), then log
   ``partition_moved_aside`` at WARN with the due time. A crash before the journal write leaves
   an entry without a due time: the next plan schedules it ``delete.topic.delay.ms`` later.
@@ -56,14 +58,14 @@ import string
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 import structlog
 
 from broker import partition_metadata
 from broker.partition_metadata import PARTITION_METADATA_FILE, InvalidPartitionMetadata
+from broker.plan_report import describe_plan, iso_time  # noqa: F401 - describe_plan re-exported
 from broker.reconcile import (
     BUILD_TOKEN_CHARS,
     DELETING_DIR,
@@ -112,6 +114,25 @@ FAILPOINT_BEFORE_DELETE: Final = "broker_before_delete"
 
 _METADATA_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_OPEN_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class MoveAsideHook(Protocol):
+    """Who must let go of a partition directory before it moves to ``deleting/`` (the
+    partition logs, ``broker.log.manager.LogManager``): ``before_move_aside(path)`` runs before
+    the rename (it may raise ``OSError``: the move is then skipped, as any failed move), and
+    ``after_move_aside(path)`` after it, whether it succeeded or not."""
+
+    def before_move_aside(self, path: Path) -> None: ...
+
+    def after_move_aside(self, path: Path) -> None: ...
+
+
+class _NoHook:
+    def before_move_aside(self, path: Path) -> None:
+        del path
+
+    def after_move_aside(self, path: Path) -> None:
+        del path
 
 
 class LogDirUnavailableError(Exception):
@@ -179,8 +200,12 @@ class LogDirs:
         failpoint: Callable[[str], None] = _no_failpoint,
         read_file: Callable[[Path], bytes] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        on_move_aside: MoveAsideHook | None = None,
     ) -> None:
         assert log_dirs, "a broker needs at least one log dir"
+        self._on_move_aside: MoveAsideHook = (
+            on_move_aside if on_move_aside is not None else _NoHook()
+        )
         self._log_dirs = tuple(Path(d) for d in log_dirs)
         assert len({str(d) for d in self._log_dirs}) == len(self._log_dirs), log_dirs
         self._by_name = {str(d): d for d in self._log_dirs}
@@ -435,7 +460,11 @@ class LogDirs:
                 taken = set(os.listdir(deleting)) | {n for (d, n) in self._pending if d == key}
                 destination = unique_deleting_name(move.destination, taken)
                 size = tree_bytes(source)
-                _rename_no_replace(source, deleting / destination)
+                self._on_move_aside.before_move_aside(source)
+                try:
+                    _rename_no_replace(source, deleting / destination)
+                finally:
+                    self._on_move_aside.after_move_aside(source)
             except OSError as exc:
                 _reraise_eio(exc)
                 self._fail(failures, "move_aside", source, exc)
@@ -675,84 +704,6 @@ class LogDirs:
             }
             for p in sorted(self._pending.values(), key=lambda p: (p.log_dir, p.name))
         ]
-
-
-# ----- the dry run ----------------------------------------------------------------------------
-
-
-def describe_plan(plan: ReconcilePlan) -> list[dict[str, object]]:
-    """One JSON-ready dict per action and conflict of ``plan``, in execution order."""
-    rows: list[dict[str, object]] = []
-    for move in plan.move_aside:
-        rows.append(
-            {
-                "action": "move_aside",
-                "log_dir": move.log_dir,
-                "dir": move.dir_name,
-                "destination": f"{DELETING_DIR}/{move.destination}",
-                "topic_id": str(move.topic_id) if move.topic_id is not None else None,
-                "partition": move.partition,
-                "reason": move.reason.value,
-                "delete_at": iso_time(move.delete_at_ms),
-                "delete_at_ms": move.delete_at_ms,
-            }
-        )
-    for schedule in plan.schedules:
-        rows.append(
-            {
-                "action": "schedule_deletion",
-                "log_dir": schedule.log_dir,
-                "dir": f"{DELETING_DIR}/{schedule.name}",
-                "delete_at": iso_time(schedule.delete_at_ms),
-                "delete_at_ms": schedule.delete_at_ms,
-            }
-        )
-    for write in plan.write_metadata:
-        rows.append(
-            {
-                "action": "write_partition_metadata",
-                "log_dir": write.log_dir,
-                "dir": write.dir_name,
-                "topic_id": str(write.topic_id),
-                "partition": write.partition,
-            }
-        )
-    for create in plan.creates:
-        rows.append(
-            {
-                "action": "create",
-                "log_dir": create.log_dir,
-                "dir": create.dir_name,
-                "topic": create.topic_name,
-                "topic_id": str(create.topic_id),
-                "partition": create.partition,
-            }
-        )
-    for delete in plan.deletes:
-        rows.append(
-            {
-                "action": "delete",
-                "log_dir": delete.log_dir,
-                "dir": f"{DELETING_DIR}/{delete.name}",
-                "delete_at": iso_time(delete.delete_at_ms),
-                "delete_at_ms": delete.delete_at_ms,
-            }
-        )
-    for conflict in plan.conflicts:
-        rows.append(
-            {
-                "action": "conflict",
-                "log_dir": conflict.log_dir,
-                "dir": conflict.dir_name,
-                "message": conflict.message,
-            }
-        )
-    return rows
-
-
-def iso_time(ms: int) -> str:
-    """``2024-05-01T12:00:00.000+00:00`` for wall-clock milliseconds."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 # ----- the pending-deletions journal ----------------------------------------------------------

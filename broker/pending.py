@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker.logdirs import LogDirs, describe_plan
+from broker.logdirs import LogDirs
+from broker.plan_report import describe_plan
 from broker.reconcile import ReconcileMode
 from broker.server import assigned_partitions
 from quorum.config import NodeConfig

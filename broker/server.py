@@ -29,7 +29,11 @@ meanwhile (UNAVAILABLE, health NOT_SERVING).
 
 Kafka listeners (``listeners`` after the first entry, docs/kafka-listener.md) open once the
 broker has caught up, as a Kafka broker opens its client listeners only then, and serve Kafka's
-own clients from the same image (``broker/kafka/``). They run on an event loop of their own,
+own clients from the same image (``broker/kafka/``), and the records of the partitions this
+broker leads from their logs (``broker/log/``, docs/architecture.md#partition-logs): the
+partition directories reconciliation makes hold Kafka's segments, a directory's log is closed
+before it moves to ``deleting/``, and a maintenance task writes the log dirs' checkpoints and
+applies retention, in a worker thread. They run on an event loop of their own,
 in a thread of their own (``broker/kafka/thread.py``): this process's loop, which fetches the
 metadata log and heartbeats the controller, never waits behind a Kafka client's request.
 """
@@ -48,6 +52,8 @@ import structlog
 
 from broker.admin_service import BrokerAdminServicer
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.log.maintenance import maintain_logs
+from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
@@ -70,6 +76,7 @@ if TYPE_CHECKING:
     from prometheus_client import Counter, Histogram
 
     from broker.kafka.apis import KafkaApis
+    from broker.kafka.data_plane import DataPlane
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from quorum.server.metrics import NodeMetrics
@@ -165,7 +172,10 @@ class BrokerNode:
         # ``image`` until it is complete (quorum/raft/prefix_divergence.py).
         self._rebuild: MetadataImage | None = None
         self.raft.on_log_discarded = self._log_discarded
-        self.log_dirs = LogDirs(config.log_dirs, self.log)
+        # The partition logs (records); reconciliation closes a directory's log before it
+        # moves the directory to deleting/.
+        self.partition_logs = LogManager(config.log_dirs, self.log)
+        self.log_dirs = LogDirs(config.log_dirs, self.log, on_move_aside=self.partition_logs)
         self.controllers = ControllerClient(
             config.controller_quorum_voters
             or dict(enumerate(config.controller_quorum_bootstrap_servers)),
@@ -213,10 +223,13 @@ class BrokerNode:
         self._kafka_thread: KafkaListenerThread | None = None
         if config.kafka_listeners:
             # The Kafka codec (kio) is imported only by brokers with a Kafka listener.
+            from broker.kafka.data_plane import DataPlane  # noqa: PLC0415
             from broker.kafka.server import KafkaListenerServer  # noqa: PLC0415
             from broker.kafka.thread import BrokerLoop  # noqa: PLC0415
 
             self._broker_loop: BrokerLoop = BrokerLoop()
+            # One data plane (its writer and reader threads) for every Kafka listener.
+            self.data_plane: DataPlane = DataPlane(self.partition_logs, broker_id=self.broker_id)
             limits = self._kafka_limits()
             self.kafka_listeners = [
                 KafkaListenerServer(
@@ -544,6 +557,7 @@ class BrokerNode:
             wait_applied=lambda offset, timeout_s: broker_loop.run(
                 self.driver.wait_for_offset(offset, lambda: self.image.offset, timeout_s)
             ),
+            data=self.data_plane,
         )
 
     def _kafka_limits(self) -> ListenerLimits:
@@ -598,6 +612,8 @@ class BrokerNode:
             await asyncio.Event().wait()
         finally:
             await self._kafka_thread.stop()
+            # No request is in flight any more: let the log threads finish their jobs.
+            await asyncio.to_thread(self.data_plane.close)
 
     # ----- process --------------------------------------------------------------------------
 
@@ -651,6 +667,12 @@ class BrokerNode:
             asyncio.create_task(self.driver.run(), name="raft-observer"),
             asyncio.create_task(self.lifecycle(), name="lifecycle"),
             asyncio.create_task(self.reconcile_forever(), name="reconcile"),
+            asyncio.create_task(
+                maintain_logs(
+                    self.partition_logs, lambda: self.image, self.broker_id, self.caught_up
+                ),
+                name="maintain-logs",
+            ),
             asyncio.create_task(stop.wait(), name="stop-signal"),
         }
         if self.kafka_listeners:
@@ -668,6 +690,9 @@ class BrokerNode:
             if task.get_name() != "raft-observer":
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Every log flushed, its recovery point its end, the checkpoints written: the next
+        # start checks nothing (docs/architecture.md#partition-logs).
+        await asyncio.to_thread(self.partition_logs.close)
         if self.metrics is not None:
             # shutdown() waits for the HTTP thread's poll (up to 0.5 s): not on the loop
             await asyncio.to_thread(self.metrics.stop)

@@ -99,6 +99,41 @@ assert (
 )
 assert METADATA_TOPICS_MAX <= KAFKA_REQUEST_ITEMS_MAX
 
+# ----- the data plane: partition logs and their APIs (broker/log, broker/kafka/data_*.py) -----
+# Partitions (array items, topics included) one Produce, Fetch, ListOffsets or
+# OffsetForLeaderEpoch request may name, taken from the decoding budget instead of
+# KAFKA_REQUEST_ITEMS_MAX: each costs a log lookup and an entry of the answer (tens of
+# microseconds), so this bounds one request's handling to well under a second. Our choice:
+# Kafka has no cap; a consumer fetches every partition it is assigned on a broker in one
+# request, and brokers here lead far fewer.
+KAFKA_DATA_REQUEST_ITEMS_MAX: Final = 20_000
+# Bytes one Fetch answer carries at most, whatever its max_bytes asks (Kafka's broker-side
+# fetch.max.bytes, 55 MiB by default; ours is held per connection until written, so smaller).
+# The first batch of the first partition with data is sent whole even if larger (KIP-74),
+# which a produced batch never is: a Produce frame is at most 4 MiB (KAFKA_REQUEST_BYTES_MAX).
+KAFKA_FETCH_RESPONSE_BYTES_MAX: Final = 8 * 1024 * 1024
+# The longest a Fetch waits for min_bytes (its max_wait_ms is capped here): Kafka's clients'
+# request.timeout.ms default (30 s), past which they would give up on the answer. Parked
+# Fetches need no bound of their own: a connection has one request at a time, and connections
+# are bounded by max.connections.
+KAFKA_FETCH_WAIT_MS_MAX: Final = 30_000
+# An index file (.index, .timeindex) of a segment never grows past this: the segment is rolled
+# first. Kafka's segment.index.bytes default (10 MiB: 1,310,720 offset entries, 873,813 time
+# entries).
+SEGMENT_INDEX_BYTES_MAX: Final = 10 * 1024 * 1024
+# One read of a .log while recovering it or walking its batch headers: a batch larger than
+# this is checksummed in reads of this size. Bounds the memory of recovery (our choice).
+LOG_READ_CHUNK_BYTES_MAX: Final = 1024 * 1024
+# The largest checkpoint file read (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+# leader-epoch-checkpoint): a line is at most about 280 bytes (a 249-character topic name and
+# two numbers), so 64 MiB holds over 200,000 partitions of one log dir. Larger is not a
+# checkpoint this broker wrote, and is refused before it is parsed.
+LOG_CHECKPOINT_BYTES_MAX: Final = 64 * 1024 * 1024
+# Leader epochs one partition's leader-epoch cache keeps; past it the oldest is forgotten
+# (its offsets then answer "no known epoch"). Each is a leader change that wrote; Kafka keeps
+# them all. Our choice: decades of leader changes, a checkpoint of at most 300 KB.
+LEADER_EPOCHS_MAX: Final = 10_000
+
 # ----- the torn-tail rule's scan for a later valid frame (quorum/storage/frames.py) -------------
 # One scan examines at most this many candidate positions (the magic byte, a possible length and
 # non-negative fields) and checksums at most this many bytes; hostile bytes (megabytes of magic

@@ -1,5 +1,9 @@
 """What the Kafka listener answers: one handler per served API (Kafka's ``KafkaApis``).
 
+The data APIs (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch) have modules of their own
+(``produce.py``, ``fetch.py``, ``offsets.py``, over ``data_plane.py``); this one registers them
+beside the metadata and admin APIs it serves itself.
+
 Reads (Metadata, DescribeCluster, DescribeConfigs, DescribeTopicPartitions, DescribeAcls) are
 served from the broker's own ``MetadataImage``, authorized with the ACLs of that image, as the
 broker's admin gRPC serves them (docs/authorization.md). Writes (CreateTopics, DeleteTopics,
@@ -24,7 +28,11 @@ import structlog
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as KioErrorCode
 
+from broker.kafka.data_plane import DataPlane
+from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
+from broker.kafka.offsets import OffsetsHandler
+from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
 from broker.kafka.protocol import (
     API_VERSIONS,
     CREATE_PARTITIONS_FORWARDABLE,
@@ -49,13 +57,15 @@ from quorum.security.identity import Caller
 from quorum.server.driver import ShuttingDownError, TooManyWaitersError
 from quorum.wire.acls import filter_from_proto
 
-__all__ = ["AdminForwarder", "KafkaApis", "Session"]
+__all__ = ["CLOSE_CONNECTION", "NO_RESPONSE", "AdminForwarder", "KafkaApis", "Session"]
 
 # Kafka's "authorized operations were not asked for" (INT32_MIN in every *_authorized_operations).
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 # The operations this project's ACLs know, reported in the authorized-operations bit fields
-# (bit n = Kafka's AclOperation code n). Kafka also lists READ, WRITE, DESCRIBE_CONFIGS, ...
+# (bit n = Kafka's AclOperation code n). Kafka also lists DESCRIBE_CONFIGS, ALTER_CONFIGS.
 TOPIC_OPERATIONS: Final = (
+    AclOperation.READ,
+    AclOperation.WRITE,
     AclOperation.CREATE,
     AclOperation.DELETE,
     AclOperation.ALTER,
@@ -89,6 +99,10 @@ TOPIC_CONFIG_TYPES: Final = {
     "retention.bytes": CONFIG_TYPE_LONG,
     "retention.ms": CONFIG_TYPE_LONG,
     "segment.bytes": CONFIG_TYPE_INT,
+    "segment.ms": CONFIG_TYPE_LONG,
+    "message.timestamp.type": CONFIG_TYPE_STRING,
+    "message.timestamp.before.max.ms": CONFIG_TYPE_LONG,
+    "message.timestamp.after.max.ms": CONFIG_TYPE_LONG,
 }
 assert set(TOPIC_CONFIG_TYPES) == set(TOPIC_CONFIG_DEFAULTS)
 # KIP-511: what ApiVersions v3+ accepts as a client software name or version.
@@ -131,9 +145,11 @@ class KafkaApis:
         authorization: RequestAuthorization,
         forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
+        data: DataPlane | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
-        (False on timeout)."""
+        (False on timeout). ``data``: the partition logs and their threads (None: a broker
+        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -141,7 +157,15 @@ class KafkaApis:
         self._forwarder = forwarder
         self._wait_applied = wait_applied
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
-        handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[dict[str, Any]]]] = {
+        self.data = data if data is not None else DataPlane(None, broker_id=broker_id)
+        produce = ProduceHandler(self.data, authorization, self._read_image)
+        fetch = FetchHandler(self.data, authorization, self._read_image)
+        offsets = OffsetsHandler(self.data, authorization, self._read_image)
+        handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
+            ApiKey.PRODUCE: produce.handle,
+            ApiKey.FETCH: fetch.handle,
+            ApiKey.LIST_OFFSETS: offsets.list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
             ApiKey.METADATA: self._metadata,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
@@ -160,8 +184,11 @@ class KafkaApis:
         assert set(self._handlers) == set(API_VERSIONS)
 
     async def handle(self, request: Request, session: Session) -> Any:
-        """The response entity for ``request``."""
+        """The response entity for ``request``, or ``NO_RESPONSE`` / ``CLOSE_CONNECTION``
+        (Produce with acks=0)."""
         values = await self._handlers[request.api_key](request, session)
+        if values is NO_RESPONSE or values is CLOSE_CONNECTION:
+            return values
         return build(request.response_type, {"throttle_time": 0, **values})
 
     def unsupported(self, request: UnsupportedRequest) -> Any | None:

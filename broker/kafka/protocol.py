@@ -61,6 +61,7 @@ from quorum.limits import (
     CREATE_PARTITIONS_TOPICS_MAX,
     CREATE_TOPICS_TOPICS_MAX,
     DELETE_TOPICS_TOPICS_MAX,
+    KAFKA_DATA_REQUEST_ITEMS_MAX,
     KAFKA_REQUEST_ITEMS_MAX,
     METADATA_TOPICS_MAX,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "API_KEY_NAMES",
     "API_VERSIONS",
     "CREATE_PARTITIONS_FORWARDABLE",
+    "DATA_REQUEST_ITEMS_MAX",
     "HEADER_BYTES_MIN",
     "REQUEST_ENTRIES_MAX",
     "SMALL_REQUEST_BYTES_MAX",
@@ -93,10 +95,14 @@ __all__ = [
 class ApiKey(IntEnum):
     """The Kafka APIs this listener knows, by their API key (Kafka's ``ApiKeys``)."""
 
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
     METADATA = 3
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -128,8 +134,18 @@ CREATE_PARTITIONS_FORWARDABLE: Final = hasattr(admin_pb2, "CreatePartitionsReque
 # The APIs this listener serves, with the versions it serves (docs/kafka-listener.md): those of
 # Kafka 3.9, whose schemas kio 0.5 is generated from, so clients see a plausible broker
 # (kafka-python infers the broker's version from the table: DescribeAcls v3 reads as 3.3+).
+#
+# The data plane (docs/kafka-listener.md#the-data-plane): Produce from v3 (the first with record
+# batches of magic 2, which is all the logs store) to kio's newest; Fetch from v4 (the first
+# answering magic-2 batches with a last stable offset) to kio's newest, v13 on by topic id;
+# ListOffsets from v1 (v0's "old style offsets" are gone from Kafka 4); OffsetForLeaderEpoch
+# all of kio's.
 API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
     {
+        ApiKey.PRODUCE: (3, 11),
+        ApiKey.FETCH: (4, 17),
+        ApiKey.LIST_OFFSETS: (1, 9),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
         ApiKey.METADATA: (0, 12),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (0, 7),
@@ -162,6 +178,19 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.DESCRIBE_CONFIGS: METADATA_TOPICS_MAX,  # resources (topics)
         ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
+    }
+)
+# The data APIs: their first field is not their topics (Produce's transactional id, the
+# replica id of the others), so their count is not checked from the frame; every array item
+# they claim (topics and partitions) is taken from a smaller decoding budget instead, checked
+# before the items are read (KAFKA_DATA_REQUEST_ITEMS_MAX). Their frames may be as large as the
+# listener's bound (a Produce carries record batches).
+DATA_REQUEST_ITEMS_MAX: Final[Mapping[int, int]] = by_api_key(
+    {
+        ApiKey.PRODUCE: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.FETCH: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.LIST_OFFSETS: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: KAFKA_DATA_REQUEST_ITEMS_MAX,
     }
 )
 # The largest frame of an API without a top-level array (ApiVersions, DescribeAcls,
@@ -226,7 +255,8 @@ def _bounded_array_items(
     array may not claim more items than bytes remain in the frame (with negative lengths
     refused, every item of a served request takes at least one byte), so a forged count is
     refused before any item is built. While a request is decoded, the count is also taken
-    from its budget of ``KAFKA_REQUEST_ITEMS_MAX`` items (nested arrays included)."""
+    from its budget of ``KAFKA_REQUEST_ITEMS_MAX`` items (``KAFKA_DATA_REQUEST_ITEMS_MAX`` for
+    the data APIs; nested arrays included)."""
     remaining = len(buffer) - offset
     if length > remaining:
         raise BufferUnderflow(
@@ -235,11 +265,12 @@ def _bounded_array_items(
     left: int | None = getattr(_decoding, "items_left", None)
     if left is not None:
         if length > left:
+            budget = getattr(_decoding, "items_max", KAFKA_REQUEST_ITEMS_MAX)
             raise OversizedRequestError(
                 "too_many_items",
-                f"the request's arrays claim more than {KAFKA_REQUEST_ITEMS_MAX} items in all "
+                f"the request's arrays claim more than {budget} items in all "
                 f"(an array of {length} with {left} left); allowed: at most "
-                f"{KAFKA_REQUEST_ITEMS_MAX} per request (split it)",
+                f"{budget} per request (split it)",
             )
         _decoding.items_left = left - length
     return (yield from _unbounded_array_items(item_reader, length, buffer, offset))
@@ -282,7 +313,9 @@ class UnsupportedRequest:
 def request_bytes_max(api_key: int, frame_bytes_max: int) -> int:
     """The largest frame an API's request may have: ``frame_bytes_max`` (the listener's bound)
     for the APIs with a top-level array, ``SMALL_REQUEST_BYTES_MAX`` for every other."""
-    return frame_bytes_max if api_key in REQUEST_ENTRIES_MAX else SMALL_REQUEST_BYTES_MAX
+    if api_key in REQUEST_ENTRIES_MAX or api_key in DATA_REQUEST_ITEMS_MAX:
+        return frame_bytes_max
+    return SMALL_REQUEST_BYTES_MAX
 
 
 def _check_entries(
@@ -346,7 +379,8 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     try:
         # A kio reader returns the entity and the number of bytes it consumed.
         header, header_bytes = _check_entries(frame, api_key, api_version, request_type)
-        _decoding.items_left = KAFKA_REQUEST_ITEMS_MAX
+        _decoding.items_max = DATA_REQUEST_ITEMS_MAX.get(api_key, KAFKA_REQUEST_ITEMS_MAX)
+        _decoding.items_left = _decoding.items_max
         try:
             body, _ = entity_reader(request_type)(frame, header_bytes)
         finally:

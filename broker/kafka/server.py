@@ -65,7 +65,7 @@ from typing import Any, Final
 
 import structlog
 
-from broker.kafka.apis import KafkaApis, Session
+from broker.kafka.apis import CLOSE_CONNECTION, NO_RESPONSE, KafkaApis, Session
 from broker.kafka.connections import ConnectionLimits, client_address
 from broker.kafka.protocol import (
     API_KEY_NAMES,
@@ -578,9 +578,10 @@ class KafkaListenerServer:
         return quota.record(session.caller.principal, max(used_s, 0.0), _now_ms())
 
     async def answer(self, frame: bytes, session: Session) -> bytes | None:
-        """The size-prefixed answer to one request frame, or None when the connection must be
-        closed (the frame is malformed or refused, or answering it failed: all logged). Sets
-        ``session.throttle_ms`` to the throttle time the answer carries."""
+        """The size-prefixed answer to one request frame, ``b""`` when none is due (Produce
+        with acks=0), or None when the connection must be closed (the frame is malformed or
+        refused, or answering it failed: all logged). Sets ``session.throttle_ms`` to the
+        throttle time the answer carries."""
         cost = RequestCost()
         token = CURRENT_COST.set(cost)
         try:
@@ -617,6 +618,20 @@ class KafkaListenerServer:
                 response = self._apis.unsupported(request)
             else:
                 response = await self._apis.handle(request, session)
+                if response is NO_RESPONSE or response is CLOSE_CONNECTION:
+                    # Produce with acks=0: Kafka answers nothing, and closes the connection
+                    # when a partition failed so the producer refreshes its metadata.
+                    self._charge(session, cost, started_s)
+                    self.requests_served += 1
+                    if response is NO_RESPONSE:
+                        return b""
+                    self._closed_for_cause(
+                        session.caller.peer,
+                        "produce_failed_acks_0",
+                        "a Produce with acks=0 failed for a partition (Kafka closes too)",
+                        4 + len(frame),
+                    )
+                    return None
             throttle_ms = self._charge(session, cost, started_s)
             if throttle_ms:
                 self.requests_throttled += 1
@@ -650,6 +665,8 @@ class KafkaListenerServer:
             data = await self.answer(frame, session)
             if data is None:
                 return
+            if not data:
+                continue  # acks=0: nothing to answer
             writer.write(data)
             try:
                 await asyncio.wait_for(writer.drain(), KAFKA_RESPONSE_WRITE_MS_MAX / 1000)

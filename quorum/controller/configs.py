@@ -16,7 +16,17 @@ name                     accepted values                                        
 ``retention.bytes``      long >= -1 (-1: unlimited)                                   -1
 ``retention.ms``         long >= -1 (-1: unlimited)                                   604800000
 ``segment.bytes``        int >= 14 (Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``)      1073741824
+``segment.ms``           long >= 1                                                    604800000
+``message.timestamp.``   ``CreateTime`` / ``LogAppendTime`` (any case; stored in      CreateTime
+``type``                 Kafka's spelling)
+``message.timestamp.``   long >= 0: how far before the broker's clock a CreateTime    2^63 - 1
+``before.max.ms``        timestamp may be
+``message.timestamp.``   long >= 0: how far after the broker's clock a CreateTime     2^63 - 1
+``after.max.ms``         timestamp may be
 =======================  ==========================================================  ==========
+
+The last four are read by the brokers' partition logs (``broker/log/config.py``), as are
+``max.message.bytes``, ``min.insync.replicas``, ``retention.*`` and ``segment.bytes``.
 
 Refused with INVALID_CONFIG: an unknown or empty name, a name given twice, a null value (Kafka:
 "Null value not supported for topic configs"), a value longer than
@@ -89,6 +99,14 @@ def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
+def _timestamp_type(text: str) -> str:
+    spelled = {"createtime": "CreateTime", "logappendtime": "LogAppendTime"}
+    value = spelled.get(text.strip().lower())
+    if value is None:
+        raise _BadValue("must be CreateTime or LogAppendTime")
+    return value
+
+
 def _cleanup_policy(text: str) -> str:
     parts = [part.strip().lower() for part in text.split(",")]
     if not parts or any(part not in ("delete", "compact") for part in parts):
@@ -107,6 +125,10 @@ SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
     "retention.bytes": lambda v: _integer(v, -1, INT64_MAX, "a long"),
     "retention.ms": lambda v: _integer(v, -1, INT64_MAX, "a long"),
     "segment.bytes": lambda v: _integer(v, 14, INT32_MAX, "an int"),
+    "segment.ms": lambda v: _integer(v, 1, INT64_MAX, "a long"),
+    "message.timestamp.type": _timestamp_type,
+    "message.timestamp.before.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
+    "message.timestamp.after.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
 }
 """Config name -> parser returning the normalised value or raising ``_BadValue``."""
 
@@ -120,6 +142,10 @@ TOPIC_CONFIG_DEFAULTS: Final[dict[str, str]] = {
     "retention.bytes": "-1",
     "retention.ms": "604800000",
     "segment.bytes": "1073741824",
+    "segment.ms": "604800000",
+    "message.timestamp.type": "CreateTime",
+    "message.timestamp.before.max.ms": str(INT64_MAX),
+    "message.timestamp.after.max.ms": str(INT64_MAX),
 }
 """The value of each config (the table above) for a topic that does not set it: what Kafka's
 DescribeConfigs reports with source DEFAULT_CONFIG (``internal`` is a topic flag, not listed)."""

@@ -65,6 +65,8 @@ class AclOperation(enum.IntEnum):
 
     ANY = 1  # filters only
     ALL = 2
+    READ = 3  # Fetch, ListOffsets' offsets (the Kafka listener's data plane)
+    WRITE = 4  # Produce
     CREATE = 5
     DELETE = 6
     ALTER = 7
@@ -80,7 +82,14 @@ class AclPermissionType(enum.IntEnum):
 
 # Kafka: an ALLOW of any of these also allows DESCRIBE.
 _IMPLIES_DESCRIBE: Final = frozenset(
-    {AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER, AclOperation.ALL}
+    {
+        AclOperation.DESCRIBE,
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.ALL,
+    }
 )
 
 

@@ -123,8 +123,11 @@ def test_nested_arrays_share_one_item_budget() -> None:
 def test_apis_without_an_array_have_a_small_frame_bound() -> None:
     assert request_bytes_max(18, KAFKA_REQUEST_BYTES_MAX) == SMALL_REQUEST_BYTES_MAX
     assert request_bytes_max(60, KAFKA_REQUEST_BYTES_MAX) == SMALL_REQUEST_BYTES_MAX
-    assert request_bytes_max(0, KAFKA_REQUEST_BYTES_MAX) == SMALL_REQUEST_BYTES_MAX  # Produce
+    assert request_bytes_max(10, KAFKA_REQUEST_BYTES_MAX) == SMALL_REQUEST_BYTES_MAX  # not served
     assert request_bytes_max(19, KAFKA_REQUEST_BYTES_MAX) == KAFKA_REQUEST_BYTES_MAX
+    # The data APIs carry record batches or many partitions: the listener's bound.
+    for data_api in (0, 1, 2, 23):
+        assert request_bytes_max(data_api, KAFKA_REQUEST_BYTES_MAX) == KAFKA_REQUEST_BYTES_MAX
 
 
 # ----- the request quota -------------------------------------------------------------------------

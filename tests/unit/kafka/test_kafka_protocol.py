@@ -221,8 +221,8 @@ def test_every_served_version_is_answered_in_its_own_version(
 ) -> None:
     """A request of every advertised API and version (fields at their zero values) decodes,
     is answered, and the answer decodes as that version's response: the table never
-    advertises a version the codec lacks."""
-    response = harness.ask(api_key, version)
+    advertises a version the codec lacks. (Produce asks acks=1: with acks=0 nothing answers.)"""
+    response = harness.ask(api_key, version, {"acks": 1} if api_key == 0 else None)
     assert type(response) is load_response_schema(api_key, version)
     assert harness.server.failures == 0
 
@@ -622,7 +622,7 @@ def test_fuzzed_request_bytes_never_fail_a_handler() -> None:
             )
             data = await harness.server.answer(frame, harness.session())
             frames += 1
-            if data is not None:
+            if data:  # b"": a Produce with acks=0, answered by nothing
                 answered += 1
                 assert int.from_bytes(data[:4], "big") == len(data) - 4, f"seed {seed}"
         return frames, answered

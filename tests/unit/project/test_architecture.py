@@ -21,6 +21,9 @@ PURE_FILES = (
     "quorum/limits.py",
     "broker/reconcile.py",
     "quorum/security/acls.py",
+    "broker/log/batch.py",
+    "broker/log/config.py",
+    "broker/log/errors.py",
 )
 FORBIDDEN_IN_CORE = frozenset(
     {

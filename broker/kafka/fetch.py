@@ -1,0 +1,287 @@
+"""Fetch (API key 1, v4-v17) from the partition leader (docs/kafka-listener.md#fetch).
+
+Topics are named by name before v13 and by topic id from v13 (KIP-516). Every topic of a
+request is resolved once, against one image, when the request arrives: a name becomes the id
+it has then and is never looked up again, so a long poll never switches to another incarnation
+of the name; the log is then opened by that id and only when its directory's
+``partition.metadata`` holds it (INCONSISTENT_TOPIC_ID by id, NOT_LEADER_OR_FOLLOWER by name).
+An id no topic has is UNKNOWN_TOPIC_ID; a deleted topic's id stays unknown after its name is
+reused, and its old directory, moved to ``deleting/``, is never read.
+
+Per partition, in Kafka's order: READ on the topic (TOPIC_AUTHORIZATION_FAILED), the partition
+(UNKNOWN_TOPIC_OR_PARTITION), ``current_leader_epoch`` (FENCED_LEADER_EPOCH,
+UNKNOWN_LEADER_EPOCH), this broker its leader (NOT_LEADER_OR_FOLLOWER with the current leader,
+KIP-951), ``last_fetched_epoch`` against the leader-epoch cache (``diverging_epoch``), the
+offset (OFFSET_OUT_OF_RANGE outside [log start offset, log end offset]). Each answer carries
+the high watermark (the log end offset: no replication yet), the last stable offset (the same:
+no transactions, so read_committed reads what read_uncommitted reads) and the log start offset.
+
+Bytes: whole batches only, at most ``partition_max_bytes`` per partition and ``max_bytes`` in
+all (bounded by ``KAFKA_FETCH_RESPONSE_BYTES_MAX``), except that the first batch of the first
+partition with data is sent whole whatever its size (KIP-74), so a consumer always progresses.
+
+Long polls: with fewer than ``min_bytes`` and no error, the request parks until a Produce
+appends to one of its partitions or ``max_wait_ms`` passes (at most ``KAFKA_FETCH_WAIT_MS_MAX``),
+then reads again.
+
+Fetch sessions (KIP-227) are not cached: a full fetch (session epoch 0 or -1) is answered in
+full with session id 0, which is what Kafka answers when its session cache is full, so clients
+keep sending full fetches; an incremental one (any other epoch) names a session this broker
+does not have: FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from broker.kafka.data_plane import DataPlane, PartitionError, log_error, node_endpoints
+from broker.kafka.protocol import Request, kafka_uuid, our_uuid
+from broker.kafka.quota import awaited_elsewhere
+from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
+from broker.log.manager import InconsistentTopicIdError, LogNotHereError
+from quorum.ids import ZERO_UUID, Uuid
+from quorum.limits import KAFKA_FETCH_RESPONSE_BYTES_MAX, KAFKA_FETCH_WAIT_MS_MAX
+from quorum.metadata.image import MetadataImage, TopicImage
+from quorum.security.acls import AclOperation
+from quorum.security.authorization import RequestAuthorization
+
+__all__ = ["FetchHandler"]
+
+TOPIC_IDS_VERSION_MIN: Final = 13
+SESSIONS_VERSION_MIN: Final = 7
+# Kafka's FetchMetadata: a full fetch has epoch INITIAL_EPOCH (0) or FINAL_EPOCH (-1).
+FULL_FETCH_EPOCHS: Final = (0, -1)
+READ_COMMITTED: Final = 1
+NO_EPOCH: Final = -1
+LEADER_ERRORS: Final = (KioErrorCode.not_leader_or_follower, KioErrorCode.fenced_leader_epoch)
+
+
+@dataclass(slots=True)
+class _Partition:
+    """One partition of the request, resolved once."""
+
+    topic: TopicImage | None
+    index: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    by_id: bool
+    error: PartitionError | None = None
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    diverging: tuple[int, int] | None = None
+
+    @property
+    def key(self) -> tuple[Uuid, int] | None:
+        return None if self.topic is None else (self.topic.topic_id, self.index)
+
+
+@dataclass(slots=True)
+class _Topic:
+    name: str | None
+    topic_id: Uuid
+    partitions: list[_Partition] = field(default_factory=list)
+
+
+class FetchHandler:
+    def __init__(
+        self,
+        data: DataPlane,
+        authorization: RequestAuthorization,
+        read_image: Callable[[Any], Awaitable[MetadataImage]],
+    ) -> None:
+        self._data = data
+        self._authorization = authorization
+        self._read_image = read_image
+
+    async def handle(self, request: Request, session: Any) -> dict[str, Any]:
+        body = request.body
+        version = request.api_version
+        if version >= SESSIONS_VERSION_MIN and body.session_epoch not in FULL_FETCH_EPOCHS:
+            return {
+                "error_code": KioErrorCode.fetch_session_id_not_found,
+                "session_id": 0,
+                "responses": [],
+            }
+        image = await self._read_image(session)
+        topics = self._resolve(body, version, image, session.caller)
+        served = [p for t in topics for p in t.partitions if p.error is None]
+        keys = [key for p in served if (key := p.key) is not None]
+        max_bytes = min(max(body.max_bytes, 0), KAFKA_FETCH_RESPONSE_BYTES_MAX)
+        wait_ms = min(max(int(body.max_wait.total_seconds() * 1000), 0), KAFKA_FETCH_WAIT_MS_MAX)
+        deadline = time.monotonic() + wait_ms / 1000
+        parked = self._data.park(keys) if served and wait_ms > 0 else None
+        everything = [p for t in topics for p in t.partitions]
+        try:
+            while True:
+                total = await self._data.in_reader(lambda: self._read(served, max_bytes))
+                # Kafka answers at once when a partition failed or diverged.
+                done = any(p.error is not None or p.diverging for p in everything)
+                left_s = deadline - time.monotonic()
+                if parked is None or done or total >= body.min_bytes or left_s <= 0:
+                    break
+                parked.clear()
+                with contextlib.suppress(TimeoutError):
+                    # Other connections run meanwhile: not this request's thread time.
+                    await awaited_elsewhere(asyncio.wait_for(parked.wait(), left_s))
+        finally:
+            if parked is not None:
+                self._data.unpark(keys, parked)
+        return self._answer(topics, version, body, image, session.listener_name)
+
+    # ----- resolving, once per request ---------------------------------------------------------
+
+    def _resolve(self, body: Any, version: int, image: MetadataImage, caller: Any) -> list[_Topic]:
+        topics: list[_Topic] = []
+        readable: dict[str, bool] = {}
+        for entry in body.topics:
+            if version >= TOPIC_IDS_VERSION_MIN:
+                topic_id = our_uuid(entry.topic_id)
+                topic = image.topic(topic_id) if topic_id != ZERO_UUID else None
+                name = None if topic is None else topic.name
+                unknown = (
+                    None
+                    if topic is not None
+                    else PartitionError(
+                        KioErrorCode.unknown_topic_id,
+                        f"no topic has id {topic_id} (deleted, or never created)",
+                    )
+                )
+            else:
+                name = entry.topic
+                topic = image.topic_by_name(name)
+                topic_id = ZERO_UUID if topic is None else topic.topic_id
+                unknown = None
+            resolved = _Topic(name, topic_id)
+            allowed = True
+            if name is not None:
+                if name not in readable:
+                    readable[name] = self._authorization.allows_topic(
+                        caller, image, AclOperation.READ, name
+                    )
+                allowed = readable[name]
+            for partition in entry.partitions:
+                fetch = _Partition(
+                    topic=topic,
+                    index=partition.partition,
+                    fetch_offset=partition.fetch_offset,
+                    partition_max_bytes=max(partition.partition_max_bytes, 0),
+                    current_leader_epoch=getattr(partition, "current_leader_epoch", NO_EPOCH),
+                    last_fetched_epoch=getattr(partition, "last_fetched_epoch", NO_EPOCH),
+                    by_id=version >= TOPIC_IDS_VERSION_MIN,
+                )
+                fetch.error = unknown or self._check(fetch, name, allowed)
+                resolved.partitions.append(fetch)
+            topics.append(resolved)
+        return topics
+
+    def _check(self, fetch: _Partition, name: str | None, allowed: bool) -> PartitionError | None:
+        if not allowed:
+            return PartitionError(
+                KioErrorCode.topic_authorization_failed,
+                f"this principal may not READ topic {name!r}: the ACLs do not allow it",
+            )
+        if fetch.topic is None:
+            return PartitionError(
+                KioErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
+            )
+        _, error = self._data.leader_check(fetch.topic, fetch.index, fetch.current_leader_epoch)
+        return error
+
+    # ----- reading (in the reader thread) ------------------------------------------------------
+
+    def _read(self, served: list[_Partition], max_bytes: int) -> int:
+        """Read every partition still without error; the bytes read in all."""
+        total = 0
+        for fetch in served:
+            if fetch.error is not None or fetch.topic is None:
+                continue
+            room = min(fetch.partition_max_bytes, max_bytes - total)
+            try:
+                log = self._data.log(fetch.topic, fetch.index)
+                if fetch.last_fetched_epoch >= 0 and fetch.fetch_offset > 0:
+                    epoch, end = log.end_offset_for_epoch(fetch.last_fetched_epoch)
+                    if epoch < fetch.last_fetched_epoch or end < fetch.fetch_offset:
+                        fetch.diverging = (epoch, end)
+                result = log.read(fetch.fetch_offset, max(room, 0), min_one=total == 0)
+            except (
+                RecordBatchError,
+                LogStorageError,
+                LogClosedError,
+                LogNotHereError,
+                InconsistentTopicIdError,
+            ) as exc:
+                fetch.error = log_error(exc, by_id=fetch.by_id)
+                self._positions(fetch)
+                continue
+            fetch.high_watermark = result.high_watermark
+            fetch.log_start_offset = result.log_start_offset
+            fetch.records = b"" if fetch.diverging is not None else result.records
+            total += len(fetch.records)
+        return total
+
+    def _positions(self, fetch: _Partition) -> None:
+        """OFFSET_OUT_OF_RANGE answers carry the log's offsets (Kafka's do)."""
+        if fetch.error is None or fetch.error.code != KioErrorCode.offset_out_of_range:
+            return
+        assert fetch.topic is not None
+        log = self._data.log(fetch.topic, fetch.index)
+        latest, earliest = log.latest(), log.earliest()
+        fetch.high_watermark, fetch.log_start_offset = latest.offset, earliest.offset
+
+    # ----- the answer ---------------------------------------------------------------------------
+
+    def _answer(
+        self, topics: list[_Topic], version: int, body: Any, image: MetadataImage, listener: str
+    ) -> dict[str, Any]:
+        committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+        leaders: set[int] = set()
+        responses = []
+        for topic in topics:
+            partitions = []
+            for fetch in topic.partitions:
+                error = fetch.error
+                answer: dict[str, Any] = {
+                    "partition_index": fetch.index,
+                    "error_code": 0 if error is None else error.code,
+                    "high_watermark": fetch.high_watermark,
+                    "last_stable_offset": fetch.high_watermark,
+                    "log_start_offset": fetch.log_start_offset,
+                    "aborted_transactions": [] if committed else None,
+                    "preferred_read_replica": -1,
+                    "records": fetch.records,
+                }
+                if fetch.diverging is not None:
+                    epoch, end = fetch.diverging
+                    answer["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
+                if error is not None and error.code in LEADER_ERRORS:
+                    # KIP-951: where the partition is led now (v12 on), and that leader's
+                    # endpoint (v16 on).
+                    answer["current_leader"] = {
+                        "leader_id": error.leader_id,
+                        "leader_epoch": error.leader_epoch,
+                    }
+                    leaders.add(error.leader_id)
+                partitions.append(answer)
+            responses.append(
+                {
+                    "topic": topic.name or "",
+                    "topic_id": kafka_uuid(topic.topic_id),
+                    "partitions": partitions,
+                }
+            )
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": responses,
+            "node_endpoints": node_endpoints(image, leaders, listener),
+        }

@@ -1,0 +1,46 @@
+"""A partition log's configuration: the topic's configs from the metadata image, each with
+Kafka's default when the topic does not set it (``quorum/controller/configs.py`` validates them
+at creation and holds the defaults). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker.log.batch import TimestampRules
+from quorum.controller.configs import TOPIC_CONFIG_DEFAULTS
+
+__all__ = ["LogConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = int(TOPIC_CONFIG_DEFAULTS["segment.bytes"])
+    segment_ms: int = int(TOPIC_CONFIG_DEFAULTS["segment.ms"])
+    retention_ms: int = int(TOPIC_CONFIG_DEFAULTS["retention.ms"])
+    retention_bytes: int = int(TOPIC_CONFIG_DEFAULTS["retention.bytes"])
+    max_message_bytes: int = int(TOPIC_CONFIG_DEFAULTS["max.message.bytes"])
+    min_insync_replicas: int = int(TOPIC_CONFIG_DEFAULTS["min.insync.replicas"])
+    timestamps: TimestampRules = TimestampRules()
+
+    @classmethod
+    def of(cls, configs: Mapping[str, str]) -> LogConfig:
+        """The config of a topic whose configs (validated and normalised) are ``configs``."""
+
+        def value(name: str) -> str:
+            return configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
+
+        return cls(
+            segment_bytes=int(value("segment.bytes")),
+            segment_ms=int(value("segment.ms")),
+            retention_ms=int(value("retention.ms")),
+            retention_bytes=int(value("retention.bytes")),
+            max_message_bytes=int(value("max.message.bytes")),
+            min_insync_replicas=int(value("min.insync.replicas")),
+            timestamps=TimestampRules(
+                log_append_time=value("message.timestamp.type") == "LogAppendTime",
+                before_max_ms=int(value("message.timestamp.before.max.ms")),
+                after_max_ms=int(value("message.timestamp.after.max.ms")),
+            ),
+        )

@@ -1,0 +1,293 @@
+"""The broker's partition logs (Kafka's ``LogManager``): which log serves a (topic id,
+partition), the log dirs' checkpoint files, retention, and closing a log before its directory
+moves to ``deleting/`` (docs/architecture.md#partition-logs).
+
+Directories are reconciliation's (``broker/logdirs.py`` creates and moves them); this module
+only opens what is there. A log is opened on first use, by the topic id the request resolved
+(KIP-516): under its name ``{topic}-{p}`` in a log dir, and only when that directory's
+``partition.metadata`` holds the same id (``InconsistentTopicIdError`` otherwise, never the
+log of another incarnation). A path under ``deleting/`` is never opened: the hook
+``before_move_aside`` closes the directory's log, forgets its checkpoint entries (written
+durably first, so a new incarnation under the same name never inherits its recovery point)
+and keeps the path from being opened again until the rename is done.
+
+Checkpoints (Kafka's names, in each log dir): ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint``, keyed by topic name and partition as Kafka's are, written
+atomically by ``write_checkpoints`` (every ``LOG_CHECKPOINT_INTERVAL_MS``, after retention
+moved a log start offset, and at close). An entry whose log was never opened in this run is
+kept as it was read. A checkpoint file that cannot be read is ignored with a warning: every log
+of that dir is then recovered from its start.
+
+Every method blocks (opens recover, retention deletes files): callers run them in a worker
+thread. Thread-safe: one lock guards the maps and the checkpoint writes, each log has its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+
+from broker.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    read_offset_checkpoint,
+    remove_stale_tmp,
+    write_offset_checkpoint,
+)
+from broker.log.config import LogConfig
+from broker.log.errors import LogClosedError, LogStorageError
+from broker.log.partition_log import PartitionLog
+from broker.logdirs import read_partition_metadata
+from broker.partition_metadata import PARTITION_METADATA_FILE
+from broker.reconcile import format_partition_dir, parse_partition_dir
+from quorum.ids import Uuid
+
+__all__ = [
+    "LOG_CHECKPOINT_INTERVAL_MS",
+    "RETENTION_CHECK_INTERVAL_MS",
+    "InconsistentTopicIdError",
+    "LogManager",
+    "LogNotHereError",
+    "LogTarget",
+]
+
+# Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms.
+LOG_CHECKPOINT_INTERVAL_MS: Final = 60_000
+# Kafka's log.retention.check.interval.ms.
+RETENTION_CHECK_INTERVAL_MS: Final = 300_000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogNotHereError(Exception):
+    """No directory of this partition is in the log dirs yet (reconciliation has not made it),
+    or it is being moved aside: answered NOT_LEADER_OR_FOLLOWER (clients retry)."""
+
+
+class InconsistentTopicIdError(Exception):
+    """The partition's directory holds another topic id (another incarnation of the name,
+    KIP-516): answered INCONSISTENT_TOPIC_ID (Fetch by id) or NOT_LEADER_OR_FOLLOWER."""
+
+    def __init__(self, path: Path, wanted: Uuid, found: Uuid | None) -> None:
+        super().__init__(
+            f"{path} holds topic id {found if found is not None else 'none'}, not {wanted} "
+            "(another incarnation of the name; reconciliation moves it aside)"
+        )
+        self.found = found
+
+
+@dataclass(frozen=True, slots=True)
+class LogTarget:
+    """A partition this broker leads, as the image says: what retention must look after."""
+
+    topic_id: Uuid
+    name: str
+    partition: int
+    config: LogConfig
+
+
+class _LogDir:
+    """One log dir's checkpoint entries: (topic, partition) -> offset."""
+
+    def __init__(self, path: Path, logger: Any) -> None:
+        self.path = path
+        self.recovery_points: dict[tuple[str, int], int] = {}
+        self.log_starts: dict[tuple[str, int], int] = {}
+        for name, entries in (
+            (RECOVERY_POINT_CHECKPOINT, self.recovery_points),
+            (LOG_START_OFFSET_CHECKPOINT, self.log_starts),
+        ):
+            remove_stale_tmp(path, name)
+            try:
+                entries.update(read_offset_checkpoint(path / name))
+            except CheckpointError as exc:
+                # No recovery point: every log of the dir is recovered from its start. No log
+                # start offset: each log starts at its first segment.
+                logger.warning("log_checkpoint_unreadable", path=str(path / name), problem=str(exc))
+
+    def write(self) -> None:
+        write_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, self.recovery_points)
+        write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, self.log_starts)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        logger: Any = None,
+        *,
+        clock: Callable[[], int] = wall_ms,
+        read_topic_id: Callable[[Path], Uuid | None] | None = None,
+    ) -> None:
+        self._log = logger if logger is not None else structlog.get_logger("broker.log")
+        self._clock = clock
+        self._read_topic_id = read_topic_id if read_topic_id is not None else _read_topic_id
+        self._lock = threading.RLock()
+        self._dirs = {Path(d): _LogDir(Path(d), self._log) for d in log_dirs}
+        self._logs: dict[tuple[Uuid, int], PartitionLog] = {}
+        self._paths: dict[tuple[Uuid, int], Path] = {}
+        self._blocked: set[Path] = set()
+        self._closed = False
+
+    # ----- lookups ----------------------------------------------------------------------------
+
+    def get(self, topic_id: Uuid, name: str, partition: int) -> PartitionLog:
+        """The log of ``topic_id`` partition ``partition`` (named ``name`` by the image),
+        opened (and recovered) if needed. Raises ``LogNotHereError``,
+        ``InconsistentTopicIdError`` or ``LogStorageError`` (the recovery failed)."""
+        key = (topic_id, partition)
+        log = self._logs.get(key)
+        if log is not None and not log.closed:
+            return log
+        with self._lock:
+            log = self._logs.get(key)
+            if log is not None and not log.closed:
+                return log
+            if self._closed:
+                raise LogClosedError("the broker is stopping")
+            return self._open(topic_id, name, partition)
+
+    def _open(self, topic_id: Uuid, name: str, partition: int) -> PartitionLog:
+        dir_name = format_partition_dir(name, partition)
+        for log_dir, state in self._dirs.items():
+            path = log_dir / dir_name
+            if path in self._blocked or not (path / PARTITION_METADATA_FILE).is_file():
+                continue
+            found = self._read_topic_id(path)
+            if found != topic_id:
+                raise InconsistentTopicIdError(path, topic_id, found)
+            entry = (name, partition)
+            try:
+                log = PartitionLog(
+                    path,
+                    recovery_point=state.recovery_points.get(entry, 0),
+                    log_start_offset=state.log_starts.get(entry, 0),
+                    now_ms=self._clock(),
+                    logger=self._log,
+                )
+            except OSError as exc:
+                self._log.error("partition_log_open_failed", dir=str(path), error=str(exc))
+                raise LogStorageError(f"opening the log in {path} failed: {exc}") from exc
+            self._logs[(topic_id, partition)] = log
+            self._paths[(topic_id, partition)] = path
+            state.recovery_points[entry] = log.recovery_point
+            state.log_starts[entry] = log.log_start_offset
+            self._log.info(
+                "partition_log_opened",
+                dir=str(path),
+                topic_id=str(topic_id),
+                log_start_offset=log.log_start_offset,
+                log_end_offset=log.log_end_offset,
+                segments=len(log.segments),
+                bytes_truncated=log.truncated_bytes,
+            )
+            return log
+        raise LogNotHereError(f"no directory {dir_name} in the log dirs yet")
+
+    def open_logs(self) -> list[tuple[Uuid, int, PartitionLog]]:
+        with self._lock:
+            return [(key[0], key[1], log) for key, log in self._logs.items()]
+
+    # ----- directories moved to deleting/ (broker/logdirs.py's hook) ------------------------------
+
+    def before_move_aside(self, path: Path) -> None:
+        """``path`` (a partition directory) is about to move to ``deleting/``: close its log,
+        drop its checkpoint entries (durably, first) and open nothing there until
+        ``after_move_aside``."""
+        with self._lock:
+            self._blocked.add(path)
+            parsed = parse_partition_dir(path.name)
+            state = self._dirs.get(path.parent)
+            if parsed is not None and state is not None:
+                dropped = (
+                    state.recovery_points.pop(parsed, None),
+                    state.log_starts.pop(parsed, None),
+                )
+                if dropped != (None, None):
+                    state.write()
+            for key, open_path in list(self._paths.items()):
+                if open_path == path:
+                    self._logs.pop(key).close()
+                    del self._paths[key]
+                    self._log.info("partition_log_closed", dir=str(path), reason="moved_aside")
+
+    def after_move_aside(self, path: Path) -> None:
+        with self._lock:
+            self._blocked.discard(path)
+
+    # ----- checkpoints, retention, close ---------------------------------------------------------
+
+    def _refresh_entries(self) -> None:
+        for key, log in self._logs.items():
+            path = self._paths[key]
+            parsed = parse_partition_dir(path.name)
+            state = self._dirs.get(path.parent)
+            if parsed is None or state is None:
+                continue
+            state.recovery_points[parsed] = log.recovery_point
+            state.log_starts[parsed] = log.log_start_offset
+
+    def write_checkpoints(self) -> None:
+        """Write every log dir's two checkpoint files (atomically)."""
+        with self._lock:
+            self._refresh_entries()
+            for state in self._dirs.values():
+                state.write()
+
+    def run_retention(self, targets: Iterable[LogTarget]) -> int:
+        """Apply retention to the log of every partition this broker leads (opening those not
+        open yet). The number of segments deleted."""
+        deleted = 0
+        for target in targets:
+            try:
+                log = self.get(target.topic_id, target.name, target.partition)
+                deleted += log.delete_old_segments(
+                    target.config, self._clock(), functools.partial(self._persist_log_start, log)
+                )
+            except (LogNotHereError, InconsistentTopicIdError, LogClosedError, LogStorageError):
+                continue
+        return deleted
+
+    def _persist_log_start(self, log: PartitionLog) -> None:
+        with self._lock:
+            for key, open_log in self._logs.items():
+                if open_log is log:
+                    path = self._paths[key]
+                    parsed = parse_partition_dir(path.name)
+                    state = self._dirs.get(path.parent)
+                    if parsed is not None and state is not None:
+                        state.log_starts[parsed] = log.log_start_offset
+                        write_offset_checkpoint(
+                            state.path / LOG_START_OFFSET_CHECKPOINT, state.log_starts
+                        )
+
+    def close(self) -> None:
+        """Flush every log (the recovery point becomes its end), write the checkpoints, close."""
+        with self._lock:
+            self._closed = True
+            for log in self._logs.values():
+                try:
+                    log.flush()
+                except (LogStorageError, LogClosedError):
+                    continue
+            self.write_checkpoints()
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+            self._paths.clear()
+
+
+def _read_topic_id(path: Path) -> Uuid | None:
+    """The topic id of ``path``'s ``partition.metadata`` (None: missing or unreadable)."""
+    _, topic_id, _ = read_partition_metadata(path)
+    return topic_id
