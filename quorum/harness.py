@@ -239,6 +239,16 @@ class ClusterCerts:
             write_private(path, client_properties(keystore.name, CA_FILE).encode(), private=False)
         return path
 
+    def kafka_client_properties(self, name: str = "admin") -> Path:
+        """Client properties for Kafka's own Java tools and AdminClient (``--command-config``,
+        ``--admin.config``): mTLS as ``CN=<name>`` with the PEM files by absolute path (Kafka's
+        clients read ``ssl.keystore.type=PEM``: the key and certificate in one file)."""
+        path = self.directory / f"{name}-kafka.properties"
+        if not path.exists():
+            text = client_properties(str(self.client_keystore(name)), str(self.ca))
+            write_private(path, text.encode(), private=False)
+        return path
+
     def client_security(self, name: str = "admin") -> ClientSecurity:
         return ClientSecurity.ssl(
             truststore=self.ca, keystore=KeyStore(location=self.client_keystore(name))

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""metaquorum side by side with etcd: the same Python gRPC client pattern against each.
+"""metaquorum side by side with etcd (``--peer etcd``, the default: the same Python gRPC client
+pattern against each) or with Apache Kafka's own KRaft (``--peer kafka``: the same Kafka client
+against both clusters' brokers; see ``kafka_main`` below and docs/benchmarks.md).
 
 How the numbers are taken. Both systems run on this machine, one after the other (never both at
 once), each as three members on 127.0.0.1 with fsync on and data in a temporary directory, both
@@ -30,6 +32,10 @@ prints min/median/max of every figure.
 
 Usage: .venv/bin/python scripts/bench/peers.py [--sequential 2000] [--in-flight 64]
        [--seconds 15] [--failover-runs 5] [--repeat 3] [--security ssl|plaintext] [--only etcd|mq]
+       .venv/bin/python scripts/bench/peers.py --peer kafka [--sequential 1000] [--seconds 15]
+       [--warm-up-seconds 60] [--propagation 200] [--failover-runs 5] [--idle-seconds 10]
+       [--scale-partitions 100000]
+       [--repeat 1] [--security ssl|plaintext] [--only kafka|mq]
 """
 
 from __future__ import annotations
@@ -597,14 +603,38 @@ def spread(values: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sequential", type=int, default=2000)
+    parser.add_argument("--peer", choices=("etcd", "kafka"), default="etcd")
+    parser.add_argument("--sequential", type=int, default=None, help="2000 (etcd), 1000 (kafka)")
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--failover-runs", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--security", choices=("ssl", "plaintext"), default="ssl")
-    parser.add_argument("--only", choices=("etcd", "mq"))
+    parser.add_argument("--only", choices=("etcd", "kafka", "mq"))
+    parser.add_argument("--propagation", type=int, default=200, help="kafka: topics probed")
+    parser.add_argument("--idle-seconds", type=float, default=10, help="kafka: idle window")
+    parser.add_argument(
+        "--warm-up-seconds",
+        type=float,
+        default=60,
+        help="kafka: the in-flight load, unmeasured, before the measurements",
+    )
+    parser.add_argument(
+        "--scale-partitions",
+        type=int,
+        default=0,
+        help="kafka: also create this many partitions (e.g. 100000)",
+    )
     args = parser.parse_args()
+    # SIGTERM (and SIGINT, which a background job ignores) unwind the clusters' context
+    # managers, which stop every node by PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.peer == "kafka":
+        from peers_kafka import kafka_main  # noqa: PLC0415 - only this mode needs it
+
+        args.sequential = 1000 if args.sequential is None else args.sequential
+        return kafka_main(args)
+    args.sequential = 2000 if args.sequential is None else args.sequential
     has_etcd = shutil.which("etcd") is not None
     version = ""
     if has_etcd:
