@@ -558,7 +558,17 @@ class BrokerNode:
                 self.driver.wait_for_offset(offset, lambda: self.image.offset, timeout_s)
             ),
             data=self.data_plane,
+            describe_quorum=lambda request: broker_loop.run(self._describe_quorum(request)),
         )
+
+    async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:
+        """A DescribeQuorum a Kafka client sent, forwarded as the gRPC QuorumService's."""
+        from broker.kafka.quorum_api import QuorumUnreachableError  # noqa: PLC0415
+
+        try:
+            return await self.controllers.describe_quorum(request, self.driver.node.leader_id)
+        except ControllerUnavailableError as exc:
+            raise QuorumUnreachableError(str(exc)) from None
 
     def _kafka_limits(self) -> ListenerLimits:
         """Connection limits and the request quota, shared by every Kafka listener."""

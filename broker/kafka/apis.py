@@ -44,6 +44,7 @@ from broker.kafka.protocol import (
     kafka_uuid,
     our_uuid,
 )
+from broker.kafka.quorum_api import DescribeQuorumHandler, QuorumUnreachableError
 from quorum.controller.acls import describe_acls
 from quorum.controller.configs import TOPIC_CONFIG_DEFAULTS
 from quorum.controller.names import legal_name_error, quote
@@ -130,6 +131,10 @@ class Session:
     unbilled_s: float = 0.0
 
 
+async def _no_quorum(request: Any) -> Any:
+    raise QuorumUnreachableError("this listener was built without a controller client")
+
+
 def _ms(value: Any) -> int:
     """A kio timedelta field as integer milliseconds."""
     return int(value.total_seconds() * 1000)
@@ -146,10 +151,13 @@ class KafkaApis:
         forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
         data: DataPlane | None = None,
+        describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
-        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER)."""
+        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER).
+        ``describe_quorum``: the controllers' answer to a gRPC DescribeQuorum (None: no
+        controller to ask, answered as unreachable)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -161,6 +169,9 @@ class KafkaApis:
         produce = ProduceHandler(self.data, authorization, self._read_image)
         fetch = FetchHandler(self.data, authorization, self._read_image)
         offsets = OffsetsHandler(self.data, authorization, self._read_image)
+        quorum = DescribeQuorumHandler(
+            describe_quorum or _no_quorum, authorization, self._read_image, cluster_id=cluster_id
+        )
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -174,6 +185,7 @@ class KafkaApis:
             ApiKey.CREATE_ACLS: self._create_acls,
             ApiKey.DELETE_ACLS: self._delete_acls,
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.DESCRIBE_QUORUM: quorum.handle,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
         }

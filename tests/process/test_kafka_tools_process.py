@@ -60,12 +60,6 @@ ID_WITH_EMPTY_NAME = (
     "brokers do",
     "UnknownTopicIdException",
 )
-NO_DESCRIBE_QUORUM = (
-    "DescribeQuorum (API 55) is not served on the Kafka listener yet: metaquorum answers it "
-    "on gRPC (`metaquorum quorum describe`). Needs: DescribeQuorum on the Kafka listener, "
-    "forwarded to the controllers as the gRPC side does",
-    "does not support DESCRIBE_QUORUM",
-)
 NO_ALTER_CONFIGS = (
     "IncrementalAlterConfigs (API 44) is not served: topic configs are set at creation only. "
     "Needs: config changes (a ConfigRecord through the controller)",
@@ -465,9 +459,8 @@ def mq_quorum_status(cluster: ProcessCluster) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
 
 
-@xfail_for(NO_DESCRIBE_QUORUM)
 def test_kafka_metadata_quorum_describe_status(cluster: ProcessCluster) -> None:
-    out = tool(cluster, QUORUM, "describe", "--status", known=NO_DESCRIBE_QUORUM)
+    out = tool(cluster, QUORUM, "describe", "--status")
     theirs = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in
                                                    out.splitlines())}  # fmt: skip
     ours = mq_quorum_status(cluster)
@@ -475,9 +468,8 @@ def test_kafka_metadata_quorum_describe_status(cluster: ProcessCluster) -> None:
         assert theirs[key] == ours[key], key
 
 
-@xfail_for(NO_DESCRIBE_QUORUM)
 def test_kafka_metadata_quorum_describe_replication(cluster: ProcessCluster) -> None:
-    out = tool(cluster, QUORUM, "describe", "--replication", known=NO_DESCRIBE_QUORUM)
+    out = tool(cluster, QUORUM, "describe", "--replication")
     ours = mq(cluster, "quorum", "describe", "--replication")
     assert out.splitlines()[0].split() == ours.splitlines()[0].split()
     assert sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(
