@@ -284,8 +284,10 @@ class KafkaApis:
                     "replica_nodes": list(state.replicas),
                     "isr_nodes": list(state.isr),
                     "offline_replicas": offline,
-                    "eligible_leader_replicas": None,
-                    "last_known_elr": None,
+                    # Kafka's brokers send empty lists when there is no ELR (KIP-966), and
+                    # Kafka's AdminClient dereferences them: null would fail it.
+                    "eligible_leader_replicas": [],
+                    "last_known_elr": [],
                 }
             )
         return result
@@ -410,6 +412,8 @@ class KafkaApis:
         include_operations: bool,
     ) -> dict[str, Any]:
         if topic_id != ZERO_UUID:
+            if name == "":
+                name = None  # Kafka's Java clients send "" with an id; its brokers read no name.
             if version < 12 or name is not None:
                 return self._topic_error(ErrorCode.INVALID_REQUEST, name, topic_id)
             topic = image.topic(topic_id)

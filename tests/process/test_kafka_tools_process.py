@@ -46,20 +46,6 @@ GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 
 # The reasons a tool fails against our brokers today, each with the signature it prints.
-ELR_NULL = (
-    "DescribeTopicPartitions answers eligible_leader_replicas and last_known_elr as null "
-    "(broker/kafka/apis.py); Kafka 4.4's AdminClient dereferences them "
-    "(DescribeTopicPartitionsResponse.partitionToTopicPartitionInfo): a NullPointerException. "
-    "Needs: empty lists in the answer (Kafka's brokers send [])",
-    "eligibleLeaderReplicas()",
-)
-ID_WITH_EMPTY_NAME = (
-    "Kafka's Java clients ask Metadata v12 by id with the name '' (not null); our broker "
-    "answers INVALID_REQUEST for a name with an id (broker/kafka/apis.py _metadata_topic), so "
-    "the client reports the id unknown. Needs: an empty name read as no name, as Kafka's "
-    "brokers do",
-    "UnknownTopicIdException",
-)
 NO_DESCRIBE_QUORUM = (
     "DescribeQuorum (API 55) is not served on the Kafka listener yet: metaquorum answers it "
     "on gRPC (`metaquorum quorum describe`). Needs: DescribeQuorum on the Kafka listener, "
@@ -294,25 +280,19 @@ def test_kafka_topics_list_is_metaquorum_topics_list(cluster: ProcessCluster) ->
     assert "__cluster_metadata" in tool(cluster, TOPICS, "--list").split()
 
 
-@xfail_for(ELR_NULL)
 def test_kafka_topics_describe_by_name_is_metaquorum_describe(cluster: ProcessCluster) -> None:
     mq_create(cluster, "kt-describe", partitions=3)
     wait_visible_on_brokers(cluster, "kt-describe")
-    theirs = parse_describe(
-        tool(cluster, TOPICS, "--describe", "--topic", "kt-describe", known=ELR_NULL)
-    )
+    theirs = parse_describe(tool(cluster, TOPICS, "--describe", "--topic", "kt-describe"))
     assert theirs["kt-describe"] == mq_describe(cluster, "kt-describe")
 
 
-@xfail_for(ID_WITH_EMPTY_NAME)
 def test_kafka_topics_describe_by_topic_id_is_metaquorum_describe(
     cluster: ProcessCluster,
 ) -> None:
     topic_id = mq_create(cluster, "kt-describe-id")
     wait_visible_on_brokers(cluster, "kt-describe-id")
-    theirs = parse_describe(
-        tool(cluster, TOPICS, "--describe", "--topic-id", topic_id, known=ID_WITH_EMPTY_NAME)
-    )
+    theirs = parse_describe(tool(cluster, TOPICS, "--describe", "--topic-id", topic_id))
     ours = parse_describe(mq(cluster, "topics", "--describe", "--topic-id", topic_id))
     assert theirs == ours
     assert theirs["kt-describe-id"]["id"] == topic_id
@@ -363,11 +343,10 @@ def test_admin_client_lists_the_ids_metaquorum_prints(
     assert "__cluster_metadata" in listed
 
 
-@xfail_for(ID_WITH_EMPTY_NAME)
 def test_admin_client_describe_topics_by_id(cluster: ProcessCluster, driver: Path) -> None:
     topic_id = mq_create(cluster, "ac-describe-id", partitions=2)
     wait_visible_on_brokers(cluster, "ac-describe-id")
-    out = admin_driver(cluster, driver, "describe-ids", topic_id, known=ID_WITH_EMPTY_NAME)
+    out = admin_driver(cluster, driver, "describe-ids", topic_id)
     assert out.splitlines()[0] == f"topic ac-describe-id {topic_id} 2 2"
     layout = mq_describe(cluster, "ac-describe-id")["layout"]
     assert isinstance(layout, dict)
@@ -376,11 +355,10 @@ def test_admin_client_describe_topics_by_id(cluster: ProcessCluster, driver: Pat
         assert layout[int(partition)] == (int(leader), replicas, isr)
 
 
-@xfail_for(ELR_NULL)
 def test_admin_client_describe_topics_by_name(cluster: ProcessCluster, driver: Path) -> None:
     topic_id = mq_create(cluster, "ac-describe-name", partitions=2)
     wait_visible_on_brokers(cluster, "ac-describe-name")
-    out = admin_driver(cluster, driver, "describe-names", "ac-describe-name", known=ELR_NULL)
+    out = admin_driver(cluster, driver, "describe-names", "ac-describe-name")
     assert out.splitlines()[0] == f"topic ac-describe-name {topic_id} 2 2"
 
 

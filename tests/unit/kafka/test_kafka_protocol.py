@@ -330,6 +330,24 @@ def test_metadata_by_id_and_the_kip_516_rules(harness: Harness) -> None:
     assert int(ask("bad name!", None).error_code) == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+def test_metadata_by_id_with_an_empty_name_is_by_id(harness: Harness) -> None:
+    """Kafka's Java clients (AdminClient.describeTopics by id, kafka-topics --topic-id) send
+    the name "" with the id; Kafka's brokers read it as no name, and so must this one."""
+    for topic_id, code, name in (
+        (ORDERS_ID, 0, "orders"),
+        (Uuid.random(), ErrorCode.UNKNOWN_TOPIC_ID, None),
+    ):
+        entry = {"name": "", "topic_id": uuid.UUID(bytes=topic_id.bytes)}
+        topic = harness.ask(3, 12, {"topics": [entry]}).topics[0]
+        assert (int(topic.error_code), topic.name) == (code, name)
+        assert topic.topic_id == uuid.UUID(bytes=topic_id.bytes)
+    # A real name with an id is still both at once.
+    both = {"name": "orders", "topic_id": uuid.UUID(bytes=ORDERS_ID.bytes)}
+    assert int(harness.ask(3, 12, {"topics": [both]}).topics[0].error_code) == (
+        ErrorCode.INVALID_REQUEST
+    )
+
+
 def test_metadata_leaves_out_and_refuses_what_the_caller_may_not_describe() -> None:
     harness = Harness(
         image_with_topics(), authorization=RequestAuthorization(enabled=True, cluster_id="c")
@@ -372,6 +390,18 @@ def test_describe_topic_partitions_pages_with_its_cursor(harness: Harness) -> No
         ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ("payments", 0),
     ]
+
+
+def test_describe_topic_partitions_answers_empty_elr_lists_never_null(harness: Harness) -> None:
+    """Kafka's brokers send [] for eligible_leader_replicas and last_known_elr when there is
+    no ELR (KIP-966); Kafka 4's AdminClient dereferences both (a null is its
+    NullPointerException in DescribeTopicPartitionsResponse)."""
+    response = harness.ask(75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 10})
+    partitions = response.topics[0].partitions
+    assert [p.partition_index for p in partitions] == [0, 1, 2]
+    for partition in partitions:
+        assert partition.eligible_leader_replicas == ()
+        assert partition.last_known_elr == ()
 
 
 def test_describe_configs_gives_set_and_default_topic_configs(harness: Harness) -> None:
