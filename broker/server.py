@@ -558,6 +558,8 @@ class BrokerNode:
                 self.driver.wait_for_offset(offset, lambda: self.image.offset, timeout_s)
             ),
             data=self.data_plane,
+            # Read from the listeners' thread: one int the broker's loop replaces whole.
+            kraft_version=lambda: self.driver.node.kraft_version,
         )
 
     def _kafka_limits(self) -> ListenerLimits:

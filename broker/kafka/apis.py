@@ -29,6 +29,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.data_plane import DataPlane
+from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.offsets import OffsetsHandler
@@ -146,16 +147,19 @@ class KafkaApis:
         forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
         data: DataPlane | None = None,
+        kraft_version: Callable[[], int] = lambda: 0,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
-        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER)."""
+        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER).
+        ``kraft_version``: the KIP-853 level the broker's Raft observer has in force."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
         self._authorization = authorization
         self._forwarder = forwarder
         self._wait_applied = wait_applied
+        self._kraft_version = kraft_version
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
         self.data = data if data is not None else DataPlane(None, broker_id=broker_id)
         produce = ProduceHandler(self.data, authorization, self._read_image)
@@ -351,9 +355,7 @@ class KafkaApis:
         return {
             "error_code": ErrorCode.NONE,
             "api_keys": self._api_keys(),
-            "supported_features": [],
-            "finalized_features_epoch": -1,
-            "finalized_features": [],
+            **api_versions_features(self._image().offset, self._kraft_version()),
             "zk_migration_ready": False,
         }
 

@@ -67,12 +67,6 @@ NO_GROUPS = (
     "with the data plane",
     "does not support LIST_GROUPS",
 )
-NO_FEATURES = (
-    "ApiVersions advertises no supported or finalized features (KIP-584: metadata.version, "
-    "kraft.version); kafka-features describe prints nothing. Needs: the features in the "
-    "image and in ApiVersions",
-    "no features described",
-)
 
 
 class KnownToolFailure(AssertionError):
@@ -485,12 +479,31 @@ def test_kafka_broker_api_versions_are_the_listener_s_table(cluster: ProcessClus
     assert not unsupported & set(API_VERSIONS)
 
 
-@xfail_for(NO_FEATURES)
 def test_kafka_features_describe(cluster: ProcessCluster) -> None:
+    """KIP-584: metadata.version 3.9-IV0 (the level of Kafka 3.9, whose schemas and ranges the
+    listener serves; no node can change it) and kraft.version 0 (this cluster's static quorum:
+    supported up to 1, not finalized), with the broker's image offset as the epoch."""
+    assert not cluster.dynamic
     out = tool(cluster, FEATURES, "describe")
-    if "metadata.version" not in out:
-        raise KnownToolFailure(f"{NO_FEATURES[1]}: kafka-features printed {out!r}")
-    assert "Feature: metadata.version" in out
+    rows = {
+        fields["Feature"]: fields
+        for fields in (
+            dict(cell.split(": ", 1) for cell in line.split("\t") if cell.strip())
+            for line in (re.sub(r" {2,}", "\t", row) for row in out.splitlines())
+            if line.startswith("Feature: ")
+        )
+    }
+    assert set(rows) == {"metadata.version", "kraft.version"}, out
+    metadata = {k: v.strip() for k, v in rows["metadata.version"].items()}
+    kraft = {k: v.strip() for k, v in rows["kraft.version"].items()}
+    assert (metadata["SupportedMinVersion"], metadata["SupportedMaxVersion"]) == ("3.9-IV0",) * 2
+    assert metadata["FinalizedVersionLevel"] == "3.9-IV0"
+    assert (kraft["SupportedMinVersion"], kraft["SupportedMaxVersion"]) == ("0", "1")
+    assert kraft["FinalizedVersionLevel"] == "0"
+    # The epoch is an offset the broker's image has applied: within the committed log.
+    epoch = int(metadata["Epoch"])
+    assert epoch == int(kraft["Epoch"])
+    assert 0 <= epoch < int(mq_quorum_status(cluster)["HighWatermark"])
 
 
 # ----- kafka-consumer-groups ----------------------------------------------------------------------

@@ -136,6 +136,7 @@ class Harness:
         *,
         authorization: RequestAuthorization | None = None,
         controller: Controller | None = None,
+        kraft_version: int = 0,
     ) -> None:
         self.image = image
         self.controller = controller or Controller()
@@ -147,6 +148,7 @@ class Harness:
             authorization=authorization or RequestAuthorization.disabled(),
             forwarder=self.controller,
             wait_applied=self._wait_applied,
+            kraft_version=lambda: kraft_version,
         )
         self.server = KafkaListenerServer(
             LISTENER, self.apis, CallerResolver(), tls=None, logger=structlog.get_logger()
@@ -233,6 +235,35 @@ def test_api_versions_advertises_the_table(harness: Harness) -> None:
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
         (key, low, high) for key, (low, high) in API_VERSIONS.items()
     }
+
+
+def test_api_versions_advertises_the_features_the_cluster_has(harness: Harness) -> None:
+    """KIP-584: metadata.version 21 (3.9-IV0) supported and finalized, kraft.version 0-1
+    supported and finalized only when the quorum is dynamic (a level of 0 is not finalized);
+    the epoch is the image's offset. Before v3 the fields do not exist."""
+
+    def features(response: Any) -> tuple[Any, ...]:
+        return (
+            {f.name: (f.min_version, f.max_version) for f in response.supported_features},
+            {
+                f.name: (f.min_version_level, f.max_version_level)
+                for f in response.finalized_features
+            },
+            response.finalized_features_epoch,
+        )
+
+    supported = {"metadata.version": (21, 21), "kraft.version": (0, 1)}
+    static = harness.ask(18, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert features(static) == (supported, {"metadata.version": (21, 21)}, harness.image.offset)
+    assert harness.image.offset >= 0
+    dynamic = Harness(harness.image, kraft_version=1)
+    answer = dynamic.ask(18, 4, {"client_software_name": "x", "client_software_version": "1"})
+    assert features(answer) == (
+        supported,
+        {"metadata.version": (21, 21), "kraft.version": (1, 1)},
+        harness.image.offset,
+    )
+    assert not hasattr(harness.ask(18, 2), "supported_features")
 
 
 def test_api_versions_refuses_bad_software_names(harness: Harness) -> None:
