@@ -277,6 +277,9 @@ class BrokerNode:
             "caught_up": self.caught_up.is_set(),
             # Plain ints the Kafka listeners' thread keeps (docs/operating.md#this-projects-own).
             "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
+            # Read in the scrape thread: the counts under their lock, the logs' sizes.
+            "data_plane": self.data_plane if self.kafka_listeners else None,
+            "image": self.image,
         }
 
     def _count_pending_deletions(self) -> None:
