@@ -527,6 +527,27 @@ def test_kafka_features_describe(cluster: ProcessCluster) -> None:
     assert 0 <= epoch < int(mq_quorum_status(cluster)["HighWatermark"])
 
 
+def test_kafka_features_describe_a_dynamic_quorum(tmp_path: Path) -> None:
+    """A quorum formatted with --standalone (KIP-853: its voters in the log) has kraft.version 1
+    finalized, as the broker's Raft observer holds it."""
+    with process_cluster(
+        tmp_path, voters=1, brokers=1, dynamic=True, kafka_listeners={"KAFKA": "SSL"}
+    ) as dynamic:
+        dynamic.format(1, extra=["--standalone"])
+        dynamic.format(BROKERS[0])
+        dynamic.start_all()
+        dynamic.wait_for_leader(timeout_s=30)
+        address = kafka_address(dynamic)
+        wait_until(lambda: listening(address), 60, f"Kafka listener {address}")
+        out = tool(dynamic, FEATURES, "describe")
+        kraft = (
+            r"Feature: kraft\.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 1\s+"
+            r"FinalizedVersionLevel: 1\s"
+        )
+        assert re.search(kraft, out), out
+        assert re.search(r"Feature: metadata\.version\s.*FinalizedVersionLevel: 3\.9-IV0\s", out)
+
+
 # ----- kafka-consumer-groups ----------------------------------------------------------------------
 
 
