@@ -151,8 +151,8 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
         yield family
     size = GaugeMetricFamily(
         "kafka_log_log_size",
-        "Bytes in every segment of a partition's log on this broker (the logs opened since "
-        "the broker started)",
+        "Bytes in every segment of a partition's log on this broker (the logs open here: "
+        "every partition it leads after the first retention check)",
         labels=("topic", "partition"),
     )
     logs = data_plane.logs.open_logs() if data_plane.logs is not None else []
