@@ -277,6 +277,9 @@ class BrokerNode:
             "caught_up": self.caught_up.is_set(),
             # Plain ints the Kafka listeners' thread keeps (docs/operating.md#this-projects-own).
             "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
+            # Read in the scrape thread: the counts under their lock, the logs' sizes.
+            "data_plane": self.data_plane if self.kafka_listeners else None,
+            "image": self.image,
         }
 
     def _count_pending_deletions(self) -> None:
@@ -559,6 +562,8 @@ class BrokerNode:
             ),
             data=self.data_plane,
             describe_quorum=lambda request: broker_loop.run(self._describe_quorum(request)),
+            # Read from the listeners' thread: one int the broker's loop replaces whole.
+            kraft_version=lambda: self.driver.node.kraft_version,
         )
 
     async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:

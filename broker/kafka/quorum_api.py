@@ -1,4 +1,5 @@
-"""DescribeQuorum (API key 55) on the Kafka listener (docs/kafka-listener.md#what-the-answers-mean-here).
+"""DescribeQuorum (API key 55) on the Kafka listener (docs/kafka-listener.md, "What the
+answers mean here").
 
 A KRaft broker forwards DescribeQuorum to the active controller, so Kafka's
 ``kafka-metadata-quorum --bootstrap-server`` (the Admin's ``describeMetadataQuorum``) can name a
