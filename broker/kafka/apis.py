@@ -33,6 +33,7 @@ from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.offsets import OffsetsHandler
 from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
+from broker.kafka.producer_id import InitProducerIdHandler
 from broker.kafka.protocol import (
     API_VERSIONS,
     CREATE_PARTITIONS_FORWARDABLE,
@@ -146,10 +147,13 @@ class KafkaApis:
         forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
         data: DataPlane | None = None,
+        next_producer_id: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
-        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER)."""
+        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER).
+        ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
+        None: answered COORDINATOR_LOAD_IN_PROGRESS)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -161,11 +165,15 @@ class KafkaApis:
         produce = ProduceHandler(self.data, authorization, self._read_image)
         fetch = FetchHandler(self.data, authorization, self._read_image)
         offsets = OffsetsHandler(self.data, authorization, self._read_image)
+        init_producer_id = InitProducerIdHandler(
+            authorization, self._read_image, next_producer_id, broker_id=broker_id
+        )
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
             ApiKey.METADATA: self._metadata,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
