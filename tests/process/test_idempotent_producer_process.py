@@ -1,0 +1,208 @@
+"""Idempotent producers on real processes (docs/kafka-listener.md#produce): confluent-kafka with
+``enable.idempotence=True`` gets a producer id from a block the active controller committed,
+produces with retries while its partition's leader is killed with SIGKILL and restarted, and
+every acknowledged record is read back exactly once at its offset: the retries of batches the
+dead broker had written (but whose answers were lost) are answered with their first offsets,
+not appended again. Over the raw wire, deterministically: each of a producer's last 5 batches
+retried after kill -9 of its leader is answered with its first offset, and producer ids stay
+unique across brokers, a controller failover and a broker restart. A transactional producer is
+refused at once, not left retrying."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from quorum.harness import ProcessCluster, process_cluster, wait_until
+from tests.process.test_kafka_data_process import (
+    NO_GROUP,
+    confluent_consume,
+    create_topic,
+    produce_raw,
+    raw,
+    seed,
+    ssl_config,
+    wait_serving,
+)
+from tests.record_batches import Record, encode_batch
+
+BROKERS = (101, 102)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    with process_cluster(
+        tmp_path_factory.mktemp("idempotent"),
+        brokers=len(BROKERS),
+        kafka_listeners={"KAFKA": "SSL"},
+    ) as cluster:
+        cluster.format()
+        cluster.start_all()
+        cluster.wait_for_leader(timeout_s=30)
+        wait_serving(cluster)
+        yield cluster
+        for broker_id in BROKERS:
+            assert "kafka_request_failed" not in cluster.logs(broker_id)
+
+
+def test_kill_9_with_retries_keeps_every_acknowledged_record_exactly_once(
+    cluster: ProcessCluster,
+) -> None:
+    rng = random.Random(seed())
+    topic = "exactly-once"
+    create_topic(cluster, topic, on=101)
+    acknowledged: dict[bytes, int] = {}
+    errors: list[Any] = []
+    stop = threading.Event()
+    # The bootstrap is the other broker, which stays up: the producer finds the partition's
+    # leader (101) through Metadata and follows it back after its restart.
+    producer = Producer(
+        {
+            **ssl_config(cluster, broker=102),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.num.messages": 50,
+            "message.timeout.ms": 120_000,
+            "error_cb": errors.append,
+        }
+    )
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            acknowledged[message.value()] = message.offset()
+        else:
+            errors.append(error)
+
+    sent = 0
+
+    def produce() -> None:
+        nonlocal sent
+        while not stop.is_set():
+            value = f"{sent:08d}-".encode() + rng.randbytes(200)
+            producer.produce(topic, partition=0, value=value, on_delivery=delivered)
+            sent += 1
+            producer.poll(0)
+            if len(producer) > 2_000:
+                producer.poll(0.01)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(acknowledged) >= 3_000, 60, "3,000 acknowledged records")
+        cluster.kill(101, signal.SIGKILL)
+        cluster.start(101)
+        wait_serving(cluster)
+        before = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= before + 3_000, 120, "3,000 more after restart")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert producer.flush(120) == 0, "records left undelivered"
+    fatal = [e for e in errors if getattr(e, "fatal", lambda: False)()]
+    assert not fatal, fatal
+    assert len(acknowledged) == sent, (len(acknowledged), sent)
+    consumer = Consumer({**ssl_config(cluster), "group.id": "idem", **NO_GROUP})
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    messages = confluent_consume(cluster, topic, end)
+    values = [m.value() for m in messages]
+    repeated = [v[:8] for v, n in Counter(values).items() if n > 1]
+    assert not repeated, f"records appended more than once: {repeated[:10]}"
+    assert end == sent  # every record once, nothing else
+    for value, offset in acknowledged.items():
+        assert values[offset] == value
+
+
+def init_producer_id(cluster: ProcessCluster, broker: int) -> int:
+    connection = raw(cluster, broker)
+    try:
+        answer = wait_until(
+            lambda: (
+                a
+                if int(
+                    (
+                        a := connection.ask(
+                            22, 4, {"transactional_id": None, "transaction_timeout": 60_000}
+                        )
+                    ).error_code
+                )
+                == 0
+                else None
+            ),
+            30,
+            f"a producer id from broker {broker}",
+        )
+    finally:
+        connection.close()
+    assert answer.producer_epoch == 0
+    return int(answer.producer_id)
+
+
+def test_retries_after_kill_9_are_answered_with_their_first_offsets(
+    cluster: ProcessCluster,
+) -> None:
+    topic = "retried"
+    create_topic(cluster, topic, on=101)
+    pid = init_producer_id(cluster, 101)
+    other = init_producer_id(cluster, 102)
+    assert pid // 1000 != other // 1000, "two brokers share a producer id block"
+
+    def batch(seq: int, tag: bytes = b"") -> bytes:
+        records = [
+            Record(f"{seq + i}".encode() + tag, b"v" * 40, 1_700_000_000_000, ()) for i in range(2)
+        ]
+        return encode_batch(records, producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+    connection = raw(cluster, 101)
+    try:
+        offsets = [
+            int(produce_raw(connection, topic, batch(seq)).base_offset) for seq in range(0, 14, 2)
+        ]
+    finally:
+        connection.close()
+    assert offsets == list(range(0, 14, 2))
+    # The active controller dies too: the broker's next block comes from its successor.
+    leader = cluster.wait_for_leader(timeout_s=30)[0]
+    cluster.kill(leader, signal.SIGKILL)
+    cluster.kill(101, signal.SIGKILL)  # no clean close: no producer snapshot at the end
+    cluster.start(101)
+    wait_serving(cluster)
+    connection = raw(cluster, 101)
+    try:
+        for index in range(2, 7):  # the last 5, retried: their first offsets, nothing appended
+            answer = wait_until(
+                lambda i=index: (
+                    a
+                    if int((a := produce_raw(connection, topic, batch(i * 2))).error_code) == 0
+                    else None
+                ),
+                60,
+                "the partition served again",
+            )
+            assert int(answer.base_offset) == offsets[index]
+        stale = produce_raw(connection, topic, batch(2))  # the 6th newest: no longer retained
+        assert int(stale.error_code) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert int(produce_raw(connection, topic, batch(14)).base_offset) == 14
+    finally:
+        connection.close()
+    cluster.start(leader)
+    after = init_producer_id(cluster, 101)
+    assert after // 1000 not in (pid // 1000, other // 1000), "a producer id block given twice"
+    assert len({pid, other, after}) == 3
+
+
+def test_a_transactional_producer_is_refused_at_once(cluster: ProcessCluster) -> None:
+    producer = Producer({**ssl_config(cluster), "transactional.id": "tx-1"})
+    with pytest.raises(KafkaException) as caught:
+        producer.init_transactions(30)
+    assert caught.value.args[0].fatal() or not caught.value.args[0].retriable()
