@@ -334,7 +334,7 @@ def _check_producer(header: BatchHeader) -> None:
             "transactional batches are not supported by this broker (it serves no "
             "AddPartitionsToTxn or EndTxn): produce without a transactional.id",
         )
-    if header.producer_id != NO_PRODUCER_ID and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise RecordBatchError(
             INVALID_RECORD,
             f"invalid sequence number {header.base_sequence} in a batch of producer id "

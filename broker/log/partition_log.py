@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from broker.log.batch import (
-    NO_PRODUCER_ID,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
     BatchHeader,
     ProducedBatch,
@@ -321,7 +320,7 @@ class PartitionLog:
         log_append_ms = now_ms if config.timestamps.log_append_time else None
         with self._lock:
             self._check_usable()
-            if header.producer_id != NO_PRODUCER_ID:
+            if header.producer_id >= 0:  # Kafka's hasProducerId
                 duplicate = self.producers.check(header)
                 if duplicate is not None:
                     return AppendResult(
@@ -539,6 +538,7 @@ class PartitionLog:
         number of segments deleted."""
         with self._lock:
             self._check_usable()
+            self.producers.expire(now_ms)
             deletable = self._deletable(config, now_ms)
             if not deletable:
                 return 0
@@ -556,7 +556,6 @@ class PartitionLog:
                 raise self._fail("deleting segments past retention", exc) from exc
             del self.segments[:deletable]
             self._drop_old_producer_snapshots()
-            self.producers.expire(now_ms)
             self._log.info(
                 "log_segments_deleted",
                 segments=deletable,

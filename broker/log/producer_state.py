@@ -31,7 +31,12 @@ keeps the last entry of each producer id, which is the same newest batch.
 
 Bounds: a producer whose last batch's timestamp is older than ``producer.id.expiration.ms``
 (Kafka's default, one day) is forgotten when retention runs; its next batch at a non-zero
-sequence is then UNKNOWN_PRODUCER_ID, as in Kafka.
+sequence is then UNKNOWN_PRODUCER_ID, as in Kafka. At most ``PRODUCER_STATE_ENTRIES_MAX``
+producers are kept (any client may write any producer id): past it the one heard from least
+recently is forgotten the same way.
+
+Only producer ids of 0 and above are producers: Kafka's ``hasProducerId`` (any negative id is
+"none", as -1 is).
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ from typing import Final
 
 import crc32c
 
-from broker.log.batch import NO_PRODUCER_ID, BatchHeader
+from broker.log.batch import BatchHeader
 from broker.log.errors import RecordBatchError
+from quorum.limits import PRODUCER_STATE_ENTRIES_MAX
 
 __all__ = [
     "BATCHES_RETAINED",
@@ -121,8 +127,10 @@ def _in_sequence(last_seq: int, first_seq: int) -> bool:
 class ProducerState:
     """The producers of one partition. Not thread-safe: the partition log's lock guards it."""
 
-    def __init__(self) -> None:
+    def __init__(self, entries_max: int = PRODUCER_STATE_ENTRIES_MAX) -> None:
+        # Ordered least recently appended to first: ``update`` moves a producer to the end.
         self._producers: dict[int, _Producer] = {}
+        self._entries_max = entries_max
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -182,13 +190,17 @@ class ProducerState:
         """Record an appended batch (``header`` with its assigned base offset). Batches without
         a producer id are ignored; so replaying a log's headers rebuilds the state."""
         producer_id = header.producer_id
-        if producer_id == NO_PRODUCER_ID:
+        if producer_id < 0:
             return
-        producer = self._producers.get(producer_id)
-        if producer is None or header.producer_epoch > producer.epoch:
-            producer = self._producers[producer_id] = _Producer(header.producer_epoch)
-        elif header.producer_epoch < producer.epoch:
+        producer = self._producers.pop(producer_id, None)
+        if producer is not None and header.producer_epoch < producer.epoch:
+            self._producers[producer_id] = producer
             return  # an old epoch's batch found while replaying: the state moved past it
+        if producer is None or header.producer_epoch > producer.epoch:
+            producer = _Producer(header.producer_epoch)
+        self._producers[producer_id] = producer
+        if len(self._producers) > self._entries_max:
+            del self._producers[next(iter(self._producers))]
         producer.batches.append(
             BatchMetadata(
                 first_seq=header.base_sequence,
@@ -220,8 +232,8 @@ class ProducerState:
     def encode_snapshot(self) -> bytes:
         entries = bytearray()
         count = 0
-        for producer_id in sorted(self._producers):
-            producer = self._producers[producer_id]
+        # Least recently appended to first, so loading keeps which producer goes first.
+        for producer_id, producer in self._producers.items():
             for batch in producer.batches:
                 entries += _ENTRY.pack(
                     producer_id,
@@ -238,7 +250,9 @@ class ProducerState:
         return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
 
     @classmethod
-    def decode_snapshot(cls, data: bytes) -> ProducerState:
+    def decode_snapshot(
+        cls, data: bytes, entries_max: int = PRODUCER_STATE_ENTRIES_MAX
+    ) -> ProducerState:
         if len(data) < _HEAD.size:
             raise ProducerStateError(f"{len(data)} bytes: shorter than a snapshot's header")
         version, crc, count = _HEAD.unpack_from(data)
@@ -248,7 +262,7 @@ class ProducerState:
             raise ProducerStateError("the CRC32C does not match the snapshot's bytes")
         if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
             raise ProducerStateError(f"{count} entries do not fill {len(data)} bytes")
-        state = cls()
+        state = cls(entries_max)
         for index in range(count):
             producer_id, epoch, last_seq, last_offset, delta, timestamp, _, _ = _ENTRY.unpack_from(
                 data, _HEAD.size + index * _ENTRY.size
@@ -265,6 +279,8 @@ class ProducerState:
                     timestamp=timestamp,
                 )
             )
+        while len(state._producers) > entries_max:
+            del state._producers[next(iter(state._producers))]
         return state
 
     def write_snapshot(self, directory: Path, offset: int) -> Path:

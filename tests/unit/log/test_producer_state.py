@@ -241,3 +241,53 @@ def test_the_snapshot_is_kafkas_format_with_the_newest_batch_last() -> None:
     assert loaded.entry(PID) == state.entry(PID)
     with pytest.raises(Exception, match="CRC32C"):
         ProducerState.decode_snapshot(data[:6] + bytes([data[6] ^ 1]) + data[7:])
+
+
+def test_the_producers_kept_are_bounded_least_recent_first() -> None:
+    state = ProducerState(entries_max=3)
+    for pid in (1, 2, 3):
+        state.update(batch(0, pid=pid).header._replace(base_offset=pid * 10))
+    state.update(batch(2, pid=1).header._replace(base_offset=40))  # 1 is now the most recent
+    state.update(batch(0, pid=4).header._replace(base_offset=50))  # 2 is forgotten
+    assert [pid for pid in (1, 2, 3, 4) if state.entry(pid) is not None] == [1, 3, 4]
+    with pytest.raises(errors.RecordBatchError) as caught:
+        state.check(batch(2, pid=2).header)
+    assert caught.value.error_code == errors.UNKNOWN_PRODUCER_ID
+    # The order survives a snapshot: the next one forgotten is still the least recent (3).
+    loaded = ProducerState.decode_snapshot(state.encode_snapshot(), entries_max=3)
+    loaded.update(batch(0, pid=5).header._replace(base_offset=60))
+    assert [pid for pid in (1, 3, 4, 5) if loaded.entry(pid) is not None] == [1, 4, 5]
+
+
+def test_negative_producer_ids_are_no_producer(tmp_path: Path) -> None:
+    """Kafka's hasProducerId: any negative id means none, so such batches are not tracked."""
+    log = open_log(tmp_path / "t-0")
+    odd = batch(0, pid=-5)
+    assert append(log, odd) == (0, 1)
+    assert append(log, odd) == (2, 3)
+    assert len(log.producers) == 0
+
+
+def test_the_whole_log_is_replayed_across_sealed_segments(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=700)
+    log = open_log(directory)
+    offsets = fill(log, 9, config)
+    log.close()
+    for offset in snapshot_offsets(directory):
+        os.unlink(directory / f"{offset:020d}.snapshot")
+    again = open_log(directory, recovery_point=18)
+    assert len(again.segments) > 2
+    for index in range(4, 9):
+        assert append(again, batch(index * 2), config) == offsets[index]
+
+
+def test_silent_producers_expire_when_retention_runs(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    append(log, batch(0))
+    day = 86_400_000
+    log.delete_old_segments(CONFIG, NOW_MS + day - 1, lambda: None)
+    assert log.producers.entry(PID) is not None
+    log.delete_old_segments(CONFIG, NOW_MS + day, lambda: None)
+    assert log.producers.entry(PID) is None
+    assert refused(log, batch(2)).error_code == errors.UNKNOWN_PRODUCER_ID
