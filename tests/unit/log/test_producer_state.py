@@ -291,3 +291,43 @@ def test_silent_producers_expire_when_retention_runs(tmp_path: Path) -> None:
     log.delete_old_segments(CONFIG, NOW_MS + day, lambda: None)
     assert log.producers.entry(PID) is None
     assert refused(log, batch(2)).error_code == errors.UNKNOWN_PRODUCER_ID
+
+
+def test_replay_walks_batches_larger_than_one_read(tmp_path: Path) -> None:
+    """Headers are read in 16 KiB chunks: batches larger than a chunk, between small ones and
+    plain ones, are all found again."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    plain = check_produced(
+        encode_batch([Record(b"k", b"v" * 30_000, NOW_MS, ())]),
+        produce_version=11,
+        max_message_bytes=1 << 20,
+        timestamps=TimestampRules(),
+        now_ms=NOW_MS,
+    )
+    offsets = []
+    for seq in range(0, 60, 10):
+        append(log, plain)
+        big = encode_batch(
+            [Record(f"{seq + i}".encode(), b"x" * 2_000, NOW_MS, ()) for i in range(10)],
+            producer_id=PID,
+            producer_epoch=0,
+            base_sequence=seq,
+        )
+        produced = check_produced(
+            big,
+            produce_version=11,
+            max_message_bytes=1 << 20,
+            timestamps=TimestampRules(),
+            now_ms=NOW_MS,
+        )
+        assert len(produced.data) > 16 * 1024
+        offsets.append((seq, produced, append(log, produced)))
+    end = log.log_end_offset
+    del log  # kill -9
+    for offset in snapshot_offsets(directory):
+        os.unlink(directory / f"{offset:020d}.snapshot")
+    again = open_log(directory, recovery_point=end)
+    for _, produced, first in offsets[1:]:
+        assert append(again, produced) == first
+    assert again.log_end_offset == end
