@@ -6,6 +6,7 @@ on-disk layout inside the partition directory reconciliation made
     {topic}-{p}/00000000000000000000.log      record batches, as served
     {topic}-{p}/00000000000000000000.index    offset index, every 4 KiB
     {topic}-{p}/00000000000000000000.timeindex
+    {topic}-{p}/00000000000000000000.snapshot idempotent producers' state (producer_state.py)
     {topic}-{p}/leader-epoch-checkpoint
 
 Threads: every method takes the log's lock, so appends (the listeners' writer thread), reads
