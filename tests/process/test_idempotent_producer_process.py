@@ -11,23 +11,32 @@ controllers and 2 brokers over mTLS:
   answered with its first offset, and producer ids stay unique across brokers, the controller
   failover and the broker restart;
 - kafka-python's idempotent producer; AllocateProducerIds only from a registered broker as
-  itself; a transactional producer refused at once, not left retrying.
+  itself; a transactional producer refused at once, not left retrying;
+- Kafka 4.4's own DumpLogSegments reads a producer snapshot file (skipped without the jars,
+  scripts/kafka/fetch).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import signal
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from broker.log.batch import TimestampRules, check_produced
+from broker.log.config import LogConfig
+from broker.log.partition_log import PartitionLog
 from quorum.errors import ErrorCode
 from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.kafka_peer import kafka_missing, run_tool
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.identity import ROLE_BROKER
 from tests.process.test_kafka_data_process import (
@@ -280,3 +289,50 @@ def test_a_transactional_producer_is_refused_at_once(cluster: ProcessCluster) ->
     error = caught.value.args[0]
     assert error.fatal() and error.code() == KafkaError._UNSUPPORTED_FEATURE, error
     assert "coordinator" in error.str()
+
+
+@pytest.mark.skipif(kafka_missing() is not None, reason=f"Kafka's tools: {kafka_missing()}")
+def test_kafkas_dump_log_segments_reads_the_producer_snapshot(tmp_path: Path) -> None:
+    """Kafka 4.4's own DumpLogSegments reads a snapshot a partition log wrote: every retained
+    batch of each producer, with the sequences, offsets and epoch as written."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    log = PartitionLog(
+        directory,
+        recovery_point=0,
+        log_start_offset=0,
+        now_ms=1_700_000_000_000,
+        logger=structlog.get_logger(),
+    )
+    for pid in (1000, 1001):
+        for seq in range(0, 14, 2):
+            records = [
+                Record(f"{pid}-{seq + i}".encode(), b"v", 1_700_000_000_000, ()) for i in range(2)
+            ]
+            data = encode_batch(records, producer_id=pid, producer_epoch=3, base_sequence=seq)
+            batch = check_produced(
+                data,
+                produce_version=11,
+                max_message_bytes=1 << 20,
+                timestamps=TimestampRules(),
+                now_ms=1_700_000_000_000,
+            )
+            log.append(batch, 5, LogConfig(), 1_700_000_000_000)
+    log.close()
+    result = run_tool(
+        "org.apache.kafka.tools.DumpLogSegments",
+        "--files",
+        str(directory / f"{28:020d}.snapshot"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = [
+        dict(re.findall(r"(\w+): (\S+)", line))
+        for line in result.stdout.splitlines()
+        if line.startswith("producerId:")
+    ]
+    assert [(e["producerId"], e["firstSequence"], e["lastOffset"]) for e in entries] == [
+        (str(pid), str(seq), str(first + seq + 1))
+        for pid, first in ((1000, 0), (1001, 14))
+        for seq in range(4, 14, 2)
+    ]
+    assert {e["producerEpoch"] for e in entries} == {"3"}
