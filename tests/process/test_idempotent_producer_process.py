@@ -10,7 +10,8 @@ controllers and 2 brokers over mTLS:
   producer's last 5 batches retried after kill -9 of its leader and of the active controller is
   answered with its first offset, and producer ids stay unique across brokers, the controller
   failover and the broker restart;
-- kafka-python's idempotent producer; AllocateProducerIds only from a registered broker as
+- kafka-python's idempotent producer, and Kafka's Java producer with its defaults (idempotent);
+  AllocateProducerIds only from a registered broker as
   itself; a transactional producer refused at once, not left retrying;
 - Kafka 4.4's own DumpLogSegments reads a producer snapshot file (skipped without the jars,
   scripts/kafka/fetch).
@@ -289,6 +290,40 @@ def test_a_transactional_producer_is_refused_at_once(cluster: ProcessCluster) ->
     error = caught.value.args[0]
     assert error.fatal() and error.code() == KafkaError._UNSUPPORTED_FEATURE, error
     assert "coordinator" in error.str()
+
+
+@pytest.mark.skipif(kafka_missing() is not None, reason=f"Kafka's tools: {kafka_missing()}")
+def test_the_java_producer_is_idempotent_by_default(cluster: ProcessCluster) -> None:
+    """Kafka's own producer (ProducerPerformance, kafka-producer-perf-test.sh) with its
+    defaults, idempotence on and acks=all: every record lands once."""
+    topic = "java-producer"
+    create_topic(cluster, topic, on=101)
+    assert cluster.certs is not None
+    result = run_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        "20000",
+        "--record-size",
+        "200",
+        "--throughput",
+        "-1",
+        "--command-config",
+        str(cluster.certs.kafka_client_properties()),
+        "--producer-props",
+        f"bootstrap.servers={cluster.nodes[102].kafka_address('KAFKA')}",
+        "enable.idempotence=true",
+        "acks=all",
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "Exception" not in result.stderr, output[-3000:]
+    assert "20000 records sent" in result.stdout, output[-3000:]
+    consumer = Consumer({**ssl_config(cluster), "group.id": "java", **NO_GROUP})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 20_000)
+    finally:
+        consumer.close()
 
 
 @pytest.mark.skipif(kafka_missing() is not None, reason=f"Kafka's tools: {kafka_missing()}")
