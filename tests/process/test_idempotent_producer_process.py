@@ -11,8 +11,8 @@ controllers and 2 brokers over mTLS:
   answered with its first offset, and producer ids stay unique across brokers, the controller
   failover and the broker restart;
 - kafka-python's idempotent producer, and Kafka's Java producer with its defaults (idempotent);
-  AllocateProducerIds only from a registered broker as
-  itself; a transactional producer refused at once, not left retrying;
+  AllocateProducerIds only from a registered broker as itself; a transactional producer
+  refused at once, not left retrying;
 - Kafka 4.4's own DumpLogSegments reads a producer snapshot file (skipped without the jars,
   scripts/kafka/fetch).
 """
