@@ -590,9 +590,12 @@ class PartitionLog:
     def _drop_old_producer_snapshots(self) -> None:
         """Snapshots below the log start offset but the newest of them (loading starts there,
         then replays from the log start)."""
-        below = [o for o in snapshot_offsets(self.directory) if o < self.log_start_offset]
-        for offset in below[:-1]:
-            self._snapshot_path(offset).unlink(missing_ok=True)
+        try:
+            below = [o for o in snapshot_offsets(self.directory) if o < self.log_start_offset]
+            for offset in below[:-1]:
+                self._snapshot_path(offset).unlink(missing_ok=True)
+        except OSError as exc:  # only disk space is lost: the next retention run tries again
+            self._log.warning("producer_snapshot_delete_failed", error=str(exc))
 
     def flush(self) -> int:
         """fsync the active segment: everything up to the log end offset is durable; the new

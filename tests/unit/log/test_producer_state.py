@@ -331,3 +331,22 @@ def test_replay_walks_batches_larger_than_one_read(tmp_path: Path) -> None:
     for _, produced, first in offsets[1:]:
         assert append(again, produced) == first
     assert again.log_end_offset == end
+
+
+def test_retention_keeps_only_the_newest_snapshot_below_the_log_start(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=700, retention_bytes=1_500)
+    log = open_log(directory)
+    offsets = fill(log, 15, config)
+    rolls = snapshot_offsets(directory)
+    assert len(rolls) >= 4
+    assert log.delete_old_segments(config, NOW_MS, lambda: None) > 0
+    start = log.log_start_offset
+    kept = snapshot_offsets(directory)
+    assert [o for o in kept if o < start] == [max(o for o in rolls if o < start)]
+    assert [o for o in kept if o >= start] == [o for o in rolls if o >= start]
+    end = log.log_end_offset
+    del log  # kill -9: the kept snapshots and the headers from the log start rebuild the state
+    again = open_log(directory, recovery_point=end, log_start_offset=start)
+    for index in range(10, 15):
+        assert append(again, batch(index * 2), config) == offsets[index]
