@@ -55,6 +55,7 @@ from broker.controller_client import ControllerClient, ControllerUnavailableErro
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
+from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
 from quorum.errors import ErrorCode
@@ -184,6 +185,10 @@ class BrokerNode:
         )
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
+        # InitProducerId's ids, from blocks the active controller hands out.
+        self.producer_ids = ProducerIdManager(
+            self.controllers, self.broker_id, lambda: self.broker_epoch
+        )
         self.registration_offset: int | None = None
         self.fenced = True
         self.caught_up = asyncio.Event()
@@ -564,6 +569,7 @@ class BrokerNode:
             describe_quorum=lambda request: broker_loop.run(self._describe_quorum(request)),
             # Read from the listeners' thread: one int the broker's loop replaces whole.
             kraft_version=lambda: self.driver.node.kraft_version,
+            next_producer_id=lambda: broker_loop.run(self.producer_ids.next_id()),
         )
 
     async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:

@@ -360,8 +360,8 @@ class RecordsStory:
     def produce(self, values: list[str]) -> None:
         from confluent_kafka import Producer  # noqa: PLC0415
 
-        # Idempotence is off: InitProducerId is not served yet (docs/kafka-listener.md).
-        producer = Producer({**self.client, "acks": "all", "enable.idempotence": False})
+        # Idempotent: a retried batch lands once (docs/kafka-listener.md#produce).
+        producer = Producer({**self.client, "acks": "all", "enable.idempotence": True})
         acknowledged: list[str] = []
 
         def delivered(error: object, message: Any) -> None:
@@ -373,7 +373,10 @@ class RecordsStory:
             producer.produce("orders", value=value.encode(), partition=0, on_delivery=delivered)
         if producer.flush(30) != 0:
             raise SystemExit("producing to 'orders' did not finish in 30 s")
-        _say(f"\n   produced to orders-0 (confluent-kafka, acks=all): {', '.join(acknowledged)}")
+        _say(
+            f"\n   produced to orders-0 (confluent-kafka, idempotent, acks=all): "
+            f"{', '.join(acknowledged)}"
+        )
 
     def consume(self) -> list[str]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415

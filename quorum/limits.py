@@ -117,6 +117,14 @@ KAFKA_FETCH_RESPONSE_BYTES_MAX: Final = 8 * 1024 * 1024
 # Fetches need no bound of their own: a connection has one request at a time, and connections
 # are bounded by max.connections.
 KAFKA_FETCH_WAIT_MS_MAX: Final = 30_000
+# Idempotent producers one partition keeps state for (broker/log/producer_state.py): past it
+# the producer heard from least recently is forgotten (its next batch at a non-zero sequence is
+# UNKNOWN_PRODUCER_ID, as after Kafka's producer.id.expiration.ms). Any client may put any
+# producer id in a batch, so without a bound a few thousand batches a second of made-up ids
+# would grow the state (and every producer snapshot) for a day. Our choice: Kafka has none
+# (KIP-936 proposes throttling instead); 50,000 producers of 5 retained batches are about 12 MB
+# of snapshot and 30 MB of memory per partition, far beyond the producers a partition sees.
+PRODUCER_STATE_ENTRIES_MAX: Final = 50_000
 # An index file (.index, .timeindex) of a segment never grows past this: the segment is rolled
 # first. Kafka's segment.index.bytes default (10 MiB: 1,310,720 offset entries, 873,813 time
 # entries).

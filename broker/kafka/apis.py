@@ -34,6 +34,7 @@ from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.offsets import OffsetsHandler
 from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
+from broker.kafka.producer_id import InitProducerIdHandler
 from broker.kafka.protocol import (
     API_VERSIONS,
     CREATE_PARTITIONS_FORWARDABLE,
@@ -154,13 +155,16 @@ class KafkaApis:
         data: DataPlane | None = None,
         describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
         kraft_version: Callable[[], int] = lambda: 0,
+        next_producer_id: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
         without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER).
         ``describe_quorum``: the controllers' answer to a gRPC DescribeQuorum (None: no
         controller to ask, answered as unreachable).
-        ``kraft_version``: the KIP-853 level the broker's Raft observer has in force."""
+        ``kraft_version``: the KIP-853 level the broker's Raft observer has in force.
+        ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
+        None: answered COORDINATOR_LOAD_IN_PROGRESS)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -176,11 +180,15 @@ class KafkaApis:
         quorum = DescribeQuorumHandler(
             describe_quorum or _no_quorum, authorization, self._read_image, cluster_id=cluster_id
         )
+        init_producer_id = InitProducerIdHandler(
+            authorization, self._read_image, next_producer_id, broker_id=broker_id
+        )
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
             ApiKey.METADATA: self._metadata,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,

@@ -20,10 +20,10 @@ watermark is the log end offset once the batch is in the page cache (docs/invari
 acks=0: no answer is sent, as Kafka; if any partition failed, the connection is closed instead
 (Kafka's way of telling such a producer to refresh its metadata).
 
-Idempotent and transactional producers are not served yet: InitProducerId is not advertised,
-so Kafka's clients that need it stop with a clear error before they produce (librdkafka's
-default, ``enable.idempotence=false``, needs nothing); a batch that carries a producer id
-anyway is UNKNOWN_PRODUCER_ID, a transactional one INVALID_TXN_STATE.
+Idempotent producers (ids from InitProducerId, ``producer_id.py``) are checked and
+deduplicated by the partition log, under its lock (``broker/log/producer_state.py``): a retry of
+one of a producer's last 5 batches is answered with its first offsets, sequence and epoch
+errors with Kafka's codes. Transactional batches are INVALID_TXN_STATE (no transactions).
 """
 
 from __future__ import annotations

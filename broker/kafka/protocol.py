@@ -102,6 +102,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -151,6 +152,7 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (0, 7),
         ApiKey.DELETE_TOPICS: (0, 6),
+        ApiKey.INIT_PRODUCER_ID: (0, 5),  # idempotent producers only (producer_id.py)
         ApiKey.DESCRIBE_ACLS: (0, 3),
         ApiKey.CREATE_ACLS: (0, 3),
         ApiKey.DELETE_ACLS: (0, 3),

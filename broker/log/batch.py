@@ -51,7 +51,6 @@ from broker.log.errors import (
     INVALID_TIMESTAMP,
     INVALID_TXN_STATE,
     MESSAGE_TOO_LARGE,
-    UNKNOWN_PRODUCER_ID,
     UNSUPPORTED_COMPRESSION_TYPE,
     RecordBatchError,
 )
@@ -220,8 +219,9 @@ def check_produced(
       bytes can hold: CORRUPT_MESSAGE;
     - ``lastOffsetDelta`` or ``recordCount`` below 1, or disagreeing, a control batch, a
       producer id with a negative sequence: INVALID_RECORD;
-    - a transactional batch: INVALID_TXN_STATE; an idempotent one: UNKNOWN_PRODUCER_ID
-      (neither is supported yet, docs/kafka-listener.md#produce);
+    - a transactional batch: INVALID_TXN_STATE (transactions are not served,
+      docs/kafka-listener.md#produce); an idempotent one's sequences and epoch are the
+      partition log's to check (``producer_state.py``);
     - the LogAppendTime bit set by the producer, or (CreateTime) a first or largest timestamp
       outside [now - before.max.ms, now + after.max.ms]: INVALID_TIMESTAMP.
     """
@@ -326,25 +326,19 @@ def _check_counts(header: BatchHeader, size: int) -> None:
 
 
 def _check_producer(header: BatchHeader) -> None:
+    """Transactions are not served; a producer id needs a sequence. The producer's own state
+    (sequences, epochs) is checked by the partition log (``producer_state.py``)."""
     if header.attributes & TRANSACTIONAL_FLAG:
         raise RecordBatchError(
             INVALID_TXN_STATE,
             "transactional batches are not supported by this broker (it serves no "
-            "InitProducerId, AddPartitionsToTxn or EndTxn yet): produce without a "
-            "transactional.id",
+            "AddPartitionsToTxn or EndTxn): produce without a transactional.id",
         )
-    if header.producer_id != NO_PRODUCER_ID:
-        if header.base_sequence < 0:
-            raise RecordBatchError(
-                INVALID_RECORD,
-                f"invalid sequence number {header.base_sequence} in a batch of producer id "
-                f"{header.producer_id}",
-            )
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise RecordBatchError(
-            UNKNOWN_PRODUCER_ID,
-            f"producer id {header.producer_id} is unknown here: this broker serves no "
-            "InitProducerId, so idempotent producers are not supported yet (set "
-            "enable.idempotence=false)",
+            INVALID_RECORD,
+            f"invalid sequence number {header.base_sequence} in a batch of producer id "
+            f"{header.producer_id}",
         )
 
 

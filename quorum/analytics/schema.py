@@ -51,6 +51,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -131,7 +132,7 @@ FAMILIES: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ),
     ),
     (
-        "broker",  # Register/Unregister/Fence/UnfenceBrokerRecord
+        "broker",  # Register/Unregister/Fence/UnfenceBrokerRecord, ProducerIdsRecord
         (
             ("id", "INT"),
             ("epoch", "BIGINT"),
@@ -139,6 +140,7 @@ FAMILIES: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("rack", "STRING"),
             ("fenced", "BOOLEAN"),
             ("endpoints", _ENDPOINTS),
+            ("next_producer_id", "BIGINT"),
         ),
     ),
     (
@@ -335,6 +337,12 @@ RECORD_COLUMNS: Final[Mapping[type[Record], tuple[Field, ...]]] = {
         Field("partition_epoch", "partition.partition_epoch", "int?"),
     ),
     FenceBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
+    # Snapshots write it with broker id and epoch -1 (only the next block start is state).
+    ProducerIdsRecord: (
+        Field("broker_id", "broker.id", "int", -1),
+        Field("broker_epoch", "broker.epoch", "int", -1, INT64_MAX),
+        Field("next_producer_id", "broker.next_producer_id", "int", 0, INT64_MAX),
+    ),
     UnfenceBrokerRecord: (_BROKER_ID, _BROKER_EPOCH),
     RemoveTopicRecord: (_TOPIC_ID,),
     NoOpRecord: (),

@@ -72,8 +72,9 @@ partition_epoch INT>
 broker STRUCT<id INT,           Register/Unregister/Fence/UnfenceBrokerRecord (broker_id,
 epoch BIGINT,                   broker_epoch); incarnation_id, rack, fenced and endpoints
 incarnation_id STRING,          (ARRAY<STRUCT<name STRING, host STRING, port INT>>) from
-rack STRING, fenced BOOLEAN,    RegisterBrokerRecord only
-endpoints ARRAY<...>>
+rack STRING, fenced BOOLEAN,    RegisterBrokerRecord only; ProducerIdsRecord (broker_id,
+endpoints ARRAY<...>,           broker_epoch, both -1 in snapshots, and next_producer_id)
+next_producer_id BIGINT>
 config STRUCT<resource_type     ConfigRecord (resource_type: 2 topic, 4 broker; value NULL: the
 INT, resource_name STRING,      config was deleted)
 name STRING, value STRING>

@@ -19,6 +19,8 @@ from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.records import BrokerEndpoint
 
 __all__ = [
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "CreatableReplicaAssignment",
@@ -273,3 +275,25 @@ class BrokerHeartbeatResponse:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+
+
+# ----- producer ids -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    """Kafka's AllocateProducerIds (KIP-730): a registered broker asks for a block of ids."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsResponse:
+    """The block ``[producer_id_start, producer_id_start + producer_id_len)`` (-1 and 0 on
+    error)."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    producer_id_start: int = -1
+    producer_id_len: int = 0

@@ -40,11 +40,14 @@ from dataclasses import dataclass
 from quorum.controller import acls as acl_ops
 from quorum.controller import brokers as broker_ops
 from quorum.controller import partitions as partition_ops
+from quorum.controller import producer_ids as producer_id_ops
 from quorum.controller import topics as topic_ops
 from quorum.controller.acls import AclOutcome
 from quorum.controller.broker_index import BrokerPartitionIndex
 from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     CreatePartitionsRequest,
@@ -316,6 +319,15 @@ class ControllerStateMachine:
         return broker_ops.fence_stale_brokers(
             self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers, index=self._index
         )
+
+    def allocate_producer_ids(
+        self, request: AllocateProducerIdsRequest, *, next_offset: int
+    ) -> ControllerResult[AllocateProducerIdsResponse]:
+        """See ``quorum.controller.producer_ids``; validates against the latest image, so two
+        allocations in flight get distinct blocks. Codes: NONE, STALE_BROKER_EPOCH,
+        UNKNOWN_SERVER_ERROR."""
+        self._check_next_offset(next_offset)
+        return producer_id_ops.allocate_producer_ids(self._latest, request)
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""

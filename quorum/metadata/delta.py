@@ -23,9 +23,10 @@ snapshot's batches carry are positions inside the file (they must still grow). O
 a state needs are accepted: ``TopicRecord`` (each immediately followed by the
 ``TopicIdentityRecord`` that gives its creation offset), ``DeletedTopicRecord``,
 ``PartitionRecord``, ``ConfigRecord``, ``RegisterBrokerRecord`` (which carries the fenced
-state) and the snapshot header/footer; change records (``PartitionChangeRecord``,
-``RemoveTopicRecord``, broker fencing, ...) are refused there, and the snapshot-only records are
-refused everywhere else. ``quorum.metadata.snapshot_records`` writes such record streams.
+state), ``ProducerIdsRecord`` (the next producer-id block) and the snapshot header/footer;
+change records (``PartitionChangeRecord``, ``RemoveTopicRecord``, broker fencing, ...) are
+refused there, and the snapshot-only records are refused everywhere else.
+``quorum.metadata.snapshot_records`` writes such record streams.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -262,6 +264,7 @@ class MetadataDelta:
         self._broker_configs: dict[str, dict[str, str | None]] = {}
         self._acls: dict[Uuid, AclBinding | None] = {}  # None: removed in this delta
         self._metadata_topic_id = image.metadata_topic_id
+        self._next_producer_id = image.next_producer_id
         # Plain functions called as handler(self, record, offset), from a table built once:
         # a dict of bound methods on self would be a reference cycle, leaving every delta (and
         # the topics, partitions and images it holds) to the cyclic garbage collector.
@@ -652,6 +655,17 @@ class MetadataDelta:
         existing = self._registered_broker(record, offset)
         self._brokers[record.broker_id] = _with_fenced(existing, fenced=False)
 
+    def _replay_producer_ids(self, record: ProducerIdsRecord, offset: int) -> None:
+        """Kafka's ``ProducerIdControlManager.replay``: the next block start only grows."""
+        if record.next_producer_id <= self._next_producer_id:
+            raise MetadataReplayError(
+                offset,
+                record,
+                f"the next producer id block starts at {self._next_producer_id}; a "
+                "ProducerIdsRecord must move it forward",
+            )
+        self._next_producer_id = record.next_producer_id
+
     # ----- apply ------------------------------------------------------------------------------
 
     def apply(self) -> MetadataImage:
@@ -705,6 +719,7 @@ class MetadataDelta:
             )
             if self._acls
             else image.acls,
+            next_producer_id=self._next_producer_id,
         )
 
     def replica_moves(self) -> tuple[dict[int, dict[Uuid, int]], dict[int, dict[Uuid, int]]]:
@@ -853,6 +868,7 @@ _LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
     NoOpRecord: _ignore,
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
+    ProducerIdsRecord: MetadataDelta._replay_producer_ids,
     LeaderChangeMessage: _ignore,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
@@ -869,6 +885,7 @@ _SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
     ConfigRecord: MetadataDelta._replay_config,
     RegisterBrokerRecord: MetadataDelta._replay_register_broker,
     AccessControlEntryRecord: MetadataDelta._replay_acl,
+    ProducerIdsRecord: MetadataDelta._replay_producer_ids,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
     # The voter set in force at the snapshot's end (KIP-853): read by the Raft layer.

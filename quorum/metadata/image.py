@@ -432,6 +432,11 @@ class MetadataImage:
     acls: Mapping[Uuid, AclBinding] = field(default_factory=empty_map)
     """Every ACL by id (``AccessControlEntryRecord``s, docs/authorization.md)."""
 
+    next_producer_id: int = 0
+    """The first producer id of the next block the controller hands out (Kafka's
+    ``ProducerIdsImage.nextProducerId``, from the last ``ProducerIdsRecord``): every id below it
+    was given to some broker, so no id is handed out twice, across failover and snapshots."""
+
     EMPTY: ClassVar[MetadataImage]
 
     __hash__ = None  # type: ignore[assignment]

@@ -31,11 +31,14 @@ from quorum.metadata.record_fields import (
 )
 from quorum.metadata.records_brokers import (
     FenceBrokerRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
     broker_epoch_to_wire,
     fence_broker_from_wire,
+    producer_ids_from_wire,
+    producer_ids_to_wire,
     register_broker_from_wire,
     register_broker_to_wire,
     unfence_broker_from_wire,
@@ -130,6 +133,7 @@ MetadataRecord: TypeAlias = (
     | NoOpRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ProducerIdsRecord
     | TopicIdentityRecord
     | DeletedTopicRecord
 )
@@ -159,6 +163,7 @@ RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
             NoOpRecord,
             AccessControlEntryRecord,
             RemoveAccessControlEntryRecord,
+            ProducerIdsRecord,
             LeaderChangeMessage,
             SnapshotHeader,
             SnapshotFooter,
@@ -218,6 +223,7 @@ _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     NoOpRecord: no_op_to_wire,
     AccessControlEntryRecord: acl_to_wire,
     RemoveAccessControlEntryRecord: remove_acl_to_wire,
+    ProducerIdsRecord: producer_ids_to_wire,
     LeaderChangeMessage: leader_change_to_wire,
     SnapshotHeader: snapshot_header_to_wire,
     SnapshotFooter: snapshot_footer_to_wire,
@@ -267,6 +273,7 @@ _DECODERS: Final[dict[int, dict[int, tuple[int, _Decoder]]]] = {
     NoOpRecord.TYPE: {0: (0, no_op_from_wire)},
     AccessControlEntryRecord.TYPE: {0: (8, acl_from_wire)},
     RemoveAccessControlEntryRecord.TYPE: {0: (1, remove_acl_from_wire)},
+    ProducerIdsRecord.TYPE: {0: (3, producer_ids_from_wire)},
     LeaderChangeMessage.TYPE: {0: (3, leader_change_from_wire)},
     SnapshotHeader.TYPE: {0: (2, snapshot_header_from_wire)},
     SnapshotFooter.TYPE: {0: (1, snapshot_footer_from_wire)},

@@ -38,9 +38,9 @@ imports; ``from quorum.metadata.records import ...`` is the way in):
   ``INT64_MAX``), the field checks every record class runs when built, and the wire conversions
   of shared field kinds (ids, arrays);
 - the record classes by family, each beside its ``*_to_wire`` / ``*_from_wire`` functions:
-  ``records_brokers`` (broker registration, fencing), ``records_topics`` (topics, partitions
-  and the snapshot-only topic identity records), ``records_configs_acls`` (configs, ACLs) and
-  ``records_control`` (the control records and ``NoOpRecord``);
+  ``records_brokers`` (broker registration, fencing, producer-id blocks), ``records_topics``
+  (topics, partitions and the snapshot-only topic identity records), ``records_configs_acls``
+  (configs, ACLs) and ``records_control`` (the control records and ``NoOpRecord``);
 - ``record_codec``: the record unions and type-code tables (``RECORD_CLASSES``,
   ``CONTROL_RECORD_TYPES``, ...) and the dispatch between records, wire arrays and msgpack
   bytes, the hot path;
@@ -89,6 +89,7 @@ from quorum.metadata.record_json import (
 from quorum.metadata.records_brokers import (
     BrokerEndpoint,
     FenceBrokerRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
@@ -143,6 +144,7 @@ __all__ = [
     "NoOpRecord",
     "PartitionChangeRecord",
     "PartitionRecord",
+    "ProducerIdsRecord",
     "Record",
     "RecordDecodeError",
     "RegisterBrokerRecord",

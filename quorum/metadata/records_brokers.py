@@ -1,5 +1,6 @@
 """Broker records: a broker's registration (with its listeners) and the records that unregister,
-fence and unfence it (KIP-631 types 0, 1, 7, 8), each with its wire form.
+fence and unfence it (KIP-631 types 0, 1, 7, 8), and the producer-id blocks brokers are handed
+(Kafka's ``ProducerIdsRecord``, type 15), each with its wire form.
 
 ``quorum.metadata.records`` documents the wire form and gathers these with the other families;
 ``record_codec`` dispatches to the ``*_to_wire`` / ``*_from_wire`` functions here.
@@ -30,6 +31,7 @@ from quorum.metadata.record_fields import (
 __all__ = [
     "BrokerEndpoint",
     "FenceBrokerRecord",
+    "ProducerIdsRecord",
     "RegisterBrokerRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
@@ -37,6 +39,8 @@ __all__ = [
     "endpoint_from_wire",
     "endpoint_to_wire",
     "fence_broker_from_wire",
+    "producer_ids_from_wire",
+    "producer_ids_to_wire",
     "register_broker_from_wire",
     "register_broker_to_wire",
     "unfence_broker_from_wire",
@@ -122,6 +126,26 @@ class UnfenceBrokerRecord:
         check_int(self, "broker_epoch", self.broker_epoch, 0, INT64_MAX)
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """Kafka's ``ProducerIdsRecord``: broker ``broker_id`` (at ``broker_epoch``) was handed the
+    block of producer ids below ``next_producer_id``, the first id of the next block. A snapshot
+    writes it with broker id and epoch -1 (Kafka's ``ProducerIdsImage``): only the next block
+    start is state."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+    TYPE: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        check_int(self, "broker_id", self.broker_id, -1, INT32_MAX)
+        check_int(self, "broker_epoch", self.broker_epoch, -1, INT64_MAX)
+        check_int(self, "next_producer_id", self.next_producer_id, 0, INT64_MAX)
+
+
 # ----- wire form --------------------------------------------------------------------------
 
 
@@ -167,3 +191,11 @@ def fence_broker_from_wire(f: Sequence[Any]) -> FenceBrokerRecord:
 
 def unfence_broker_from_wire(f: Sequence[Any]) -> UnfenceBrokerRecord:
     return UnfenceBrokerRecord(f[0], f[1])
+
+
+def producer_ids_to_wire(r: ProducerIdsRecord) -> list[object]:
+    return [r.broker_id, r.broker_epoch, r.next_producer_id]
+
+
+def producer_ids_from_wire(f: Sequence[Any]) -> ProducerIdsRecord:
+    return ProducerIdsRecord(f[0], f[1], f[2])

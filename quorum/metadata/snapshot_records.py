@@ -4,7 +4,8 @@
 ``image_from_records(records, end_offset=image.offset + 1)`` (or ``image_from_batches``) replays
 them through ``MetadataDelta`` in snapshot mode, giving an image equal to ``image`` in every
 field: topics with their configs and partitions (replicas, ISR, leader, both epochs), brokers
-(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the ACLs, the metadata
+(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the ACLs, the next
+producer-id block, the metadata
 topic's id, and topic identity: each live topic's creation offset and every removed topic (id, name,
 creation and deletion offsets), so that ids stay never reused across a snapshot.
 
@@ -13,6 +14,8 @@ Record order (deterministic, so two controllers with equal images write equal sn
     RegisterBrokerRecord            per broker, by broker id (``fenced`` carries the state)
     ConfigRecord(BROKER, ...)       per broker config, by resource name ("" = cluster) and key
     AccessControlEntryRecord        per ACL, by id
+    ProducerIdsRecord               the next producer-id block (broker id and epoch -1), once
+                                    any block was handed out
     DeletedTopicRecord              per removed topic, by deletion offset
     per live topic, by creation offset:
         TopicRecord                 name, id, internal
@@ -44,6 +47,7 @@ from quorum.metadata.records import (
     DeletedTopicRecord,
     MetadataRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     SnapshotFooter,
@@ -106,6 +110,10 @@ def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         configs = image.broker_configs[resource]
         for name in sorted(configs):
             yield ConfigRecord(ConfigResourceType.BROKER, resource, name, configs[name])
+    if image.next_producer_id > 0:
+        yield ProducerIdsRecord(
+            broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
+        )
     deleted = sorted(
         image.deleted_topics.values(), key=lambda d: (d.deletion_offset, d.creation_offset)
     )

@@ -72,6 +72,7 @@ class AclOperation(enum.IntEnum):
     ALTER = 7
     DESCRIBE = 8
     CLUSTER_ACTION = 9
+    IDEMPOTENT_WRITE = 12  # InitProducerId without a transactional id (on the cluster)
 
 
 class AclPermissionType(enum.IntEnum):
@@ -242,6 +243,44 @@ class Authorizer:
             if operation is AclOperation.DESCRIBE and acl.operation in _IMPLIES_DESCRIBE:
                 return True
         return False
+
+    def authorize_any(
+        self, caller: Caller, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Kafka's ``authorizeByResourceType``: whether ``caller`` may ``operation`` at least
+        one resource of ``resource_type`` (InitProducerId's "WRITE on any topic"). An ALLOW
+        counts unless a DENY of the caller covers its pattern (the same literal name, a prefix
+        of it, or every resource); with no ACL of the type at all,
+        ``allow.everyone.if.no.acl.found`` decides."""
+        if caller.principal in self.super_users:
+            return True
+        every = self._by_type.get(resource_type, ())
+        if not every:
+            return self.allow_everyone_if_no_acl_found
+        applies = [
+            acl
+            for acl in every
+            if acl.principal in (caller.principal, "User:*")
+            and acl.operation in (operation, AclOperation.ALL)
+        ]
+        denies = [acl for acl in applies if acl.permission_type is AclPermissionType.DENY]
+        for allow in applies:
+            if allow.permission_type is not AclPermissionType.ALLOW:
+                continue
+            if not any(_covers(deny, allow) for deny in denies):
+                return True
+        return False
+
+
+def _covers(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether ``deny`` denies every resource ``allow``'s pattern allows."""
+    if deny.pattern_type is PatternType.LITERAL and deny.resource_name == WILDCARD:
+        return True
+    if deny.pattern_type is PatternType.PREFIXED:
+        return allow.resource_name != WILDCARD and allow.resource_name.startswith(
+            deny.resource_name
+        )
+    return allow.pattern_type is PatternType.LITERAL and allow.resource_name == deny.resource_name
 
 
 E = TypeVar("E", bound=enum.IntEnum)

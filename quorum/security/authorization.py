@@ -85,6 +85,19 @@ class RequestAuthorization:
         authorizer = self._authorizer(image.acls)
         return authorizer.authorize(caller, operation, resource_type, resource_name)
 
+    def allows_any(
+        self,
+        caller: Caller,
+        image: MetadataImage,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool:
+        """Whether ``caller`` may ``operation`` some resource of ``resource_type`` (Kafka's
+        ``authorizeByResourceType``; ``Authorizer.authorize_any``)."""
+        if not self.enabled:
+            return True
+        return self._authorizer(image.acls).authorize_any(caller, operation, resource_type)
+
     def allows_topic(
         self, caller: Caller, image: MetadataImage, operation: AclOperation, name: str
     ) -> bool:

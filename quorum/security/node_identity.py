@@ -10,8 +10,8 @@ when the role that may send it is not among the certificate's
   controller;
 - Fetch and FetchSnapshot: a controller when the claimed replica is a voter (its Fetch moves the
   high watermark), a controller or a broker otherwise (an observer's Fetch only reads);
-- RegisterBroker and BrokerHeartbeat (and forwarding a client's principal, checked where the
-  principal is resolved): a broker.
+- RegisterBroker, BrokerHeartbeat and AllocateProducerIds (and forwarding a client's
+  principal, checked where the principal is resolved): a broker.
 
 The checks apply to authenticated callers; on a plaintext listener nobody is authenticated and
 the claims are believed (that is what PLAINTEXT means).

@@ -62,6 +62,7 @@ from quorum.wire.admin import (
     add_deleted_topic,
     add_grown_topic,
     add_topic_description,
+    allocate_producer_ids_from_proto,
     broker_heartbeat_from_proto,
     creatable_topics_from_proto,
     deletable_topics_from_proto,
@@ -239,8 +240,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return refused
 
     def _check_broker(self, context: grpc.aio.ServicerContext, broker_id: int) -> None:
-        """The broker lifecycle: CLUSTER_ACTION on the cluster, and a broker only as itself (a
-        controller's certificate may not register or heartbeat a broker)."""
+        """The broker lifecycle (RegisterBroker, BrokerHeartbeat, AllocateProducerIds):
+        CLUSTER_ACTION on the cluster, and a broker only as itself (a controller's certificate
+        may not register or heartbeat a broker)."""
         caller = self._callers.caller(context)
         refusal = refuse_claim(caller, self._cluster_id, Claim("broker_id", broker_id, BROKER_ONLY))
         if refusal is not None:
@@ -250,7 +252,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         ):
             raise RequestRejected(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                f"{caller.principal} may not register or heartbeat brokers: that needs "
+                f"{caller.principal} may not register, heartbeat or allocate producer ids as a "
+                "broker: that needs "
                 "CLUSTER_ACTION on the cluster (a broker's own node certificate has it)",
             )
 
@@ -666,6 +669,35 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         response.is_fenced = answer.is_fenced
         response.should_shut_down = answer.should_shut_down
         response.metadata_offset = offset
+        return response
+
+    async def AllocateProducerIds(
+        self, request: admin_pb2.AllocateProducerIdsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AllocateProducerIdsResponse:
+        response = admin_pb2.AllocateProducerIdsResponse(producer_id_start=-1)
+        return await self._guard(
+            response, context, self._allocate_producer_ids(request, context, response)
+        )
+
+    async def _allocate_producer_ids(
+        self,
+        request: admin_pb2.AllocateProducerIdsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.AllocateProducerIdsResponse,
+    ) -> admin_pb2.AllocateProducerIdsResponse:
+        # A broker only, as itself, with CLUSTER_ACTION (Kafka's AllocateProducerIds needs
+        # CLUSTER_ACTION too); the state machine checks its registration and epoch.
+        self._check_broker(context, request.broker_id)
+        allocate = allocate_producer_ids_from_proto(request)
+        answer, offset = await self._write(
+            context,
+            lambda sm, next_offset: sm.allocate_producer_ids(allocate, next_offset=next_offset),
+        )
+        self._header(response, answer.error_code, answer.error_message or "")
+        if answer.error_code is ErrorCode.NONE:
+            response.producer_id_start = answer.producer_id_start
+            response.producer_id_len = answer.producer_id_len
+            response.metadata_offset = offset
         return response
 
     # ----- ACLs (docs/authorization.md) -----------------------------------------------------

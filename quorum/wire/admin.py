@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from quorum.controller.requests import (
+    AllocateProducerIdsRequest,
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -38,6 +39,7 @@ __all__ = [
     "add_deleted_topic",
     "add_grown_topic",
     "add_topic_description",
+    "allocate_producer_ids_from_proto",
     "broker_heartbeat_from_proto",
     "configs_to_proto",
     "creatable_topics_from_proto",
@@ -144,6 +146,14 @@ def broker_heartbeat_from_proto(
         broker_epoch=request.broker_epoch,
         current_metadata_offset=request.current_metadata_offset,
         want_shut_down=request.want_shut_down,
+    )
+
+
+def allocate_producer_ids_from_proto(
+    request: admin_pb2.AllocateProducerIdsRequest,
+) -> AllocateProducerIdsRequest:
+    return AllocateProducerIdsRequest(
+        broker_id=request.broker_id, broker_epoch=request.broker_epoch
     )
 
 

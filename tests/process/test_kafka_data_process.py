@@ -6,7 +6,8 @@ records and read them back byte for byte (keys, values, headers, timestamps, off
 UNKNOWN_TOPIC_ID, the old records are never served); kill -9 of a broker mid-produce (every
 acknowledged record readable at its offset after the restart, a torn tail cut, never served);
 hostile bytes over the raw wire, each answered with Kafka's error while everything acknowledged
-stays readable; an idempotent producer failing clearly.
+stays readable. Idempotent producers have their own module
+(tests/process/test_idempotent_producer_process.py).
 
 One cluster for the module; each test uses topics of its own. Randomness is seeded and the seed
 printed (``KAFKA_DATA_SEED=<seed>`` replays it).
@@ -622,33 +623,3 @@ def test_the_segments_are_in_kafkas_layout(cluster: ProcessCluster) -> None:
     stored = decode_batches((directory / "00000000000000000000.log").read_bytes())
     assert [r.value for b in stored for r in b.records] == [r.value for r in records]
     assert Path(directory / "leader-epoch-checkpoint").read_text().startswith("0\n1\n")
-
-
-def test_an_idempotent_producer_fails_clearly_before_it_writes(cluster: ProcessCluster) -> None:
-    """InitProducerId is not advertised: librdkafka with enable.idempotence stops with a fatal
-    error naming idempotence, and nothing reaches the log."""
-    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
-
-    create_topic(cluster, "idempotent")
-    seen: list[Any] = []
-    producer = Producer(
-        {**ssl_config(cluster), "enable.idempotence": True, "error_cb": seen.append}
-    )
-    producer.produce("idempotent", value=b"x")
-
-    def verdict() -> list[Any]:
-        try:
-            producer.poll(0.2)
-        except KafkaException as exc:  # the fatal error, raised from the error callback
-            seen.append(exc.args[0])
-        return seen
-
-    wait_until(verdict, 30, "the producer's verdict")
-    error = seen[0]
-    assert error.fatal() and error.code() == KafkaError._UNSUPPORTED_FEATURE
-    assert "Idempotent producer not supported" in error.str()
-    consumer = Consumer({**ssl_config(cluster), "group.id": "idem", **NO_GROUP})
-    try:
-        assert consumer.get_watermark_offsets(TopicPartition("idempotent", 0), timeout=10) == (0, 0)
-    finally:
-        consumer.close()

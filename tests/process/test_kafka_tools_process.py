@@ -700,15 +700,16 @@ def test_kafka_dump_log_checks_our_indexes(
 
 
 def test_kafka_console_producer_and_consumer_without_a_group(cluster: ProcessCluster) -> None:
-    """kafka-console-producer writes keyed lines (not idempotent: InitProducerId is not
-    served yet); kafka-console-consumer reads them back by partition and offset, no group;
-    our own reading of the segment holds the same records at the same offsets."""
+    """kafka-console-producer writes keyed lines (idempotent, the Java producer's default:
+    InitProducerId and the partition's sequence checks); kafka-console-consumer reads them back
+    by partition and offset, no group; our own reading of the segment holds the same records at
+    the same offsets."""
     name = "tools-console"
     mq_create(cluster, name, partitions=1, rf=1)
     wait_visible_on_brokers(cluster, name)
     lines = [f"k{i}:value {i} {'x' * i}" for i in range(20)]
     out = tool(cluster, CONSOLE_PRODUCER, "--topic", name,
-               "--command-property", "enable.idempotence=false", "--command-property", "acks=all",
+               "--command-property", "acks=all",
                "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
                input_text="\n".join(lines) + "\n")  # fmt: skip
     assert out == ""

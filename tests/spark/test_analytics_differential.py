@@ -1,8 +1,9 @@
 """Differential test: Spark's ``state_as_of(N)`` equals the real ``MetadataImage`` replayed to N.
 
-Random histories (creates, deletes, recreations of a name, broker registrations, fencing) are
-generated through the real ``ControllerStateMachine`` and written with the real encoder into
-real segment files; the image replayed by ``MetadataDelta`` up to N is the reference.
+Random histories (creates, deletes, recreations of a name, broker registrations, fencing,
+producer-id blocks) are generated through the real ``ControllerStateMachine`` and written with
+the real encoder into real segment files; the image replayed by ``MetadataDelta`` up to N is
+the reference.
 
 Across a snapshot boundary: real ``.checkpoint`` files are written (``write_snapshot`` of the
 image at a batch end) and the log before the newest one is deleted as a controller deletes it
@@ -30,6 +31,7 @@ from quorum.analytics.jobs import Coverage, StateNotAvailableError
 from quorum.analytics.replay import run_replay
 from quorum.analytics.source import load
 from quorum.controller.requests import (
+    AllocateProducerIdsRequest,
     BrokerHeartbeatRequest,
     CreatableTopic,
     CreateTopicsRequest,
@@ -112,6 +114,12 @@ def history(rng: random.Random, steps: int = 60) -> list[LogBatch]:
                         now_ms=now,
                     ).records
                 )
+            # A producer-id block (ProducerIdsRecord; in snapshots with broker id -1).
+            commit(
+                sm.allocate_producer_ids(
+                    AllocateProducerIdsRequest(1, epochs[1]), next_offset=offset
+                ).records
+            )
             if step > steps // 2:
                 commit(sm.fence_stale_brokers(now_ms=now, next_offset=offset).records)
     return batches

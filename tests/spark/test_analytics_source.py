@@ -45,6 +45,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
@@ -120,6 +121,7 @@ def every_record_type() -> list[tuple[int, list[Record]]]:
                 RemoveTopicRecord(TOPIC_A),
             ],
         ),
+        (2, [ProducerIdsRecord(0, 7, 1000)]),
     ]
 
 
@@ -151,7 +153,9 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
     write_log(tmp_path / METADATA_DIR, every_record_type())
     rows = [without_nulls(row) for row in read_rows(tmp_path)]
     header = {"control": False, "version": 0}
-    broker_only = dict.fromkeys(("incarnation_id", "rack", "fenced", "endpoints"))
+    broker_only = dict.fromkeys(
+        ("incarnation_id", "rack", "fenced", "endpoints", "next_producer_id")
+    )
     assert rows == [
         {
             **header,
@@ -175,6 +179,7 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
                 "rack": "rack-a",
                 "fenced": True,
                 "endpoints": [{"name": "PLAINTEXT", "host": "broker-0.local", "port": 9092}],
+                "next_producer_id": None,
             },
         },
         *[
@@ -278,6 +283,19 @@ def test_each_record_type_fills_its_typed_columns(tmp_path: Path) -> None:
             "batch_timestamp_ms": timestamp_ms(8),
             "record_type": "RemoveTopicRecord",
             "topic_id": str(TOPIC_A),
+        },
+        {
+            **header,
+            "offset": 12,
+            "epoch": 2,
+            "batch_timestamp_ms": timestamp_ms(12),
+            "record_type": "ProducerIdsRecord",
+            "broker": {
+                "id": 0,
+                "epoch": 7,
+                **dict.fromkeys(("incarnation_id", "rack", "fenced", "endpoints")),
+                "next_producer_id": 1000,
+            },
         },
     ]
 

@@ -76,6 +76,11 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/AllocateProducerIds',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/quorum.rpc.v1.AdminService/CreateAcls',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
@@ -158,6 +163,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AllocateProducerIds(self, request, context):
+        """A registered broker asks for a block of producer ids for InitProducerId (Kafka's
+        AllocateProducerIds, KIP-730): written as a ProducerIdsRecord, answered once committed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Add ACLs (Kafka's CreateAcls; docs/authorization.md): written as AccessControlEntryRecords,
         answered once committed. Needs ALTER on the cluster.
@@ -222,6 +235,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BrokerHeartbeat,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -457,6 +475,33 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/BrokerHeartbeat',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.BrokerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/AllocateProducerIds',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,

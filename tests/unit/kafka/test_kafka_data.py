@@ -318,7 +318,13 @@ def test_produce_refusals_carry_kafkas_codes(harness: DataHarness) -> None:
         "unknown-partition": ("orders", 9, good, 3),
         "unknown-topic": ("nope", 0, good, 3),
         "internal-topic": ("__consumer_offsets", 0, good, 17),
-        "idempotent": ("orders", 0, batch(1, producer_id=5, producer_epoch=0, base_sequence=0), 59),
+        # a producer id this partition does not know, not at sequence 0
+        "unknown-producer": (
+            "orders",
+            0,
+            batch(1, producer_id=5, producer_epoch=0, base_sequence=3),
+            59,
+        ),
         "transactional": (
             "orders",
             0,

@@ -321,6 +321,8 @@ def test_leftovers_of_a_crash_are_removed(tmp_path: Path) -> None:
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        # the producer snapshot of the clean close (Kafka writes one too)
+        "00000000000000000002.snapshot",
         "leader-epoch-checkpoint",
     ]
 

@@ -32,6 +32,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
@@ -127,6 +128,12 @@ metadata_records: st.SearchStrategy[Record] = st.one_of(
         st.integers(0, 127),
     ),
     st.builds(RemoveAccessControlEntryRecord, uuids),
+    st.builds(
+        ProducerIdsRecord,
+        st.integers(-1, INT32_MAX),
+        st.integers(-1, INT64_MAX),
+        st.integers(0, INT64_MAX),
+    ),
 )
 
 control_records: st.SearchStrategy[Record] = st.one_of(
@@ -173,6 +180,7 @@ def one_of_each() -> list[Record]:
         NoOpRecord(),
         AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:CN=alice", "*", 8, 3),
         RemoveAccessControlEntryRecord(TOPIC_ID),
+        ProducerIdsRecord(2, 7, 3000),
         LeaderChangeMessage(1, 3, (1, 2, 3)),
         SnapshotHeader(0, 1_700_000_000_000),
         SnapshotFooter(0),
@@ -209,6 +217,7 @@ def test_type_codes_are_kafkas() -> None:
         7: "FenceBrokerRecord",
         8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord",
+        15: "ProducerIdsRecord",
         16: "RemoveAccessControlEntryRecord",
         20: "NoOpRecord",
         1002: "LeaderChangeMessage",
