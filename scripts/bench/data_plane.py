@@ -23,14 +23,18 @@ replication factor 1 is created with confluent-kafka's AdminClient for each run.
    Kafka's perf tool reports), at this saturating rate.
 3. Produce latency at half the maximum rate: the same producer, acks=1 (and acks=all), paced
    to half the acks=1 rate of step 2 for ``--seconds``: each millisecond it produces the
-   records due by then. p50 / p99 / max of the same produce-to-callback latency.
+   records due by then. p50 / p99 / max of the same produce-to-callback latency. This process
+   does no cyclic garbage collection while it paces: its full collections (of the pending
+   callbacks' closures) took 300-400 ms late in a 10 s run and showed as a p99 of that size,
+   which was the client's pause, not the broker's.
 4. Consume throughput: one Consumer (``assign``, no group, ``fetch.max.bytes`` and
    ``max.partition.fetch.bytes`` 8 MiB) reads the acks=1 run's records from offset 0 to the end;
    the rate is the records over the time from ``assign`` to the last one, values' bytes
    counted, nothing else done per record.
 
-Beside each run: the CPU seconds of the broker (from /proc) and of this client process, so a
-reader can tell who ran out of CPU on the 2 shared cores, and the load average before and
+Beside each run: the CPU seconds of the broker (user and system, and its minor page faults,
+from /proc) and of this client process, so a reader can tell who ran out of CPU on the 2
+shared cores, and the load average before and
 after (other work on the machine moves every figure). Floors from the issue on 2 cores:
 produce >= 50 MB/s, consume >= 150 MB/s, acks=1 p99 <= 20 ms at half the maximum rate; the
 goal is within 2x of the disk's fsync'd limit. The script exits 0 either way and prints which
@@ -43,6 +47,7 @@ Usage: .venv/bin/python scripts/bench/data_plane.py [--records 300000] [--second
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import socket
@@ -133,10 +138,12 @@ def disk_rates(directory: Path) -> tuple[float, float]:
 # ----- CPU ---------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU seconds of process ``pid`` (its threads included)."""
+def cpu_seconds(pid: int) -> tuple[float, float, int]:
+    """User and system CPU seconds of process ``pid`` (its threads included), and its minor
+    page faults."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7])
 
 
 class CpuMeter:
@@ -148,8 +155,10 @@ class CpuMeter:
 
     def __str__(self) -> str:
         times = os.times()
+        user, system, faults = cpu_seconds(self.broker_pid)
         return (
-            f"CPU broker {cpu_seconds(self.broker_pid) - self.broker:.1f} s,"
+            f"CPU broker {user - self.broker[0]:.1f} s user + {system - self.broker[1]:.1f} s"
+            f" system ({faults - self.broker[2]:,} page faults),"
             f" client {times.user + times.system - self.client:.1f} s"
         )
 
@@ -271,6 +280,11 @@ class Bench:
             return delivered
 
         cpu = CpuMeter(self.broker_pid)
+        # The client's own pauses are not the broker's latency: no cyclic garbage collection in
+        # this process while it measures (its closures and lists would make full collections
+        # longer as the run goes on).
+        gc.collect()
+        gc.disable()
         started = perf()
         sent = 0
         while (now := perf()) - started < seconds:
@@ -289,6 +303,7 @@ class Bench:
                 time.sleep(min(pause, 0.001))  # pacing, not synchronisation
         assert producer.flush(60) == 0 and not errors, errors[:3]
         achieved = sent / (perf() - started)
+        gc.enable()
         print(
             f"  produce acks={acks:<3} at {achieved:9,.0f} records/s"
             f" ({achieved * RECORD_BYTES / 1e6:5.1f} MB/s)  latency p50"
