@@ -469,3 +469,34 @@ def test_eio_on_appends_answers_storage_errors_and_loses_nothing(tmp_path: Path)
     assert run.cluster.nodes[BROKER].starts == 1, "the broker restarted"
     failed = run.cluster.events(BROKER, "partition_append_failed")
     assert failed and all(e["errno"] == 5 for e in failed), failed[:3]
+
+
+# ----- negative control --------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(240)
+def test_negative_control_a_lost_tail_is_caught(tmp_path: Path) -> None:
+    """The checks must bite on a real log: with the broker down, the last 8 KiB of partition 0's
+    active segment are cut (a disk that lost acknowledged writes); recovery then serves a
+    shorter log, and the checker must report acknowledged records gone or overwritten there,
+    and nothing on partition 1."""
+
+    def inject(run: DataRun) -> None:
+        run.note(f"kill -9 {BROKER}")
+        run.cluster.kill(BROKER, signal.SIGKILL)
+        directory = run.cluster.nodes[BROKER].log_dir / f"{TOPIC}-0"
+        active = sorted(directory.glob("*.log"))[-1]
+        size = active.stat().st_size
+        with active.open("r+b") as segment:
+            segment.truncate(max(0, size - 8_192))
+        run.note(f"cut {min(size, 8_192)} bytes off {active.name} (the deliberate loss)")
+        run.cluster.start(BROKER)
+        run.serving()
+
+    _, checks = run_data_scenario("negative-control-lost-tail", seed_for(4), tmp_path, inject)
+    assert checks[1].ok, checks[1].problems
+    assert not checks[0].ok, "the checker missed acknowledged records cut from the log"
+    assert any(
+        "is gone" in p or "another record than the one acknowledged" in p
+        for p in checks[0].problems
+    ), checks[0].problems
