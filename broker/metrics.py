@@ -7,14 +7,29 @@ these are imported only by a broker that serves metrics (``metrics.listener``)."
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.samples import Sample
 
-from quorum.server.metric_stats import LATENCY_BUCKETS_S, gauge
+from quorum.metadata.image import MetadataImage
+from quorum.server.metric_stats import LATENCY_BUCKETS_S, QUANTILES, gauge, quantile
 
-__all__ = ["broker_families", "kafka_listener_families", "reconciliation_metrics"]
+if TYPE_CHECKING:
+    from broker.kafka.data_plane import DataPlane
+
+__all__ = [
+    "broker_families",
+    "data_plane_families",
+    "kafka_listener_families",
+    "reconciliation_metrics",
+]
 
 
 def broker_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metric]:
@@ -70,6 +85,8 @@ def broker_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metri
         1.0 if data["caught_up"] else 0.0,
     )
     yield from kafka_listener_families(data.get("kafka_listeners", {}))
+    if data.get("data_plane") is not None:
+        yield from data_plane_families(data["data_plane"], data["image"])
 
 
 def kafka_listener_families(listeners: Mapping[str, Mapping[str, int]]) -> Iterator[Metric]:
@@ -110,6 +127,58 @@ def kafka_listener_families(listeners: Mapping[str, Mapping[str, int]]) -> Itera
         for key, family in families.items():
             family.add_metric((name,), stats[key])
     yield from families.values()
+
+
+BROKER_TOPIC_METRICS = (
+    ("bytesin", "Bytes of record batches appended by Produce (Kafka's BytesInPerSec)"),
+    ("messagesin", "Records appended by Produce, from each batch's header (MessagesInPerSec)"),
+    ("bytesout", "Bytes of record batches answered to Fetch (Kafka's BytesOutPerSec)"),
+)
+
+
+def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator[Metric]:
+    """The data plane (docs/operating.md#metrics), rendered in the scrape thread: Kafka's
+    ``BrokerTopicMetrics`` per topic (``topic`` label) and for all topics (no label), as the
+    JMX exporter names them; ``kafka_log_log_size`` per open partition log; ``TotalTimeMs``
+    per API as a summary with a ``request`` label."""
+    snapshot = data_plane.metrics.snapshot(image.topics_by_name)
+    prefix = "kafka_server_brokertopicmetrics_"
+    for index, (name, help_text) in enumerate(BROKER_TOPIC_METRICS):
+        family = CounterMetricFamily(prefix + name, help_text, labels=("topic",))
+        family.samples.append(Sample(f"{prefix}{name}_total", {}, snapshot.all_topics[index]))
+        for topic_name, counts in sorted(snapshot.topics.items()):
+            family.add_metric((topic_name,), counts[index])
+        yield family
+    size = GaugeMetricFamily(
+        "kafka_log_log_size",
+        "Bytes in every segment of a partition's log on this broker (the logs open here: "
+        "every partition it leads after the first retention check)",
+        labels=("topic", "partition"),
+    )
+    logs = data_plane.logs.open_logs() if data_plane.logs is not None else []
+    sizes: list[tuple[str, int, int]] = []
+    for topic_id, partition, log in logs:
+        topic = image.topic(topic_id)
+        if topic is not None and not log.closed:
+            sizes.append((topic.name, partition, log.size_bytes()))
+    for name, partition, size_bytes in sorted(sizes):
+        size.add_metric((name, str(partition)), size_bytes)
+    yield size
+    total_time = "kafka_network_requestmetrics_totaltimems"
+    times = SummaryMetricFamily(
+        total_time,
+        "ms from a Kafka request's arrival to its encoded answer, by API (Kafka's TotalTimeMs; "
+        "Fetch also as FetchConsumer)",
+        labels=("request",),
+    )
+    for api, (values, count, total_ms) in sorted(snapshot.request_ms.items()):
+        ordered = sorted(values)
+        for q in QUANTILES:
+            at = {"request": api, "quantile": str(q)}
+            times.samples.append(Sample(total_time, at, quantile(ordered, q)))
+        times.samples.append(Sample(f"{total_time}_count", {"request": api}, float(count)))
+        times.samples.append(Sample(f"{total_time}_sum", {"request": api}, total_ms))
+    yield times
 
 
 def reconciliation_metrics(registry: CollectorRegistry) -> tuple[Counter, Histogram]:

@@ -277,6 +277,9 @@ class BrokerNode:
             "caught_up": self.caught_up.is_set(),
             # Plain ints the Kafka listeners' thread keeps (docs/operating.md#this-projects-own).
             "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
+            # Read in the scrape thread: the counts under their lock, the logs' sizes.
+            "data_plane": self.data_plane if self.kafka_listeners else None,
+            "image": self.image,
         }
 
     def _count_pending_deletions(self) -> None:
@@ -558,7 +561,19 @@ class BrokerNode:
                 self.driver.wait_for_offset(offset, lambda: self.image.offset, timeout_s)
             ),
             data=self.data_plane,
+            describe_quorum=lambda request: broker_loop.run(self._describe_quorum(request)),
+            # Read from the listeners' thread: one int the broker's loop replaces whole.
+            kraft_version=lambda: self.driver.node.kraft_version,
         )
+
+    async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:
+        """A DescribeQuorum a Kafka client sent, forwarded as the gRPC QuorumService's."""
+        from broker.kafka.quorum_api import QuorumUnreachableError  # noqa: PLC0415
+
+        try:
+            return await self.controllers.describe_quorum(request, self.driver.node.leader_id)
+        except ControllerUnavailableError as exc:
+            raise QuorumUnreachableError(str(exc)) from None
 
     def _kafka_limits(self) -> ListenerLimits:
         """Connection limits and the request quota, shared by every Kafka listener."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -31,11 +32,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from quorum import harness
 from quorum.admin import AdminClient
 from quorum.config import NodeConfig, load_config
+from quorum.errors import error_name
 from quorum.extras import missing_modules
 from quorum.harness import METAQUORUM, start_node, stop_node
 from quorum.ids import Uuid
@@ -270,6 +272,9 @@ def kip516_story(cluster: LocalCluster) -> None:
         lambda: len(_partition_ids(broker2_logs, "orders")) == 3, f"{broker2.name}'s partitions"
     )
     _say(f"\n   {broker2.name} holds: {json.dumps(_partition_ids(broker2_logs, 'orders'))}")
+    records = RecordsStory.of(cluster)
+    if records is not None:
+        records.produce(["order-1", "order-2", "order-3"])
     _say(f"\n== {broker2.name} crashes (kill -9)")
     cluster.stop(broker2, crash=True)
     cluster.run("topics", "--bootstrap-server", server, "--delete", "--topic", "orders")
@@ -297,6 +302,8 @@ def kip516_story(cluster: LocalCluster) -> None:
     )
     _say(f"   {broker2.name} now holds: {json.dumps(_partition_ids(broker2_logs, 'orders'))}")
     _say(f"   and moved the stale ones aside: deleting/ = {_listing(broker2_logs / 'deleting')}")
+    if records is not None:
+        records.after_recreate(old_id, ["order-4"])
     pending = cluster.run("broker", "pending-deletions", "--config", str(broker2.config_path))
     del pending
     delay_s = broker2.config.delete_topic_delay_ms / 1000
@@ -315,6 +322,134 @@ def kip516_story(cluster: LocalCluster) -> None:
     )  # fmt: skip
     cluster.run("topics", "--bootstrap-server", server, "--list")
     cluster.run("topics", "--bootstrap-server", server, "--list", "--exclude-internal")
+
+
+class RecordsStory:
+    """The KIP-516 story with records (docs/kafka-listener.md#the-data-plane): records of the
+    first `orders` are produced with confluent-kafka through broker 1's Kafka listener; after the
+    topic was deleted and created again, a consumer that kept the old topic id fetches by it
+    (Fetch v13, as a client holding that id sends it) and gets UNKNOWN_TOPIC_ID, and the new
+    `orders` serves only its own records, from offset 0."""
+
+    def __init__(self, cluster: LocalCluster, client: dict[str, str]) -> None:
+        self.cluster = cluster
+        self.client = client
+
+    @classmethod
+    def of(cls, cluster: LocalCluster) -> RecordsStory | None:
+        if cluster.command_config is None:
+            return None
+        try:
+            import confluent_kafka  # noqa: F401, PLC0415
+        except ImportError:
+            _say("\n== (confluent-kafka is not installed: the story goes on without records)")
+            return None
+        listener = cluster.brokers[0].config.kafka_listeners[0]
+        keystore = str(cluster.command_config.parent / "admin.pem")
+        return cls(
+            cluster,
+            {
+                "bootstrap.servers": f"{listener.host}:{listener.port}",
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(cluster.command_config.parent / "ca.pem"),
+                "ssl.certificate.location": keystore,
+                "ssl.key.location": keystore,
+            },
+        )
+
+    def produce(self, values: list[str]) -> None:
+        from confluent_kafka import Producer  # noqa: PLC0415
+
+        # Idempotence is off: InitProducerId is not served yet (docs/kafka-listener.md).
+        producer = Producer({**self.client, "acks": "all", "enable.idempotence": False})
+        acknowledged: list[str] = []
+
+        def delivered(error: object, message: Any) -> None:
+            if error is not None:
+                raise SystemExit(f"producing to 'orders' failed: {error}")
+            acknowledged.append(f"{bytes(message.value() or b'').decode()}@{message.offset()}")
+
+        for value in values:
+            producer.produce("orders", value=value.encode(), partition=0, on_delivery=delivered)
+        if producer.flush(30) != 0:
+            raise SystemExit("producing to 'orders' did not finish in 30 s")
+        _say(f"\n   produced to orders-0 (confluent-kafka, acks=all): {', '.join(acknowledged)}")
+
+    def consume(self) -> list[str]:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
+
+        # assign(), not subscribe(): no consumer group is needed (nor served yet).
+        consumer = Consumer(
+            {
+                **self.client,
+                "group.id": "dev-up-story",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+            }
+        )
+        consumer.assign([TopicPartition("orders", 0, OFFSET_BEGINNING)])
+        read: list[str] = []
+        try:
+            # Read until the end of the partition: one empty poll after the last record.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                batch = consumer.consume(100, 2.0)
+                if not batch and read:
+                    break
+                for message in batch:
+                    if message.error() is not None:
+                        raise SystemExit(f"consuming 'orders' failed: {message.error()}")
+                    read.append(f"{bytes(message.value() or b'').decode()}@{message.offset()}")
+        finally:
+            consumer.close()
+        return read
+
+    def fetch_by_id(self, topic_id: str) -> str:
+        """What a broker answers a Fetch v13 by ``topic_id`` for partition 0 at offset 0."""
+        from kio.schema.fetch.v13.request import (  # noqa: PLC0415
+            FetchPartition,
+            FetchRequest,
+            FetchTopic,
+        )
+        from kio.static.primitive import i32, i32Timedelta, i64  # noqa: PLC0415
+
+        from quorum.kafka_wire import KafkaWire, tls_context  # noqa: PLC0415
+
+        context = tls_context(
+            Path(self.client["ssl.ca.location"]), Path(self.client["ssl.certificate.location"])
+        )
+        request = FetchRequest(
+            max_wait=i32Timedelta.parse(datetime.timedelta(0)),
+            min_bytes=i32(1),
+            topics=(
+                FetchTopic(
+                    topic_id=Uuid.parse(topic_id).to_uuid(),
+                    partitions=(
+                        FetchPartition(
+                            partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(65536)
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+        with KafkaWire(self.client["bootstrap.servers"], context, client_id="dev-up") as wire:
+            answer = wire.ask(request)
+        (topic,) = answer.responses
+        (partition,) = topic.partitions
+        return error_name(int(partition.error_code))
+
+    def after_recreate(self, old_id: str, values: list[str]) -> None:
+        self.produce(values)
+        read = self.consume()
+        _say(f"   the new orders-0 from the beginning: {', '.join(read)} (only its own records)")
+        expected = [f"{value}@{offset}" for offset, value in enumerate(values)]
+        if read != expected:
+            raise SystemExit(f"the new 'orders' served {read}, not {expected}")
+        answer = self.fetch_by_id(old_id)
+        _say(f"   a consumer that kept the old id {old_id}: Fetch v13 by it -> {answer}")
+        if answer != "UNKNOWN_TOPIC_ID":
+            raise SystemExit(f"a Fetch by the old id was answered {answer}, not UNKNOWN_TOPIC_ID")
 
 
 def acl_story(cluster: LocalCluster) -> None:

@@ -198,16 +198,18 @@ def run_tool(
     *args: str,
     timeout_s: float = 120,
     extra_classpath: Sequence[Path] = (),
+    input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run one of Kafka's tools (a Java main class) to completion; never raises on its exit
-    code (callers compare output and codes)."""
+    """Run one of Kafka's tools (a Java main class) to completion, with ``input_text`` as its
+    stdin (none when None); never raises on its exit code (callers compare output and codes)."""
     return subprocess.run(
         java_command(main_class, *args, extra_classpath=extra_classpath),
         capture_output=True,
         text=True,
         timeout=timeout_s,
         check=False,
-        stdin=subprocess.DEVNULL,
+        input=input_text,
+        stdin=subprocess.DEVNULL if input_text is None else None,
     )
 
 

@@ -29,6 +29,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.data_plane import DataPlane
+from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.offsets import OffsetsHandler
@@ -44,6 +45,7 @@ from broker.kafka.protocol import (
     kafka_uuid,
     our_uuid,
 )
+from broker.kafka.quorum_api import DescribeQuorumHandler, QuorumUnreachableError
 from quorum.controller.acls import describe_acls
 from quorum.controller.configs import TOPIC_CONFIG_DEFAULTS
 from quorum.controller.names import legal_name_error, quote
@@ -130,6 +132,10 @@ class Session:
     unbilled_s: float = 0.0
 
 
+async def _no_quorum(request: Any) -> Any:
+    raise QuorumUnreachableError("this listener was built without a controller client")
+
+
 def _ms(value: Any) -> int:
     """A kio timedelta field as integer milliseconds."""
     return int(value.total_seconds() * 1000)
@@ -146,21 +152,30 @@ class KafkaApis:
         forwarder: AdminForwarder,
         wait_applied: Callable[[int, float], Awaitable[bool]],
         data: DataPlane | None = None,
+        describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
+        kraft_version: Callable[[], int] = lambda: 0,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
-        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER)."""
+        without logs, whose data requests are answered NOT_LEADER_OR_FOLLOWER).
+        ``describe_quorum``: the controllers' answer to a gRPC DescribeQuorum (None: no
+        controller to ask, answered as unreachable).
+        ``kraft_version``: the KIP-853 level the broker's Raft observer has in force."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
         self._authorization = authorization
         self._forwarder = forwarder
         self._wait_applied = wait_applied
+        self._kraft_version = kraft_version
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
         self.data = data if data is not None else DataPlane(None, broker_id=broker_id)
         produce = ProduceHandler(self.data, authorization, self._read_image)
         fetch = FetchHandler(self.data, authorization, self._read_image)
         offsets = OffsetsHandler(self.data, authorization, self._read_image)
+        quorum = DescribeQuorumHandler(
+            describe_quorum or _no_quorum, authorization, self._read_image, cluster_id=cluster_id
+        )
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -174,6 +189,7 @@ class KafkaApis:
             ApiKey.CREATE_ACLS: self._create_acls,
             ApiKey.DELETE_ACLS: self._delete_acls,
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.DESCRIBE_QUORUM: quorum.handle,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
         }
@@ -284,8 +300,10 @@ class KafkaApis:
                     "replica_nodes": list(state.replicas),
                     "isr_nodes": list(state.isr),
                     "offline_replicas": offline,
-                    "eligible_leader_replicas": None,
-                    "last_known_elr": None,
+                    # Kafka's brokers send empty lists when there is no ELR (KIP-966), and
+                    # Kafka's AdminClient dereferences them: null would fail it.
+                    "eligible_leader_replicas": [],
+                    "last_known_elr": [],
                 }
             )
         return result
@@ -349,9 +367,7 @@ class KafkaApis:
         return {
             "error_code": ErrorCode.NONE,
             "api_keys": self._api_keys(),
-            "supported_features": [],
-            "finalized_features_epoch": -1,
-            "finalized_features": [],
+            **api_versions_features(self._image().offset, self._kraft_version()),
             "zk_migration_ready": False,
         }
 
@@ -410,6 +426,8 @@ class KafkaApis:
         include_operations: bool,
     ) -> dict[str, Any]:
         if topic_id != ZERO_UUID:
+            if name == "":
+                name = None  # Kafka's Java clients send "" with an id; its brokers read no name.
             if version < 12 or name is not None:
                 return self._topic_error(ErrorCode.INVALID_REQUEST, name, topic_id)
             topic = image.topic(topic_id)

@@ -31,6 +31,7 @@ from typing import Any, Final, TypeVar
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
+from broker.kafka.data_metrics import DataPlaneMetrics
 from broker.kafka.quota import CURRENT_COST, awaited_elsewhere
 from broker.log.config import LogConfig
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
@@ -87,6 +88,7 @@ class DataPlane:
         self._reader = concurrent.futures.ThreadPoolExecutor(1, "kafka-log-reader")
         self._configs: dict[Uuid, tuple[Any, LogConfig]] = {}
         self._parked: dict[tuple[Uuid, int], set[asyncio.Event]] = {}
+        self.metrics = DataPlaneMetrics()  # bytes in and out, request times (metrics.py)
 
     def close(self) -> None:
         self._writer.shutdown(wait=True, cancel_futures=True)

@@ -136,6 +136,7 @@ class FetchHandler:
         finally:
             if parked is not None:
                 self._data.unpark(keys, parked)
+        self._data.metrics.fetched((p.topic.name, len(p.records)) for p in served if p.topic)
         return self._answer(topics, version, body, image, session.listener_name)
 
     # ----- resolving, once per request ---------------------------------------------------------

@@ -200,6 +200,7 @@ class ProduceHandler:
                 )
                 log = self._data.log(topic, entry.index)
                 entry.result = log.append(batch, entry.leader_epoch, config, now_ms)
+                self._data.metrics.produced(topic.name, len(batch.data), batch.header.record_count)
             except (
                 RecordBatchError,
                 LogStorageError,

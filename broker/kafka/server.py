@@ -70,6 +70,7 @@ from broker.kafka.connections import ConnectionLimits, client_address
 from broker.kafka.protocol import (
     API_KEY_NAMES,
     HEADER_BYTES_MIN,
+    ApiKey,
     MalformedRequestError,
     OversizedRequestError,
     Request,
@@ -593,6 +594,7 @@ class KafkaListenerServer:
         self, frame: bytes, session: Session, cost: RequestCost, started_s: float
     ) -> bytes | None:
         session.throttle_ms = 0
+        arrived_s = time.monotonic()
         try:
             request = await self._decode(frame, cost)
         except MalformedRequestError as exc:
@@ -624,6 +626,7 @@ class KafkaListenerServer:
                     self._charge(session, cost, started_s)
                     self.requests_served += 1
                     if response is NO_RESPONSE:
+                        self._timed(request, arrived_s)
                         return b""
                     self._closed_for_cause(
                         session.caller.peer,
@@ -652,7 +655,20 @@ class KafkaListenerServer:
             return None
         session.throttle_ms = throttle_ms
         self.requests_served += 1
+        if not isinstance(request, UnsupportedRequest):
+            self._timed(request, arrived_s)
         return data
+
+    def _timed(self, request: Request, arrived_s: float) -> None:
+        """Kafka's ``TotalTimeMs`` by API, from the whole frame's arrival to the encoded
+        answer (the time the answer takes to leave is not in it). Every Fetch here is a
+        consumer's, so it counts as Kafka's ``FetchConsumer`` too."""
+        elapsed_ms = (time.monotonic() - arrived_s) * 1000
+        metrics = self._apis.data.metrics
+        name = API_KEY_NAMES.get(request.api_key, str(request.api_key))
+        metrics.request_time(name, elapsed_ms)
+        if request.api_key == ApiKey.FETCH:
+            metrics.request_time("FetchConsumer", elapsed_ms)
 
     async def _connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import signal
 import socket
@@ -70,14 +69,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_response_schema
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
-from kio.serial import entity_reader, entity_writer
 
 from quorum.harness import ProcessCluster, cpu_seconds, process_cluster, resident_mib, wait_until
 from quorum.kafka_peer import KAFKA_VERSION, KafkaCluster, kafka_cluster, kafka_missing
+from quorum.kafka_wire import KafkaWire, tls_context
 
 WARM_UP = 200
 FAILOVER_CLIENTS = 8
@@ -86,62 +84,7 @@ FAILOVER_ATTEMPT_TIMEOUT_S = 5.0
 SCALE_TOPIC_PARTITIONS = 100
 SCALE_TOPICS_PER_REQUEST = 50
 
-# ----- a raw Kafka-protocol connection (kio), for asking one chosen node -------------------------
-
-
-class KafkaWire:
-    """One connection speaking Kafka frames, as a client: no retries, no cache."""
-
-    def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
-        host, port = address.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=10)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = context.wrap_socket(sock, server_hostname=host) if context else sock
-        self.correlation_id = 0
-
-    def ask(self, request: Any) -> Any:
-        """Send a kio request entity; its decoded answer. (A script in scripts/bench cannot
-        import the ``broker`` package: scripts/bench/broker.py shadows it.)"""
-        request_type = type(request)
-        api_key, version = int(request_type.__api_key__), int(request_type.__version__)
-        header_type = request_type.__header_schema__
-        self.correlation_id += 1
-        buffer = io.BytesIO()
-        entity_writer(header_type)(
-            buffer,
-            header_type(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=self.correlation_id,
-                client_id="peers-bench",
-            ),
-        )
-        entity_writer(request_type)(buffer, request)
-        frame = buffer.getvalue()
-        self.sock.sendall(len(frame).to_bytes(4, "big") + frame)
-        data = self._read(int.from_bytes(self._read(4), "big"))
-        response_type = load_response_schema(api_key, version)
-        _, header_bytes = entity_reader(response_type.__header_schema__)(data, 0)
-        response, _ = entity_reader(response_type)(data, header_bytes)
-        return response
-
-    def _read(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            if not chunk:
-                raise ConnectionError("closed by the peer")
-            chunks += chunk
-        return bytes(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def tls_context(ca: Path, keystore: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(ca))
-    context.load_cert_chain(str(keystore))
-    return context
+# ----- a raw Kafka-protocol connection (quorum/kafka_wire.py), for asking one chosen node -----
 
 
 def sees_topic(wire: KafkaWire, name: str) -> bool:

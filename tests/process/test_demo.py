@@ -34,6 +34,11 @@ def test_dev_up_tells_the_kip516_story() -> None:
     assert "moved the stale ones aside: deleting/ = [" in out
     assert "deleting/ is empty" in out
     assert "UNKNOWN_TOPIC_ID" in out
+    # Records: the first 'orders' got three, the new one serves only its own from offset 0, and
+    # a Fetch by the old id is UNKNOWN_TOPIC_ID.
+    assert "order-1@0, order-2@1, order-3@2" in out
+    assert "the new orders-0 from the beginning: order-4@0 (only its own records)" in out
+    assert "Fetch v13 by it -> UNKNOWN_TOPIC_ID" in out
     assert "audit-trail" in out
     # ACLs on: alice is refused, granted DESCRIBE on orders, then gets in.
     assert "== ACLs: alice has a certificate but no ACL yet" in out

@@ -1,8 +1,10 @@
 """Apache Kafka's own tools against metaquorum's brokers (issue 33; the matrix is
 docs/kafka-listener.md#kafkas-own-tools). The tools are Kafka 4.4's Java main classes behind
 ``kafka-topics.sh``, ``kafka-acls.sh``, ``kafka-configs.sh``, ``kafka-metadata-quorum.sh``,
-``kafka-cluster.sh``, ``kafka-broker-api-versions.sh``, ``kafka-consumer-groups.sh`` and
-``kafka-features.sh``, and Kafka's Java AdminClient through a small driver
+``kafka-cluster.sh``, ``kafka-broker-api-versions.sh``, ``kafka-consumer-groups.sh``,
+``kafka-features.sh``, and on the data plane ``kafka-dump-log.sh`` (on our segments and
+indexes), ``kafka-console-producer.sh``, ``kafka-console-consumer.sh`` and
+``kafka-get-offsets.sh``, and Kafka's Java AdminClient through a small driver
 (``scripts/kafka/AdminDriver.java``) for the calls by topic id. Each runs against one broker's
 SSL Kafka listener, as ``CN=admin`` over mTLS (``ssl.keystore.type=PEM``), and what it prints is
 compared with what ``metaquorum``'s own commands print.
@@ -20,16 +22,23 @@ the cache, the module skips with one line saying why. One cluster for the module
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from broker.kafka.protocol import API_VERSIONS
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from quorum.kafka_peer import compile_driver, kafka_missing, run_tool
+from tests.record_batches import decode_batches
 
 MISSING = kafka_missing()
 if MISSING is not None:
@@ -44,28 +53,12 @@ CLUSTER = "org.apache.kafka.tools.ClusterTool"
 API_VERSIONS_TOOL = "org.apache.kafka.tools.BrokerApiVersionsCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
 # The reasons a tool fails against our brokers today, each with the signature it prints.
-ELR_NULL = (
-    "DescribeTopicPartitions answers eligible_leader_replicas and last_known_elr as null "
-    "(broker/kafka/apis.py); Kafka 4.4's AdminClient dereferences them "
-    "(DescribeTopicPartitionsResponse.partitionToTopicPartitionInfo): a NullPointerException. "
-    "Needs: empty lists in the answer (Kafka's brokers send [])",
-    "eligibleLeaderReplicas()",
-)
-ID_WITH_EMPTY_NAME = (
-    "Kafka's Java clients ask Metadata v12 by id with the name '' (not null); our broker "
-    "answers INVALID_REQUEST for a name with an id (broker/kafka/apis.py _metadata_topic), so "
-    "the client reports the id unknown. Needs: an empty name read as no name, as Kafka's "
-    "brokers do",
-    "UnknownTopicIdException",
-)
-NO_DESCRIBE_QUORUM = (
-    "DescribeQuorum (API 55) is not served on the Kafka listener yet: metaquorum answers it "
-    "on gRPC (`metaquorum quorum describe`). Needs: DescribeQuorum on the Kafka listener, "
-    "forwarded to the controllers as the gRPC side does",
-    "does not support DESCRIBE_QUORUM",
-)
 NO_ALTER_CONFIGS = (
     "IncrementalAlterConfigs (API 44) is not served: topic configs are set at creation only. "
     "Needs: config changes (a ConfigRecord through the controller)",
@@ -76,16 +69,16 @@ NO_BROKER_CONFIGS = (
     "INVALID_REQUEST. Needs: broker configs in the image",
     "resource type 4 is not served here",
 )
+NO_FIND_COORDINATOR = (
+    "FindCoordinator (API 10) is not served: a consumer in a group cannot find its "
+    "coordinator, and Kafka's console consumer stops at its first poll. Needs: consumer "
+    "groups (FindCoordinator, JoinGroup, SyncGroup, OffsetCommit, OffsetFetch)",
+    "does not support FIND_COORDINATOR",
+)
 NO_GROUPS = (
     "ListGroups, FindCoordinator and the group APIs are not served: consumer groups come "
     "with the data plane",
     "does not support LIST_GROUPS",
-)
-NO_FEATURES = (
-    "ApiVersions advertises no supported or finalized features (KIP-584: metadata.version, "
-    "kraft.version); kafka-features describe prints nothing. Needs: the features in the "
-    "image and in ApiVersions",
-    "no features described",
 )
 
 
@@ -151,6 +144,7 @@ def tool(
     known: tuple[str, str] | None = None,
     subcommand: tuple[str, ...] = (),
     broker: int = 101,
+    input_text: str | None = None,
 ) -> str:
     """Run a Kafka tool against a broker as the admin; its stdout. A non-zero exit or an
     exception in its output fails: with ``KnownToolFailure`` when ``known``'s signature is in
@@ -163,6 +157,7 @@ def tool(
         "--command-config",
         client_properties(cluster),
         *args,
+        input_text=input_text,
     )
     output = result.stdout + result.stderr
     failed = result.returncode != 0 or "Exception" in result.stderr
@@ -294,25 +289,19 @@ def test_kafka_topics_list_is_metaquorum_topics_list(cluster: ProcessCluster) ->
     assert "__cluster_metadata" in tool(cluster, TOPICS, "--list").split()
 
 
-@xfail_for(ELR_NULL)
 def test_kafka_topics_describe_by_name_is_metaquorum_describe(cluster: ProcessCluster) -> None:
     mq_create(cluster, "kt-describe", partitions=3)
     wait_visible_on_brokers(cluster, "kt-describe")
-    theirs = parse_describe(
-        tool(cluster, TOPICS, "--describe", "--topic", "kt-describe", known=ELR_NULL)
-    )
+    theirs = parse_describe(tool(cluster, TOPICS, "--describe", "--topic", "kt-describe"))
     assert theirs["kt-describe"] == mq_describe(cluster, "kt-describe")
 
 
-@xfail_for(ID_WITH_EMPTY_NAME)
 def test_kafka_topics_describe_by_topic_id_is_metaquorum_describe(
     cluster: ProcessCluster,
 ) -> None:
     topic_id = mq_create(cluster, "kt-describe-id")
     wait_visible_on_brokers(cluster, "kt-describe-id")
-    theirs = parse_describe(
-        tool(cluster, TOPICS, "--describe", "--topic-id", topic_id, known=ID_WITH_EMPTY_NAME)
-    )
+    theirs = parse_describe(tool(cluster, TOPICS, "--describe", "--topic-id", topic_id))
     ours = parse_describe(mq(cluster, "topics", "--describe", "--topic-id", topic_id))
     assert theirs == ours
     assert theirs["kt-describe-id"]["id"] == topic_id
@@ -363,11 +352,10 @@ def test_admin_client_lists_the_ids_metaquorum_prints(
     assert "__cluster_metadata" in listed
 
 
-@xfail_for(ID_WITH_EMPTY_NAME)
 def test_admin_client_describe_topics_by_id(cluster: ProcessCluster, driver: Path) -> None:
     topic_id = mq_create(cluster, "ac-describe-id", partitions=2)
     wait_visible_on_brokers(cluster, "ac-describe-id")
-    out = admin_driver(cluster, driver, "describe-ids", topic_id, known=ID_WITH_EMPTY_NAME)
+    out = admin_driver(cluster, driver, "describe-ids", topic_id)
     assert out.splitlines()[0] == f"topic ac-describe-id {topic_id} 2 2"
     layout = mq_describe(cluster, "ac-describe-id")["layout"]
     assert isinstance(layout, dict)
@@ -376,11 +364,10 @@ def test_admin_client_describe_topics_by_id(cluster: ProcessCluster, driver: Pat
         assert layout[int(partition)] == (int(leader), replicas, isr)
 
 
-@xfail_for(ELR_NULL)
 def test_admin_client_describe_topics_by_name(cluster: ProcessCluster, driver: Path) -> None:
     topic_id = mq_create(cluster, "ac-describe-name", partitions=2)
     wait_visible_on_brokers(cluster, "ac-describe-name")
-    out = admin_driver(cluster, driver, "describe-names", "ac-describe-name", known=ELR_NULL)
+    out = admin_driver(cluster, driver, "describe-names", "ac-describe-name")
     assert out.splitlines()[0] == f"topic ac-describe-name {topic_id} 2 2"
 
 
@@ -465,9 +452,8 @@ def mq_quorum_status(cluster: ProcessCluster) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
 
 
-@xfail_for(NO_DESCRIBE_QUORUM)
 def test_kafka_metadata_quorum_describe_status(cluster: ProcessCluster) -> None:
-    out = tool(cluster, QUORUM, "describe", "--status", known=NO_DESCRIBE_QUORUM)
+    out = tool(cluster, QUORUM, "describe", "--status")
     theirs = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in
                                                    out.splitlines())}  # fmt: skip
     ours = mq_quorum_status(cluster)
@@ -475,9 +461,8 @@ def test_kafka_metadata_quorum_describe_status(cluster: ProcessCluster) -> None:
         assert theirs[key] == ours[key], key
 
 
-@xfail_for(NO_DESCRIBE_QUORUM)
 def test_kafka_metadata_quorum_describe_replication(cluster: ProcessCluster) -> None:
-    out = tool(cluster, QUORUM, "describe", "--replication", known=NO_DESCRIBE_QUORUM)
+    out = tool(cluster, QUORUM, "describe", "--replication")
     ours = mq(cluster, "quorum", "describe", "--replication")
     assert out.splitlines()[0].split() == ours.splitlines()[0].split()
     assert sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(
@@ -507,12 +492,52 @@ def test_kafka_broker_api_versions_are_the_listener_s_table(cluster: ProcessClus
     assert not unsupported & set(API_VERSIONS)
 
 
-@xfail_for(NO_FEATURES)
 def test_kafka_features_describe(cluster: ProcessCluster) -> None:
+    """KIP-584: metadata.version 3.9-IV0 (the level of Kafka 3.9, whose schemas and ranges the
+    listener serves; no node can change it) and kraft.version 0 (this cluster's static quorum:
+    supported up to 1, not finalized), with the broker's image offset as the epoch."""
+    assert not cluster.dynamic
     out = tool(cluster, FEATURES, "describe")
-    if "metadata.version" not in out:
-        raise KnownToolFailure(f"{NO_FEATURES[1]}: kafka-features printed {out!r}")
-    assert "Feature: metadata.version" in out
+    rows = {
+        fields["Feature"]: fields
+        for fields in (
+            dict(cell.split(": ", 1) for cell in line.split("\t") if cell.strip())
+            for line in (re.sub(r" {2,}", "\t", row) for row in out.splitlines())
+            if line.startswith("Feature: ")
+        )
+    }
+    assert set(rows) == {"metadata.version", "kraft.version"}, out
+    metadata = {k: v.strip() for k, v in rows["metadata.version"].items()}
+    kraft = {k: v.strip() for k, v in rows["kraft.version"].items()}
+    assert (metadata["SupportedMinVersion"], metadata["SupportedMaxVersion"]) == ("3.9-IV0",) * 2
+    assert metadata["FinalizedVersionLevel"] == "3.9-IV0"
+    assert (kraft["SupportedMinVersion"], kraft["SupportedMaxVersion"]) == ("0", "1")
+    assert kraft["FinalizedVersionLevel"] == "0"
+    # The epoch is an offset the broker's image has applied: within the committed log.
+    epoch = int(metadata["Epoch"])
+    assert epoch == int(kraft["Epoch"])
+    assert 0 <= epoch < int(mq_quorum_status(cluster)["HighWatermark"])
+
+
+def test_kafka_features_describe_a_dynamic_quorum(tmp_path: Path) -> None:
+    """A quorum formatted with --standalone (KIP-853: its voters in the log) has kraft.version 1
+    finalized, as the broker's Raft observer holds it."""
+    with process_cluster(
+        tmp_path, voters=1, brokers=1, dynamic=True, kafka_listeners={"KAFKA": "SSL"}
+    ) as dynamic:
+        dynamic.format(1, extra=["--standalone"])
+        dynamic.format(BROKERS[0])
+        dynamic.start_all()
+        dynamic.wait_for_leader(timeout_s=30)
+        address = kafka_address(dynamic)
+        wait_until(lambda: listening(address), 60, f"Kafka listener {address}")
+        out = tool(dynamic, FEATURES, "describe")
+        kraft = (
+            r"Feature: kraft\.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 1\s+"
+            r"FinalizedVersionLevel: 1\s"
+        )
+        assert re.search(kraft, out), out
+        assert re.search(r"Feature: metadata\.version\s.*FinalizedVersionLevel: 3\.9-IV0\s", out)
 
 
 # ----- kafka-consumer-groups ----------------------------------------------------------------------
@@ -521,3 +546,222 @@ def test_kafka_features_describe(cluster: ProcessCluster) -> None:
 @xfail_for(NO_GROUPS)
 def test_kafka_consumer_groups_list(cluster: ProcessCluster) -> None:
     assert tool(cluster, GROUPS, "--list", known=NO_GROUPS).strip() == ""
+
+
+# ----- the data plane: kafka-dump-log, console producer and consumer, kafka-get-offsets -----------
+
+
+def data_seed() -> int:
+    value = int(os.environ.get("KAFKA_TOOLS_SEED", str(random.SystemRandom().randrange(2**32))))
+    print(f"KAFKA_TOOLS_SEED={value}")
+    return value
+
+
+def confluent_config(cluster: ProcessCluster) -> dict[str, Any]:
+    assert cluster.certs is not None
+    keystore = str(cluster.certs.client_keystore("admin"))
+    return {
+        "bootstrap.servers": kafka_address(cluster),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(cluster.certs.ca),
+        "ssl.certificate.location": keystore,
+        "ssl.key.location": keystore,
+    }
+
+
+def leader_segment(cluster: ProcessCluster, name: str) -> Path:
+    """The first segment of partition 0 of ``name`` on its leader (the only copy: data is not
+    replicated yet)."""
+    layout = mq_describe(cluster, name)["layout"]
+    assert isinstance(layout, dict)
+    directory = cluster.nodes[layout[0][0]].log_dir / f"{name}-0"
+    return directory / "00000000000000000000.log"
+
+
+def stored_batches(segment: Path) -> list[tuple[int, int, int, int]]:
+    """(position, base offset, last offset, CRC) of every batch in ``segment``, read by the
+    batch framing (our own reading of the bytes, to compare with Kafka's)."""
+    data = segment.read_bytes()
+    batches = []
+    position = 0
+    while position + 12 <= len(data):
+        base_offset, length = struct.unpack_from(">qi", data, position)
+        (crc,) = struct.unpack_from(">I", data, position + 17)
+        (last_delta,) = struct.unpack_from(">i", data, position + 23)
+        batches.append((position, base_offset, base_offset + last_delta, crc))
+        position += 12 + length
+    assert position == len(data), f"{segment} ends inside a batch"
+    return batches
+
+
+DUMP_BATCH = re.compile(
+    r"^baseOffset: (?P<base>\d+) lastOffset: (?P<last>\d+) count: (?P<count>\d+) .*"
+    r"position: (?P<position>\d+) .* magic: (?P<magic>\d+) compresscodec: (?P<codec>\S+) "
+    r"crc: (?P<crc>\d+) isvalid: (?P<valid>\w+)$"
+)
+DUMP_RECORD = re.compile(
+    r"^\| offset: (?P<offset>\d+) CreateTime: (?P<ts>\d+) keySize: (?P<key_size>-?\d+) "
+    r"valueSize: (?P<value_size>-?\d+) .*?headerKeys: \[[^]]*\]"
+    r"(?: key: (?P<key>\S*))?(?: payload: (?P<payload>.*))?$"
+)
+
+
+@pytest.fixture(scope="module")
+def produced(cluster: ProcessCluster) -> tuple[str, list[tuple[bytes | None, bytes]]]:
+    """A topic of one partition holding 12 batches of 3 records (keys, one null key a batch,
+    values of 0.5-1.5 KB: enough bytes for index entries every 4 KiB), produced with
+    confluent-kafka; the records in offset order."""
+    rng = random.Random(data_seed())
+    name = "tools-data"
+    mq_create(cluster, name, partitions=1, rf=1)
+    wait_visible_on_brokers(cluster, name)
+    producer = Producer({**confluent_config(cluster), "linger.ms": 100, "acks": "1"})
+    records: list[tuple[bytes | None, bytes]] = []
+    errors: list[Any] = []
+    for batch in range(12):
+        for index in range(3):
+            key = None if index == 2 else f"key-{batch}-{index}".encode()
+            value = bytes(rng.choice(b"abcdefghij") for _ in range(rng.randrange(500, 1500)))
+            producer.produce(
+                name, key=key, value=value, partition=0, on_delivery=lambda e, _m: errors.append(e)
+            )
+            records.append((key, value))
+        assert producer.flush(30) == 0  # one batch per flush
+    assert errors == [None] * len(records)
+    return name, records
+
+
+def test_kafka_dump_log_reads_our_segment(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """kafka-dump-log --print-data-log on our segment: every batch valid (Kafka computes the
+    same CRC32C), at the positions, offsets and CRCs our bytes hold, and every record's offset,
+    key and value as produced; --deep-iteration walks the same records."""
+    name, records = produced
+    segment = leader_segment(cluster, name)
+    ours = stored_batches(segment)
+    assert len(ours) == 12
+    result = run_tool(DUMP_LOG, "--files", str(segment), "--print-data-log")
+    assert result.returncode == 0, result.stderr
+    batches = [m.groupdict() for m in map(DUMP_BATCH.match, result.stdout.splitlines()) if m]
+    dumped = [m.groupdict() for m in map(DUMP_RECORD.match, result.stdout.splitlines()) if m]
+    assert [b["valid"] for b in batches] == ["true"] * 12, result.stdout[-2000:]
+    assert {(b["magic"], b["codec"]) for b in batches} == {("2", "none")}
+    assert [
+        (int(b["position"]), int(b["base"]), int(b["last"]), int(b["crc"])) for b in batches
+    ] == ours
+    assert [int(b["count"]) for b in batches] == [3] * 12
+    assert [int(r["offset"]) for r in dumped] == list(range(len(records)))
+    for record, (key, value) in zip(dumped, records, strict=True):
+        assert record["key"] == (None if key is None else key.decode()), record
+        assert int(record["key_size"]) == (-1 if key is None else len(key))
+        assert (record["payload"], int(record["value_size"])) == (value.decode(), len(value))
+    # The same records in our own reading of the bytes (tests/record_batches.py).
+    decoded = [r for b in decode_batches(segment.read_bytes()) for r in b.records]
+    assert [(r.key, r.value) for r in decoded] == records
+    assert [int(r["ts"]) for r in dumped] == [r.timestamp for r in decoded]
+    deep = run_tool(DUMP_LOG, "--files", str(segment), "--deep-iteration")
+    assert deep.returncode == 0, deep.stderr
+    deep_offsets = [int(m["offset"]) for m in map(DUMP_RECORD.match, deep.stdout.splitlines()) if m]
+    assert deep_offsets == list(range(len(records)))
+    assert "isvalid: false" not in deep.stdout
+
+
+def test_kafka_dump_log_checks_our_indexes(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """Our .index and .timeindex pass kafka-dump-log's --index-sanity-check and
+    --verify-index-only (which reads the log at every entry: an entry not at a batch holding
+    its offset is reported as a mismatch), and every offset-index entry is a batch's last
+    offset at that batch's position, as Kafka's own segments index."""
+    name, _ = produced
+    segment = leader_segment(cluster, name)
+    index = segment.with_suffix(".index")
+    timeindex = segment.with_suffix(".timeindex")
+    assert index.stat().st_size > 0, "no index entry: too few bytes produced"
+    files = f"{index},{timeindex}"
+    sane = run_tool(DUMP_LOG, "--files", files, "--index-sanity-check")
+    assert sane.returncode == 0, sane.stderr
+    assert f"{index} passed sanity check." in sane.stdout
+    assert f"{timeindex} passed sanity check." in sane.stdout
+    verify = run_tool(DUMP_LOG, "--files", files, "--verify-index-only")
+    assert verify.returncode == 0, verify.stderr
+    problems = [line for line in verify.stdout.splitlines() if not line.startswith("Dumping ")]
+    assert problems == [], verify.stdout
+    entries = run_tool(DUMP_LOG, "--files", str(index))
+    assert entries.returncode == 0, entries.stderr
+    pairs = [
+        (int(m[1]), int(m[2]))
+        for m in re.finditer(r"^offset: (\d+) position: (\d+)$", entries.stdout, re.MULTILINE)
+    ]
+    assert len(pairs) == index.stat().st_size // 8
+    last_at = {position: last for position, _, last, _ in stored_batches(segment)}
+    assert all(last_at.get(position) == offset for offset, position in pairs), pairs
+
+
+def test_kafka_console_producer_and_consumer_without_a_group(cluster: ProcessCluster) -> None:
+    """kafka-console-producer writes keyed lines (not idempotent: InitProducerId is not
+    served yet); kafka-console-consumer reads them back by partition and offset, no group;
+    our own reading of the segment holds the same records at the same offsets."""
+    name = "tools-console"
+    mq_create(cluster, name, partitions=1, rf=1)
+    wait_visible_on_brokers(cluster, name)
+    lines = [f"k{i}:value {i} {'x' * i}" for i in range(20)]
+    out = tool(cluster, CONSOLE_PRODUCER, "--topic", name,
+               "--command-property", "enable.idempotence=false", "--command-property", "acks=all",
+               "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+               input_text="\n".join(lines) + "\n")  # fmt: skip
+    assert out == ""
+    read = tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--partition", "0",
+                "--offset", "earliest", "--max-messages", str(len(lines)),
+                "--formatter-property", "print.key=true",
+                "--formatter-property", "print.offset=true")  # fmt: skip
+    assert read.splitlines() == [
+        f"Offset:{i}\t{line.replace(':', chr(9), 1)}" for i, line in enumerate(lines)
+    ]
+    stored = [
+        r for b in decode_batches(leader_segment(cluster, name).read_bytes()) for r in b.records
+    ]
+    assert [(r.key, r.value) for r in stored] == [
+        tuple(part.encode() for part in line.split(":", 1)) for line in lines
+    ]
+
+
+@xfail_for(NO_FIND_COORDINATOR)
+def test_kafka_console_consumer_in_a_group(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    name, records = produced
+    read = tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--group", "console-group",
+                "--from-beginning", "--max-messages", "3", "--timeout-ms", "15000",
+                known=NO_FIND_COORDINATOR)  # fmt: skip
+    assert read.splitlines() == [value.decode() for _, value in records[:3]]
+
+
+def test_kafka_get_offsets_is_list_offsets_as_our_clients_see_it(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """kafka-get-offsets (GetOffsetShell) for latest, earliest, max timestamp and a timestamp
+    answers what confluent-kafka's list_offsets gets from our broker, and what the log holds."""
+    name, records = produced
+    segment = leader_segment(cluster, name)
+    timestamps = [r.timestamp for b in decode_batches(segment.read_bytes()) for r in b.records]
+    middle = timestamps[len(timestamps) // 2]
+    admin = AdminClient(confluent_config(cluster))
+    partition = TopicPartition(name, 0)
+
+    def theirs(time: str) -> int:
+        out = tool(cluster, GET_OFFSETS, "--topic", name, "--time", time)
+        assert out.splitlines()[0].rsplit(":", 1)[0] == f"{name}:0", out
+        return int(out.splitlines()[0].rsplit(":", 1)[1])
+
+    def ours(spec: OffsetSpec) -> int:
+        future = admin.list_offsets({partition: spec}, request_timeout=30)[partition]
+        return int(future.result(timeout=30).offset)
+
+    assert theirs("-1") == ours(OffsetSpec.latest()) == len(records)
+    assert theirs("-2") == ours(OffsetSpec.earliest()) == 0
+    newest = max(timestamps)
+    assert theirs("-3") == ours(OffsetSpec.max_timestamp()) == timestamps.index(newest)
+    first_at = next(i for i, t in enumerate(timestamps) if t >= middle)
+    assert theirs(str(middle)) == ours(OffsetSpec.for_timestamp(middle)) == first_at

@@ -136,6 +136,7 @@ class Harness:
         *,
         authorization: RequestAuthorization | None = None,
         controller: Controller | None = None,
+        kraft_version: int = 0,
     ) -> None:
         self.image = image
         self.controller = controller or Controller()
@@ -147,6 +148,7 @@ class Harness:
             authorization=authorization or RequestAuthorization.disabled(),
             forwarder=self.controller,
             wait_applied=self._wait_applied,
+            kraft_version=lambda: kraft_version,
         )
         self.server = KafkaListenerServer(
             LISTENER, self.apis, CallerResolver(), tls=None, logger=structlog.get_logger()
@@ -235,6 +237,35 @@ def test_api_versions_advertises_the_table(harness: Harness) -> None:
     }
 
 
+def test_api_versions_advertises_the_features_the_cluster_has(harness: Harness) -> None:
+    """KIP-584: metadata.version 21 (3.9-IV0) supported and finalized, kraft.version 0-1
+    supported and finalized only when the quorum is dynamic (a level of 0 is not finalized);
+    the epoch is the image's offset. Before v3 the fields do not exist."""
+
+    def features(response: Any) -> tuple[Any, ...]:
+        return (
+            {f.name: (f.min_version, f.max_version) for f in response.supported_features},
+            {
+                f.name: (f.min_version_level, f.max_version_level)
+                for f in response.finalized_features
+            },
+            response.finalized_features_epoch,
+        )
+
+    supported = {"metadata.version": (21, 21), "kraft.version": (0, 1)}
+    static = harness.ask(18, 3, {"client_software_name": "x", "client_software_version": "1"})
+    assert features(static) == (supported, {"metadata.version": (21, 21)}, harness.image.offset)
+    assert harness.image.offset >= 0
+    dynamic = Harness(harness.image, kraft_version=1)
+    answer = dynamic.ask(18, 4, {"client_software_name": "x", "client_software_version": "1"})
+    assert features(answer) == (
+        supported,
+        {"metadata.version": (21, 21), "kraft.version": (1, 1)},
+        harness.image.offset,
+    )
+    assert not hasattr(harness.ask(18, 2), "supported_features")
+
+
 def test_api_versions_refuses_bad_software_names(harness: Harness) -> None:
     """KIP-511: client software name and version match [a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?"""
     response = harness.ask(18, 3, {"client_software_name": "-bad", "client_software_version": "1"})
@@ -254,11 +285,11 @@ def test_api_versions_of_an_unknown_version_answers_v0_with_our_ranges(harness: 
     )
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(17, 1), (16, 4), (55, 1)])
+@pytest.mark.parametrize(("api_key", "version"), [(17, 1), (16, 4), (36, 1)])
 def test_an_api_not_served_is_answered_unsupported_version(
     harness: Harness, api_key: int, version: int
 ) -> None:
-    """SaslHandshake, ListGroups, DescribeQuorum: APIs whose response has a top-level error
+    """SaslHandshake, ListGroups, SaslAuthenticate: APIs whose response has a top-level error
     code get that response with UNSUPPORTED_VERSION (clients report "not supported")."""
     response = harness.ask(api_key, version)
     assert int(response.error_code) == ErrorCode.UNSUPPORTED_VERSION
@@ -330,6 +361,24 @@ def test_metadata_by_id_and_the_kip_516_rules(harness: Harness) -> None:
     assert int(ask("bad name!", None).error_code) == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+def test_metadata_by_id_with_an_empty_name_is_by_id(harness: Harness) -> None:
+    """Kafka's Java clients (AdminClient.describeTopics by id, kafka-topics --topic-id) send
+    the name "" with the id; Kafka's brokers read it as no name, and so must this one."""
+    for topic_id, code, name in (
+        (ORDERS_ID, 0, "orders"),
+        (Uuid.random(), ErrorCode.UNKNOWN_TOPIC_ID, None),
+    ):
+        entry = {"name": "", "topic_id": uuid.UUID(bytes=topic_id.bytes)}
+        topic = harness.ask(3, 12, {"topics": [entry]}).topics[0]
+        assert (int(topic.error_code), topic.name) == (code, name)
+        assert topic.topic_id == uuid.UUID(bytes=topic_id.bytes)
+    # A real name with an id is still both at once.
+    both = {"name": "orders", "topic_id": uuid.UUID(bytes=ORDERS_ID.bytes)}
+    assert int(harness.ask(3, 12, {"topics": [both]}).topics[0].error_code) == (
+        ErrorCode.INVALID_REQUEST
+    )
+
+
 def test_metadata_leaves_out_and_refuses_what_the_caller_may_not_describe() -> None:
     harness = Harness(
         image_with_topics(), authorization=RequestAuthorization(enabled=True, cluster_id="c")
@@ -372,6 +421,18 @@ def test_describe_topic_partitions_pages_with_its_cursor(harness: Harness) -> No
         ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ("payments", 0),
     ]
+
+
+def test_describe_topic_partitions_answers_empty_elr_lists_never_null(harness: Harness) -> None:
+    """Kafka's brokers send [] for eligible_leader_replicas and last_known_elr when there is
+    no ELR (KIP-966); Kafka 4's AdminClient dereferences both (a null is its
+    NullPointerException in DescribeTopicPartitionsResponse)."""
+    response = harness.ask(75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 10})
+    partitions = response.topics[0].partitions
+    assert [p.partition_index for p in partitions] == [0, 1, 2]
+    for partition in partitions:
+        assert partition.eligible_leader_replicas == ()
+        assert partition.last_known_elr == ()
 
 
 def test_describe_configs_gives_set_and_default_topic_configs(harness: Harness) -> None:
