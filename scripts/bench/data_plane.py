@@ -32,10 +32,10 @@ replication factor 1 is created with confluent-kafka's AdminClient for each run.
    the rate is the records over the time from ``assign`` to the last one, values' bytes
    counted, nothing else done per record.
 
-Beside each run: the CPU seconds of the broker (user and system, and its minor page faults,
-from /proc) and of this client process, so a reader can tell who ran out of CPU on the 2
-shared cores, and the load average before and
-after (other work on the machine moves every figure). Floors from the issue on 2 cores:
+Beside each run: the CPU seconds of the broker (user and system, its minor page faults and
+its peak resident set so far, from /proc) and of this client process, so a reader can tell
+who ran out of CPU on the 2 shared cores, and the load average before and after (other work
+on the machine moves every figure). Floors from the issue on 2 cores:
 produce >= 50 MB/s, consume >= 150 MB/s, acks=1 p99 <= 20 ms at half the maximum rate; the
 goal is within 2x of the disk's fsync'd limit. The script exits 0 either way and prints which
 held.
@@ -146,6 +146,14 @@ def cpu_seconds(pid: int) -> tuple[float, float, int]:
     return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7])
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The largest resident set process ``pid`` has had (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 class CpuMeter:
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
@@ -158,7 +166,8 @@ class CpuMeter:
         user, system, faults = cpu_seconds(self.broker_pid)
         return (
             f"CPU broker {user - self.broker[0]:.1f} s user + {system - self.broker[1]:.1f} s"
-            f" system ({faults - self.broker[2]:,} page faults),"
+            f" system ({faults - self.broker[2]:,} page faults, peak RSS so far"
+            f" {peak_rss_mib(self.broker_pid):.0f} MiB),"
             f" client {times.user + times.system - self.client:.1f} s"
         )
 
