@@ -25,6 +25,10 @@ FIU_CTRL = shutil.which("fiu-ctrl")
 # libfiu's names for the calls the metadata log makes durable with (quorum/storage/fsutil.py
 # uses fdatasync for segments, fsync for directories and small files).
 FSYNC_POINTS = ("posix/io/sync/fdatasync", "posix/io/sync/fsync")
+# libfiu's name for pwrite(2): partition logs write their segments and indexes with it
+# (quorum/storage/fsutil.py's write_all), while the process's own log lines go through write(2),
+# so failing it fails appends and leaves the node able to say what happened.
+PWRITE_POINT = "posix/io/rw/pwrite"
 BALLAST_FILE = "ballast.fill"
 
 
@@ -49,6 +53,17 @@ def fiu_enable(pid: int, name: str, error: int = errno.EIO) -> None:
     assert FIU_CTRL is not None, fiu_available()
     subprocess.run(
         [FIU_CTRL, "-c", f"enable name={name},failinfo={error}", str(pid)],
+        check=True,
+        timeout=10,
+        capture_output=True,
+    )
+
+
+def fiu_disable(pid: int, name: str) -> None:
+    """Failure point ``name`` in process ``pid`` works again."""
+    assert FIU_CTRL is not None, fiu_available()
+    subprocess.run(
+        [FIU_CTRL, "-c", f"disable name={name}", str(pid)],
         check=True,
         timeout=10,
         capture_output=True,
