@@ -128,6 +128,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -368,6 +369,18 @@ class MetaquorumDataSource(DataSource):
         if options.filter_pushdown:
             return MetaquorumPushdownReader(options)
         return MetaquorumReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("metaquorum")``: the log followed as it grows
+        (``quorum.analytics.stream``, whose docstring has the options and offsets)."""
+        from quorum.analytics.stream import MetaquorumStreamReader, StreamOptions  # noqa: PLC0415
+
+        if schema != spark_schema():
+            raise ValueError(
+                f"readStream.format({FORMAT_NAME!r}) has a fixed schema; do not pass "
+                f".schema(...) (expected {SCHEMA_DDL})"
+            )
+        return MetaquorumStreamReader(StreamOptions.parse(self.options))
 
 
 _frozen: list[bool] = []  # set once this process has frozen its long-lived objects
