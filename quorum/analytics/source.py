@@ -105,7 +105,8 @@ driver) and the Spark data source classes; ``quorum.analytics.schema`` the schem
 field-to-column table; ``quorum.analytics.log_files`` the listing of segments and checkpoints
 and the frame walk of one partition (how byte ranges, torn tails and corruption are handled);
 ``quorum.analytics.typed_decode`` the typed decoding of batch bodies;
-``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``).
+``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``);
+``quorum.analytics.stream`` the streaming reader (``streamReader``: ``readStream``).
 
 Where the time goes (docs/benchmarks.md has the figures and how they were taken): per record,
 the Python workers spend the most (msgspec decoding, freeing the records' objects, building the
