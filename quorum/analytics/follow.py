@@ -70,7 +70,7 @@ def run_follow(
     from quorum.analytics.failure import root_cause  # noqa: PLC0415
     from quorum.analytics.log_files import LogReadError, list_log_files  # noqa: PLC0415
     from quorum.analytics.pack import PackError  # noqa: PLC0415
-    from quorum.analytics.replay import SPARK_LOG, _cluster_python, _Progress, build_session  # noqa: PLC0415
+    from quorum.analytics.replay import SPARK_LOG, Progress, build_session, cluster_python  # noqa: PLC0415
     from quorum.analytics.source import MetaquorumDataSource  # noqa: PLC0415
     from quorum.analytics.stream import checkpointed_offset  # noqa: PLC0415
 
@@ -92,9 +92,9 @@ def run_follow(
     table, checkpoint = out_path / RECORDS, out_path / CHECKPOINTS / RECORDS
     settings = dict(conf or {})
     cluster_master = master is not None and not master.startswith("local")
-    progress = _Progress(total=2 + (1 if cluster_master and ship_env else 0), out=stdout)
+    progress = Progress(total=2 + (1 if cluster_master and ship_env else 0), out=stdout)
     try:
-        cluster = _cluster_python(ship_env, settings, progress) if cluster_master else None
+        cluster = cluster_python(ship_env, settings, progress) if cluster_master else None
     except PackError as exc:
         print(f"Error: {exc}", file=stderr)
         return 1
