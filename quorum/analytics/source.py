@@ -374,14 +374,23 @@ class MetaquorumDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """``spark.readStream.format("metaquorum")``: the log followed as it grows
         (``quorum.analytics.stream``, whose docstring has the options and offsets)."""
-        from quorum.analytics.stream import MetaquorumStreamReader, StreamOptions  # noqa: PLC0415
+        from quorum.analytics.stream import (  # noqa: PLC0415
+            MetaquorumStreamReader,
+            RefusedStreamReader,
+            StreamOptions,
+        )
 
+        # Refused by the reader's first call, not here: PySpark 4.3.0's streaming runner
+        # hides an exception raised by streamReader() behind an UnboundLocalError of its own.
         if schema != spark_schema():
-            raise ValueError(
+            return RefusedStreamReader(
                 f"readStream.format({FORMAT_NAME!r}) has a fixed schema; do not pass "
                 f".schema(...) (expected {SCHEMA_DDL})"
             )
-        return MetaquorumStreamReader(StreamOptions.parse(self.options))
+        try:
+            return MetaquorumStreamReader(StreamOptions.parse(self.options))
+        except ValueError as exc:
+            return RefusedStreamReader(str(exc))
 
 
 _frozen: list[bool] = []  # set once this process has frozen its long-lived objects

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_EPOCH",
     "MetaquorumStreamReader",
+    "RefusedStreamReader",
     "StreamOffsetError",
     "StreamOptions",
     "checkpointed_offset",
@@ -292,6 +293,26 @@ class MetaquorumStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._tail_at(0).end_offset
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream whose options or schema were refused: every call raises ``ValueError`` with
+    the reason (see ``MetaquorumDataSource.streamReader`` for why it is not raised at once)."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def initialOffset(self) -> dict[str, int]:
+        raise ValueError(self.problem)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise ValueError(self.problem)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LogFilePartition]:
+        raise ValueError(self.problem)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise ValueError(self.problem)
 
 
 def checkpointed_offset(checkpoint: str | Path) -> int | None:
