@@ -1,6 +1,7 @@
 """``metaquorum replay --follow`` as a user runs it: a process following a log that grows while
-it runs, stopped by SIGTERM, started again with ``--until-offset``; the Parquet table then holds
-every offset once (exactly once across the restart). Plus the flags it refuses.
+it runs, stopped by SIGTERM, started again and killed with kill -9 while the log grows, started
+a third time with ``--until-offset``; the Parquet table then holds every offset once (exactly
+once across the restarts). Plus the flags it refuses.
 
 The log is written by the storage layer a controller uses (``SegmentedLog``, small segments so
 that it rolls), from this test process, while the command runs.
@@ -42,7 +43,7 @@ def append(log: SegmentedLog, batches: int, records: int = 7) -> None:
         log.flush()
 
 
-def test_follow_stops_on_sigterm_and_resumes_exactly_once(spark: Any, tmp_path: Path) -> None:
+def test_follow_stops_on_signals_and_resumes_exactly_once(spark: Any, tmp_path: Path) -> None:
     log = SegmentedLog.open(tmp_path / "meta" / "__cluster_metadata-0", segment_bytes_max=2048)
     append(log, 20)
     out = tmp_path / "out"
@@ -80,12 +81,32 @@ def test_follow_stops_on_sigterm_and_resumes_exactly_once(spark: Any, tmp_path: 
     assert "stopped by a signal: records up to offset" in text, text
     first_life = checkpointed_offset(checkpoint)
     assert first_life is not None and first_life >= 280
+    # The second life dies by kill -9, its micro-batches running back to back.
+    append(log, 10)
+    with output.open("w") as sink:
+        process = subprocess.Popen(
+            [*METAQUORUM, *follow[:-1], "0"], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wanted = log.log_end_offset
+        wait_until(
+            lambda: (checkpointed_offset(checkpoint) or 0) >= wanted, 240, f"offset {wanted - 1}"
+        )
+        append(log, 10)
+        process.kill()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    second_life = checkpointed_offset(checkpoint)
+    assert second_life is not None and second_life > first_life
     append(log, 30)
     last = log.log_end_offset - 1
     log.close()
     until = run_cli(*follow, "--until-offset", str(last), timeout_s=300)
     assert f"every record up to offset {last:,} is written" in until.stdout, until.stdout
-    assert f"from offset {first_life:,}" in until.stdout, until.stdout
+    assert f"from offset {second_life:,}" in until.stdout, until.stdout
     offsets = [
         row[0] for row in spark.read.parquet(str(out / "records")).select("offset").collect()
     ]
