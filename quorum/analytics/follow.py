@@ -162,7 +162,15 @@ def _watch(
         if not query.isActive:
             failure = query.exception()
             if failure is not None:
-                print(f"Error: {root_cause(str(failure))}", file=stderr)
+                cause = root_cause(str(failure))
+                print(f"Error: {cause}", file=stderr)
+                if cause.startswith("StreamOffsetError"):
+                    print(
+                        "What to do: run replay --follow with a new --out (the table and "
+                        f"checkpoint under {checkpoint.parent.parent} go on from the old "
+                        "stream's offset)",
+                        file=stderr,
+                    )
                 return 1
             break
         progress = query.lastProgress

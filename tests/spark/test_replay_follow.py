@@ -133,3 +133,27 @@ def test_follow_refuses_flags_that_do_not_apply(
     assert result.returncode == 1, result
     assert message in result.stderr, result.stderr
     assert not (tmp_path / "out" / "records").exists()
+
+
+def test_follow_behind_deleted_segments_fails_naming_the_offsets(tmp_path: Path) -> None:
+    """A stream stopped while the node deleted the segments it had not read (retention behind
+    a snapshot) fails on its next start, naming its offset, the new log start and the
+    snapshot, and says what to do; it writes nothing more."""
+    log = SegmentedLog.open(tmp_path / "meta" / "__cluster_metadata-0", segment_bytes_max=1024)
+    append(log, 20, records=5)
+    out = tmp_path / "out"
+    follow = ["replay", "--follow", "--log-dir", str(tmp_path / "meta"), "--out", str(out)]
+    run_cli(*follow, "--master", "local[1]", "--until-offset", "30", timeout_s=300)
+    append(log, 80, records=5)
+    new_start = log.delete_before(400)
+    log.close()
+    (log.directory / f"{400:020d}-{1:010d}.checkpoint").write_bytes(b"")  # its name is enough
+    result = run_cli(*follow, "--master", "local[1]", check=False, timeout_s=300)
+    assert result.returncode == 1, result
+    assert (
+        f"StreamOffsetError: {tmp_path / 'meta'}: the stream's next offset is 31, but the log "
+        f"now starts at offset {new_start}" in result.stderr
+    ), result.stderr
+    assert "(snapshots ending at: 400)" in result.stderr, result.stderr
+    assert "What to do: run replay --follow with a new --out" in result.stderr, result.stderr
+    assert checkpointed_offset(out / "_checkpoints" / "records") == 31
