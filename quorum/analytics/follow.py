@@ -20,7 +20,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -35,15 +35,22 @@ _POLL_S = 0.2
 
 
 @contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stop`` instead of raising in the middle of a Py4J call."""
+def _stop_on_signals(stop: threading.Event) -> Iterator[Callable[[], None]]:
+    """SIGINT and SIGTERM set ``stop`` instead of raising in the middle of a Py4J call. Yields
+    the function that installs the handler again: PySpark's context replaces the SIGINT
+    handler with its own (which raises KeyboardInterrupt) when it starts."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    saved = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def install() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handler)
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    install()
     try:
-        yield
+        yield install
     finally:
         for sig, previous in saved.items():
             signal.signal(sig, previous)
@@ -99,7 +106,7 @@ def run_follow(
         print(f"Error: {exc}", file=stderr)
         return 1
     stop = threading.Event()
-    with _stop_on_signals(stop):
+    with _stop_on_signals(stop) as install_handlers:
         try:
             with progress.stage(f"starting Spark ({master})"):
                 jvm_log = None if verbose else out_path / SPARK_LOG
@@ -113,7 +120,11 @@ def run_follow(
         except PySparkException as exc:
             print(f"Error: {root_cause(str(exc))}", file=stderr)
             return 1
+        install_handlers()
         try:
+            if stop.is_set():
+                print("    stopped by a signal before the stream started", file=stdout)
+                return 0
             resumed = checkpointed_offset(checkpoint)
             where = "from the log start" if resumed is None else f"from offset {resumed:,}"
             with progress.stage(f"following {log_path} into {table} ({where})"):

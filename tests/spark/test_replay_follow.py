@@ -1,7 +1,8 @@
 """``metaquorum replay --follow`` as a user runs it: a process following a log that grows while
-it runs, stopped by SIGTERM, started again and killed with kill -9 while the log grows, started
-a third time with ``--until-offset``; the Parquet table then holds every offset once (exactly
-once across the restarts). Plus the flags it refuses.
+it runs, stopped by Ctrl-C (SIGINT to its process group, the JVM included), started again and
+stopped by SIGTERM, again and killed with kill -9, and a last time with ``--until-offset``; the
+Parquet table then holds every offset once (exactly once across the restarts). Plus the flags
+it refuses, and a stream whose segments were deleted before it read them.
 
 The log is written by the storage layer a controller uses (``SegmentedLog``, small segments so
 that it rolls), from this test process, while the command runs.
@@ -9,6 +10,7 @@ that it rolls), from this test process, while the command runs.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from collections import Counter
@@ -43,12 +45,43 @@ def append(log: SegmentedLog, batches: int, records: int = 7) -> None:
         log.flush()
 
 
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def life(command: list[str], output: Path, sig: int, *, to_group: bool, until: Any) -> int:
+    """One run of the command in a session of its own: ``until()`` then ``sig`` (to the whole
+    group, as a terminal's Ctrl-C, or to the command alone). Returns its exit code once it and
+    the JVM it started are gone."""
+    with output.open("w") as sink:
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        until()
+        if to_group:
+            os.killpg(process.pid, sig)
+        else:
+            process.send_signal(sig)
+        return process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        wait_until(lambda: group_gone(process.pid), 60, "the stopped run's JVM exits")
+
+
 def test_follow_stops_on_signals_and_resumes_exactly_once(spark: Any, tmp_path: Path) -> None:
     log = SegmentedLog.open(tmp_path / "meta" / "__cluster_metadata-0", segment_bytes_max=2048)
     append(log, 20)
     out = tmp_path / "out"
     checkpoint = out / "_checkpoints" / "records"
     follow = [
+        *METAQUORUM,
         "replay",
         "--follow",
         "--log-dir",
@@ -57,61 +90,52 @@ def test_follow_stops_on_signals_and_resumes_exactly_once(spark: Any, tmp_path: 
         str(out),
         "--master",
         "local[1]",
-        "--trigger-interval",
-        "0.5",
     ]
     output = tmp_path / "follow.out"
-    with output.open("w") as sink:
-        process = subprocess.Popen(
-            [*METAQUORUM, *follow], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_until(lambda: (checkpointed_offset(checkpoint) or 0) >= 140, 240, "offset 139 written")
-        append(log, 20)  # while it runs
-        wait_until(lambda: (checkpointed_offset(checkpoint) or 0) >= 280, 120, "offset 279 written")
-        append(log, 5)
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    text = output.read_text()
-    assert code == 0, text
-    assert "stopped by a signal: records up to offset" in text, text
-    first_life = checkpointed_offset(checkpoint)
-    assert first_life is not None and first_life >= 280
-    # The second life dies by kill -9, its micro-batches running back to back.
-    append(log, 10)
-    with output.open("w") as sink:
-        process = subprocess.Popen(
-            [*METAQUORUM, *follow[:-1], "0"], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
+
+    def committed() -> int:
+        return checkpointed_offset(checkpoint) or 0
+
+    def grows_while_followed() -> None:
         wanted = log.log_end_offset
-        wait_until(
-            lambda: (checkpointed_offset(checkpoint) or 0) >= wanted, 240, f"offset {wanted - 1}"
+        wait_until(lambda: committed() >= wanted, 240, f"offset {wanted - 1} written")
+        append(log, 20)  # while it runs
+        wanted = log.log_end_offset
+        wait_until(lambda: committed() >= wanted, 120, f"offset {wanted - 1} written")
+        append(log, 5)
+
+    lives = []
+    # Ctrl-C in a terminal (SIGINT to the command and the JVM), SIGTERM, then kill -9, each
+    # while the log grows; micro-batches every 0.5 s, then back to back.
+    for sig, to_group, interval in (
+        (signal.SIGINT, True, "0.5"),
+        (signal.SIGTERM, False, "0"),
+        (signal.SIGKILL, False, "0"),
+    ):
+        code = life(
+            [*follow, "--trigger-interval", interval],
+            output,
+            sig,
+            to_group=to_group,
+            until=grows_while_followed,
         )
-        append(log, 10)
-        process.kill()
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    second_life = checkpointed_offset(checkpoint)
-    assert second_life is not None and second_life > first_life
+        text = output.read_text()
+        if sig != signal.SIGKILL:
+            assert code == 0, text
+            assert "stopped by a signal: records up to offset" in text, text
+        lives.append(committed())
+        assert lives[-1] > (lives[-2] if len(lives) > 1 else 0), (lives, text)
     append(log, 30)
     last = log.log_end_offset - 1
     log.close()
-    until = run_cli(*follow, "--until-offset", str(last), timeout_s=300)
+    until = run_cli(*follow[len(METAQUORUM) :], "--until-offset", str(last), timeout_s=300)
     assert f"every record up to offset {last:,} is written" in until.stdout, until.stdout
-    assert f"from offset {second_life:,}" in until.stdout, until.stdout
+    assert f"from offset {lives[-1]:,}" in until.stdout, until.stdout
     offsets = [
         row[0] for row in spark.read.parquet(str(out / "records")).select("offset").collect()
     ]
     duplicates = [o for o, n in Counter(offsets).items() if n > 1]
-    assert not duplicates, f"offsets written twice across the restart: {duplicates[:10]}"
+    assert not duplicates, f"offsets written twice across the restarts: {duplicates[:10]}"
     assert sorted(offsets) == list(range(last + 1))
 
 
