@@ -245,6 +245,28 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         help="read the .checkpoint files too (default: when the log does not start at offset 0)",
     )
     parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following the log as the node appends to it: a Structured Streaming query "
+        "appends every record to OUT/records/ (Parquet, exactly once across restarts: its "
+        "checkpoint is OUT/_checkpoints/records/) until SIGINT/SIGTERM or --until-offset",
+    )
+    parser.add_argument(
+        "--until-offset",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --follow: stop once every record up to offset N (inclusive) is written",
+    )
+    parser.add_argument(
+        "--trigger-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --follow: start a micro-batch every SECONDS (default 1; 0: as soon as the "
+        "previous one ends)",
+    )
+    parser.add_argument(
         "--verbose",
         action="store_true",
         help="let Spark and the JVM print their own start-up lines and warnings to the terminal "
@@ -260,9 +282,13 @@ def replay(args: argparse.Namespace) -> int:
         require_extra("analytics", f"{PROG} replay")
     except MissingExtraError as exc:
         raise CommandError(str(exc)) from None
+    settings: list[tuple[str, str]] = args.conf
+    if args.follow:
+        return _follow(args, dict(settings))
+    if args.until_offset is not None:
+        raise CommandError("--until-offset needs --follow")
     from quorum.analytics.replay import run_replay
 
-    settings: list[tuple[str, str]] = args.conf
     return run_replay(
         args.log_dir,
         args.out,
@@ -271,6 +297,29 @@ def replay(args: argparse.Namespace) -> int:
         include_snapshots=args.include_snapshots,
         ship_env=args.ship_env,
         conf=dict(settings),
+        verbose=args.verbose,
+    )
+
+
+def _follow(args: argparse.Namespace, settings: dict[str, str]) -> int:
+    """``replay --follow``: the flags of a one-off replay mean nothing to a stream."""
+    if args.as_of_offset is not None or args.include_snapshots is not None:
+        raise CommandError(
+            "--follow writes the records table only: --as-of-offset and --include-snapshots "
+            "belong to a one-off replay (run it without --follow)"
+        )
+    from quorum.analytics.follow import run_follow
+
+    return run_follow(
+        args.log_dir,
+        args.out,
+        master=args.master,
+        until_offset=args.until_offset,
+        trigger_interval_s=args.trigger_interval,
+        ship_env=args.ship_env,
+        conf=settings,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
         verbose=args.verbose,
     )
 

@@ -9,6 +9,9 @@ per broker, leadership timeline, broker events, state as of an offset); ``report
 Markdown report and its plots; ``replay``: ``metaquorum replay``, which runs them all and
 writes Parquet, on a cluster too: ``pack`` packs (and caches) the Python environment it ships
 to the executors, ``failure`` reports a failed job by its root cause and the executor's log.
+``stream``: the same source as a Structured Streaming source (``readStream``), following a
+live log's end with ``log_tail``; ``follow``: ``metaquorum replay --follow``, which streams the
+records into Parquet exactly once across restarts.
 
 Importing this package imports nothing heavy; ``pyspark`` is needed only by the submodules.
 """

@@ -85,7 +85,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SHIPPED_PYTHON", "ClusterPython", "build_session", "main", "run_replay"]
+__all__ = [
+    "SHIPPED_PYTHON",
+    "ClusterPython",
+    "Progress",
+    "build_session",
+    "cluster_python",
+    "main",
+    "run_replay",
+]
 
 # Offsets per broker kept for the partitions-per-broker plot (the job's output itself is full).
 _PLOT_BUCKETS = 400
@@ -117,7 +125,7 @@ def _stderr_to(path: Path | None) -> Iterator[None]:
         os.close(log)
 
 
-class _Progress:
+class Progress:
     """Prints each stage as it starts and how long it took: ``[3/10] topic_lifecycle ... 2.1 s``."""
 
     def __init__(self, total: int, out: TextIO) -> None:
@@ -240,7 +248,7 @@ def build_session(
     return spark
 
 
-def _cluster_python(ship_env: bool, conf: Mapping[str, str], progress: _Progress) -> ClusterPython:
+def cluster_python(ship_env: bool, conf: Mapping[str, str], progress: Progress) -> ClusterPython:
     """The executors' Python for a cluster master: the shipped archive (packed unless the cache
     has it), or with ``ship_env`` False ``spark.pyspark.python`` from ``conf``, else
     ``$PYSPARK_PYTHON``, else ``python3``. Raises ``PackError``."""
@@ -323,13 +331,11 @@ def run_replay(
     on_cluster = cluster_master and existing is None and not submitted
     # [The executors' environment,] Spark, decoding, each job, state_as_of, acls_as_of,
     # voters_as_of, the report.
-    progress = _Progress(
-        total=len(JOBS) + 6 + (1 if on_cluster and ship_env else 0), out=out_stream
-    )
+    progress = Progress(total=len(JOBS) + 6 + (1 if on_cluster and ship_env else 0), out=out_stream)
     cluster: ClusterPython | None = None
     try:
         if on_cluster:
-            cluster = _cluster_python(ship_env, settings, progress)
+            cluster = cluster_python(ship_env, settings, progress)
     except PackError as exc:
         print(f"Error: {exc}", file=err_stream)
         return 1
@@ -424,7 +430,7 @@ def _replay(
     *,
     as_of_offset: int | None,
     include_snapshots: bool,
-    progress: _Progress,
+    progress: Progress,
     stdout: TextIO,
 ) -> None:
     from pyspark import StorageLevel  # noqa: PLC0415

@@ -106,7 +106,8 @@ driver) and the Spark data source classes; ``quorum.analytics.schema`` the schem
 field-to-column table; ``quorum.analytics.log_files`` the listing of segments and checkpoints
 and the frame walk of one partition (how byte ranges, torn tails and corruption are handled);
 ``quorum.analytics.typed_decode`` the typed decoding of batch bodies;
-``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``).
+``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``);
+``quorum.analytics.stream`` the streaming reader (``streamReader``: ``readStream``).
 
 Where the time goes (docs/benchmarks.md has the figures and how they were taken): per record,
 the Python workers spend the most (msgspec decoding, freeing the records' objects, building the
@@ -129,6 +130,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -369,6 +371,27 @@ class MetaquorumDataSource(DataSource):
         if options.filter_pushdown:
             return MetaquorumPushdownReader(options)
         return MetaquorumReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("metaquorum")``: the log followed as it grows
+        (``quorum.analytics.stream``, whose docstring has the options and offsets)."""
+        from quorum.analytics.stream import (  # noqa: PLC0415
+            MetaquorumStreamReader,
+            RefusedStreamReader,
+            StreamOptions,
+        )
+
+        # Refused by the reader's first call, not here: PySpark 4.3.0's streaming runner
+        # hides an exception raised by streamReader() behind an UnboundLocalError of its own.
+        if schema != spark_schema():
+            return RefusedStreamReader(
+                f"readStream.format({FORMAT_NAME!r}) has a fixed schema; do not pass "
+                f".schema(...) (expected {SCHEMA_DDL})"
+            )
+        try:
+            return MetaquorumStreamReader(StreamOptions.parse(self.options))
+        except ValueError as exc:
+            return RefusedStreamReader(str(exc))
 
 
 _frozen: list[bool] = []  # set once this process has frozen its long-lived objects
