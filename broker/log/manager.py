@@ -280,7 +280,13 @@ class LogManager:
                     log.flush()
                 except (LogStorageError, LogClosedError):
                     continue
-            self.write_checkpoints()
+            try:
+                self.write_checkpoints()
+            except OSError as exc:
+                # A failing disk (the broker may be stopping because of it): each checkpoint is
+                # written atomically, so the old one stays whole, and recovery starts from its
+                # recovery points; the close goes on and the cause of the stop is reported.
+                self._log.warning("checkpoints_not_written", error=str(exc))
             for log in self._logs.values():
                 log.close()
             self._logs.clear()

@@ -153,6 +153,31 @@ def test_recovery_points_survive_a_clean_close(tmp_path: Path) -> None:
     assert again.truncated_bytes == 0 and again.log_end_offset == 12
 
 
+def test_a_close_whose_checkpoints_cannot_be_written_still_closes_every_log(
+    tmp_path: Path,
+) -> None:
+    """A broker stopping because its disk fails must not fail again in its clean close (the
+    cause of the stop would be lost): the checkpoint write fails, is logged, and every log is
+    closed; the previous checkpoint stays whole."""
+    topic = Uuid.random()
+    make_partition(tmp_path, "t-0", topic)
+    logs = LogManager([tmp_path], LOGGER, clock=lambda: NOW_MS)
+    log = logs.get(topic, "t", 0)
+    log.append(produced(4, seed=1), 0, LogConfig(), NOW_MS)
+    logs.write_checkpoints()
+    before = (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    log.append(produced(4, seed=2), 0, LogConfig(), NOW_MS)
+    (tmp_path / "recovery-point-offset-checkpoint.tmp").mkdir()  # every write of it fails
+    with structlog.testing.capture_logs() as events:
+        logs.close()
+    assert [e["event"] for e in events if e["log_level"] == "warning"] == [
+        "checkpoints_not_written"
+    ]
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == before
+    with pytest.raises(LogClosedError):
+        logs.get(topic, "t", 0)
+
+
 def test_retention_runs_over_the_partitions_led_here(tmp_path: Path) -> None:
     topic = Uuid.random()
     make_partition(tmp_path, "t-0", topic)
