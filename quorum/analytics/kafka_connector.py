@@ -65,16 +65,11 @@ UNKNOWN_TOPIC_OR_PARTITION: Final = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 METADATA_TIMEOUT_S: Final = 10.0
 
 
-def _cache_root() -> Path:
-    explicit = os.environ.get("METAQUORUM_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "metaquorum"
-
-
 def connector_home() -> Path:
-    return _cache_root() / f"spark-kafka-{CONNECTOR_VERSION}"
+    """Where ``scripts/kafka/fetch spark-connector`` keeps the jars (the cache of Kafka's)."""
+    from quorum.kafka_peer import cache_root  # noqa: PLC0415
+
+    return cache_root() / f"spark-kafka-{CONNECTOR_VERSION}"
 
 
 def connector_missing() -> str | None:
