@@ -36,7 +36,7 @@ from broker.log.batch import TimestampRules, check_produced
 from broker.log.config import LogConfig
 from broker.log.partition_log import PartitionLog
 from quorum.errors import ErrorCode
-from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.harness import ProcessCluster, wait_until
 from quorum.kafka_peer import kafka_missing, run_tool
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.identity import ROLE_BROKER
@@ -47,28 +47,17 @@ from tests.process.test_kafka_data_process import (
     produce_raw,
     raw,
     seed,
+    serving_cluster,
     ssl_config,
     wait_serving,
 )
 from tests.record_batches import Record, encode_batch
 
-BROKERS = (101, 102)
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with process_cluster(
-        tmp_path_factory.mktemp("idempotent"),
-        brokers=len(BROKERS),
-        kafka_listeners={"KAFKA": "SSL"},
-    ) as cluster:
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        wait_serving(cluster)
+    with serving_cluster(tmp_path_factory.mktemp("idempotent")) as cluster:
         yield cluster
-        for broker_id in BROKERS:
-            assert "kafka_request_failed" not in cluster.logs(broker_id)
 
 
 def test_kill_9_with_retries_keeps_every_acknowledged_record_exactly_once(

@@ -24,8 +24,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from quorum.analytics.kafka_connector import connector_missing, kafka_options
-from quorum.harness import REPO, ProcessCluster, process_cluster, wait_until
-from tests.process.test_kafka_data_process import create_topic, ssl_config, wait_serving
+from quorum.harness import REPO, ProcessCluster, wait_until
+from tests.process.test_kafka_data_process import create_topic, serving_cluster, ssl_config
 
 _missing = connector_missing() or (None if shutil.which("java") else "no java on the PATH")
 pytestmark = [
@@ -38,13 +38,7 @@ JOB = Path(__file__).with_name("kafka_connector_job.py")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with process_cluster(
-        tmp_path_factory.mktemp("spark-kafka"), brokers=2, kafka_listeners={"KAFKA": "SSL"}
-    ) as cluster:
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        wait_serving(cluster)
+    with serving_cluster(tmp_path_factory.mktemp("spark-kafka"), check_handlers=False) as cluster:
         yield cluster
 
 
