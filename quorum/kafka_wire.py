@@ -18,7 +18,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-__all__ = ["FRAME_BYTES_MAX", "KafkaWire", "tls_context"]
+__all__ = ["FRAME_BYTES_MAX", "KafkaWire", "request_frame", "tls_context"]
 
 # An answer larger than this is refused rather than buffered: the peer is a broker we chose,
 # but a wrong port could send anything.
@@ -45,22 +45,9 @@ class KafkaWire:
 
     def ask(self, request: Any) -> Any:
         """Send a kio request entity; return its decoded answer."""
-        request_type = type(request)
-        api_key, version = int(request_type.__api_key__), int(request_type.__version__)
-        header_type = request_type.__header_schema__
+        api_key, version = int(request.__api_key__), int(request.__version__)
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        entity_writer(header_type)(
-            buffer,
-            header_type(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=self.correlation_id,
-                client_id=self.client_id,
-            ),
-        )
-        entity_writer(request_type)(buffer, request)
-        frame = buffer.getvalue()
+        frame = request_frame(request, self.correlation_id, self.client_id)
         self.sock.sendall(len(frame).to_bytes(4, "big") + frame)
         size = int.from_bytes(self._read(4), "big", signed=True)
         if not 0 < size <= FRAME_BYTES_MAX:
@@ -90,6 +77,25 @@ class KafkaWire:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def request_frame(request: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """The bytes of a kio request entity after the size prefix: its header (of the version
+    the request's class names) and its body."""
+    request_type = type(request)
+    header_type = request_type.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_type)(
+        buffer,
+        header_type(
+            request_api_key=int(request_type.__api_key__),
+            request_api_version=int(request_type.__version__),
+            correlation_id=correlation_id,
+            client_id=client_id,
+        ),
+    )
+    entity_writer(request_type)(buffer, request)
+    return buffer.getvalue()
 
 
 def tls_context(ca: Path, keystore: Path) -> ssl.SSLContext:

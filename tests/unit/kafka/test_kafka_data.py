@@ -7,7 +7,6 @@ clients can meet. Batches are encoded from the format's documented layout
 from __future__ import annotations
 
 import asyncio
-import io
 import random
 import time
 import uuid
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 import structlog
 from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from broker import partition_metadata
 from broker.kafka.apis import KafkaApis, Session
@@ -28,6 +27,7 @@ from broker.kafka.server import KafkaListenerServer
 from broker.log.manager import LogManager
 from quorum.config import Listener
 from quorum.ids import Uuid
+from quorum.kafka_wire import request_frame
 from quorum.metadata.delta import replay_records
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import (
@@ -117,20 +117,8 @@ class DataHarness:
 
     def frame(self, api_key: int, version: int, values: dict[str, Any]) -> bytes:
         request_type = load_request_schema(api_key, version)
-        header_type: Any = request_type.__header_schema__
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        entity_writer(header_type)(
-            buffer,
-            header_type(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=self.correlation_id,
-                client_id="test",
-            ),
-        )
-        entity_writer(request_type)(buffer, build(request_type, values))
-        return buffer.getvalue()
+        return request_frame(build(request_type, values), self.correlation_id, "test")
 
     def session(self, principal: str = "User:ANONYMOUS") -> Session:
         return Session(Caller(principal, None, None, False, "127.0.0.1:1"), "KAFKA")

@@ -9,7 +9,6 @@ only the controller behind the forwarder is a stand-in, answering what a control
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import random
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 import structlog
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.serial.errors import BufferUnderflow
 from kio.serial.readers import (
     compact_array_reader,
@@ -41,6 +40,7 @@ from broker.kafka.server import KAFKA_REQUEST_BYTES_MAX, KafkaListenerServer, Li
 from quorum.config import Listener
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
+from quorum.kafka_wire import request_frame
 from quorum.metadata.delta import replay_records
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import (
@@ -163,21 +163,9 @@ class Harness:
         return Session(Caller(principal, None, None, False, "127.0.0.1:1"), "KAFKA")
 
     def frame(self, api_key: int, version: int, body: Any) -> bytes:
-        request_type = load_request_schema(api_key, version)
-        header_type = request_type.__header_schema__
+        assert (int(body.__api_key__), int(body.__version__)) == (api_key, version), body
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        entity_writer(header_type)(
-            buffer,
-            header_type(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=self.correlation_id,
-                client_id="test",
-            ),
-        )
-        entity_writer(request_type)(buffer, body)
-        return buffer.getvalue()
+        return request_frame(body, self.correlation_id, "test")
 
     def ask(
         self,
