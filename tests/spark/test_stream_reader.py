@@ -32,6 +32,7 @@ class Writer:
     def __init__(self, root: Path, segment_bytes: int = 4096) -> None:
         self.log = SegmentedLog.open(root / DIR, segment_bytes_max=segment_bytes)
         self.epoch = 1
+        self.last_written_epoch = -1  # of the last batch written (-1: none yet)
 
     def write(self, records: int) -> None:
         offset = self.log.log_end_offset
@@ -44,6 +45,7 @@ class Writer:
         )
         self.log.append([batch])
         self.log.flush()
+        self.last_written_epoch = self.epoch
 
     @property
     def end(self) -> int:
@@ -154,7 +156,9 @@ def test_micro_batches_read_every_offset_once(tmp_path: Path) -> None:
         read += offsets_read(reader, start, end)
         start = end
     assert read == list(range(writer.end)), f"seed {seed}: offsets not dense, or read twice"
-    assert start["epoch"] == writer.epoch
+    # The offset's epoch is the last batch's: an epoch bumped after the last write (10 % of
+    # the last steps) has no batch yet, and the stream cannot know of it.
+    assert start["epoch"] == writer.last_written_epoch, f"seed {seed}"
 
 
 def test_ending_offsets_and_latest(tmp_path: Path) -> None:
