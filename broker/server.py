@@ -55,6 +55,7 @@ from broker.controller_client import ControllerClient, ControllerUnavailableErro
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
+from broker.alter_partition import AlterPartitionClient
 from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from broker.kafka.data_plane import DataPlane
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
+    from broker.replica.manager import AlterOutcome, ReplicaManager
     from quorum.server.metrics import NodeMetrics
 
 REGISTER_RETRY_S = 0.5
@@ -189,6 +191,11 @@ class BrokerNode:
         self.producer_ids = ProducerIdManager(
             self.controllers, self.broker_id, lambda: self.broker_epoch
         )
+        # The leaders' ISR changes (docs/replication.md), sent to the active controller.
+        self.alter_partitions = AlterPartitionClient(
+            self.controllers, self.broker_id, lambda: self.broker_epoch
+        )
+        self.replicas: ReplicaManager | None = None
         self.registration_offset: int | None = None
         self.fenced = True
         self.caught_up = asyncio.Event()
@@ -268,6 +275,10 @@ class BrokerNode:
             self._removed.update((lost.topic_id, p) for p in lost.partitions)
         if self.image.topics_by_id is not before.topics_by_id or changes.creates or changes.deletes:
             self.image_changed.set()
+        if self.image.topics_by_id is not before.topics_by_id or (
+            self.image.brokers is not before.brokers
+        ):
+            self._publish_to_replicas()
         self.raft.after_replay(batches, self.image)
         self._check_caught_up()
 
@@ -630,11 +641,69 @@ class BrokerNode:
                     f"cannot open Kafka listener {exc.listener}: {exc} (is another "
                     "process using the port? see listeners in the broker's config)"
                 ) from None
+            await self._kafka_thread.run(self._start_replication())
             await asyncio.Event().wait()
         finally:
+            replicas, self.replicas = self.replicas, None
+            if replicas is not None:
+                with contextlib.suppress(RuntimeError, AssertionError):
+                    await self._kafka_thread.run(replicas.stop())
             await self._kafka_thread.stop()
             # No request is in flight any more: let the log threads finish their jobs.
             await asyncio.to_thread(self.data_plane.close)
+
+    # ----- replication (docs/replication.md) -------------------------------------------------
+
+    async def _start_replication(self) -> None:
+        """On the listeners' loop: the replica manager, fed every new image from here on."""
+        from broker.replica.fetcher import FetchSettings  # noqa: PLC0415
+        from broker.replica.manager import ReplicaManager, ReplicationSettings  # noqa: PLC0415
+
+        config = self.config
+        listener = config.kafka_listeners[0]
+        tls = None
+        if config.protocol_of(listener) == SSL:
+            tls = self._kafka_tls().client_context()
+        manager = ReplicaManager(
+            self.data_plane,
+            self.broker_id,
+            broker_epoch=lambda: self.broker_epoch,
+            alter_partition=self._alter_partition,
+            listener_name=listener.name,
+            tls=tls,
+            settings=ReplicationSettings(
+                lag_time_max_ms=config.replica_lag_time_max_ms,
+                fetch=FetchSettings(
+                    wait_max_ms=config.replica_fetch_wait_max_ms,
+                    max_bytes=config.replica_fetch_max_bytes,
+                    response_max_bytes=config.replica_fetch_response_max_bytes,
+                    backoff_ms=config.replica_fetch_backoff_ms,
+                ),
+            ),
+            logger=self.log,
+        )
+        manager.start()
+        manager.on_image(self.image)
+        self.data_plane.replicas = manager
+        self.replicas = manager
+
+    async def _alter_partition(
+        self,
+        topic_id: Uuid,
+        partition: int,
+        leader_epoch: int,
+        new_isr: tuple[int, ...],
+        partition_epoch: int,
+    ) -> AlterOutcome:
+        """An AlterPartition from the listeners' loop, sent on this loop's controller client."""
+        return await self._broker_loop.run(
+            self.alter_partitions.alter(topic_id, partition, leader_epoch, new_isr, partition_epoch)
+        )
+
+    def _publish_to_replicas(self) -> None:
+        replicas, thread = self.replicas, self._kafka_thread
+        if replicas is not None and thread is not None:
+            thread.call_soon(replicas.on_image, self.image)
 
     # ----- process --------------------------------------------------------------------------
 

@@ -75,13 +75,8 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "unclean.leader.election.enable",
         "remote.log.storage.system.enable",
     ),
-    "replication of partition data (there are no records to replicate)": (
-        "replica.lag.time.max.ms",
-        "replica.fetch.max.bytes",
+    "replication of partition data (settings this project does not have)": (
         "replica.fetch.min.bytes",
-        "replica.fetch.wait.max.ms",
-        "replica.fetch.backoff.ms",
-        "replica.fetch.response.max.bytes",
         "replica.socket.timeout.ms",
         "replica.socket.receive.buffer.bytes",
         "replica.high.watermark.checkpoint.interval.ms",

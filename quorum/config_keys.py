@@ -71,7 +71,7 @@ from quorum.config_values import (
     text,
 )
 from quorum.ids import Uuid
-from quorum.limits import REPLICATION_FACTOR_MAX, TOPIC_PARTITIONS_MAX
+from quorum.limits import INT32_MAX, REPLICATION_FACTOR_MAX, TOPIC_PARTITIONS_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +240,34 @@ class NodeConfig:
     broker_session_timeout_ms: int = field(
         default=9_000,
         metadata=key(integer(1), "a broker that has not heartbeated for this long is fenced"),
+    )
+    # Replication of partition data between brokers (docs/replication.md), Kafka's defaults.
+    replica_lag_time_max_ms: int = field(
+        default=30_000,
+        metadata=key(
+            integer(1, INT32_MAX),
+            "a follower not caught up with its leader for this long leaves the ISR",
+        ),
+    )
+    replica_fetch_wait_max_ms: int = field(
+        default=500,
+        metadata=key(
+            integer(0, INT32_MAX), "how long a follower's Fetch waits at the leader for records"
+        ),
+    )
+    replica_fetch_max_bytes: int = field(
+        default=1_048_576,
+        metadata=key(integer(1, INT32_MAX), "a follower fetches at most this much per partition"),
+    )
+    replica_fetch_response_max_bytes: int = field(
+        default=10_485_760,
+        metadata=key(integer(1, INT32_MAX), "a follower fetches at most this much per Fetch"),
+    )
+    replica_fetch_backoff_ms: int = field(
+        default=1_000,
+        metadata=key(
+            integer(0, INT32_MAX), "how long a follower waits after its leader refused a Fetch"
+        ),
     )
     # The seed's "14400 (4 hours)" read as 4 hours, in milliseconds (docs/architecture.md,
     # "Brokers").

@@ -175,7 +175,7 @@ class KafkaApis:
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
         self.data = data if data is not None else DataPlane(None, broker_id=broker_id)
         produce = ProduceHandler(self.data, authorization, self._read_image)
-        fetch = FetchHandler(self.data, authorization, self._read_image)
+        fetch = FetchHandler(self.data, authorization, self._read_image, cluster_id=cluster_id)
         offsets = OffsetsHandler(self.data, authorization, self._read_image)
         quorum = DescribeQuorumHandler(
             describe_quorum or _no_quorum, authorization, self._read_image, cluster_id=cluster_id

@@ -27,7 +27,7 @@ import contextvars
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
@@ -39,6 +39,9 @@ from broker.log.manager import InconsistentTopicIdError, LogManager, LogNotHereE
 from broker.log.partition_log import PartitionLog
 from quorum.ids import Uuid
 from quorum.metadata.image import MetadataImage, PartitionImage, TopicImage
+
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaManager
 
 __all__ = ["DataPlane", "PartitionError", "log_error", "node_endpoints"]
 
@@ -89,6 +92,9 @@ class DataPlane:
         self._configs: dict[Uuid, tuple[Any, LogConfig]] = {}
         self._parked: dict[tuple[Uuid, int], set[asyncio.Event]] = {}
         self.metrics = DataPlaneMetrics()  # bytes in and out, request times (metrics.py)
+        # Replication (broker/replica/): set by the broker once its listeners' loop runs; None
+        # in the listener's unit tests, where the leader alone holds each partition.
+        self.replicas: ReplicaManager | None = None
 
     def close(self) -> None:
         self._writer.shutdown(wait=True, cancel_futures=True)

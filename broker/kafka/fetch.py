@@ -13,8 +13,17 @@ Per partition, in Kafka's order: READ on the topic (TOPIC_AUTHORIZATION_FAILED),
 UNKNOWN_LEADER_EPOCH), this broker its leader (NOT_LEADER_OR_FOLLOWER with the current leader,
 KIP-951), ``last_fetched_epoch`` against the leader-epoch cache (``diverging_epoch``), the
 offset (OFFSET_OUT_OF_RANGE outside [log start offset, log end offset]). Each answer carries
-the high watermark (the log end offset: no replication yet), the last stable offset (the same:
-no transactions, so read_committed reads what read_uncommitted reads) and the log start offset.
+the high watermark, the last stable offset (the same: no transactions, so read_committed reads
+what read_uncommitted reads) and the log start offset. Consumers read only below the high
+watermark (a fetch offset between it and the log end offset answers no records).
+
+Followers (docs/replication.md#the-leader): a Fetch naming a replica (``replica_id`` before v15,
+``replica_state`` from v15, KIP-903) is a follower's. Trust follows role: on an authenticated
+listener only a broker certificate naming that very broker may send it
+(CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise; topic ACLs do not apply to a
+broker replicating), and the broker must be one of the partition's replicas
+(NOT_LEADER_OR_FOLLOWER). A follower reads up to the log end offset; its fetch offset is its
+log end offset, which the replica manager takes to move the high watermark and the ISR.
 
 Bytes: whole batches only, at most ``partition_max_bytes`` per partition and ``max_bytes`` in
 all (bounded by ``KAFKA_FETCH_RESPONSE_BYTES_MAX``), except that the first batch of the first
@@ -46,15 +55,18 @@ from broker.kafka.protocol import Request, kafka_uuid, our_uuid
 from broker.kafka.quota import awaited_elsewhere
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
 from broker.log.manager import InconsistentTopicIdError, LogNotHereError
+from broker.log.partition_log import PartitionLog
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import KAFKA_FETCH_RESPONSE_BYTES_MAX, KAFKA_FETCH_WAIT_MS_MAX
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.security.acls import AclOperation
 from quorum.security.authorization import RequestAuthorization
+from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
 
 __all__ = ["FetchHandler"]
 
 TOPIC_IDS_VERSION_MIN: Final = 13
+REPLICA_STATE_VERSION_MIN: Final = 15
 SESSIONS_VERSION_MIN: Final = 7
 # Kafka's FetchMetadata: a full fetch has epoch INITIAL_EPOCH (0) or FINAL_EPOCH (-1).
 FULL_FETCH_EPOCHS: Final = (0, -1)
@@ -79,6 +91,7 @@ class _Partition:
     high_watermark: int = -1
     log_start_offset: int = -1
     diverging: tuple[int, int] | None = None
+    log: PartitionLog | None = None
 
     @property
     def key(self) -> tuple[Uuid, int] | None:
@@ -98,10 +111,13 @@ class FetchHandler:
         data: DataPlane,
         authorization: RequestAuthorization,
         read_image: Callable[[Any], Awaitable[MetadataImage]],
+        *,
+        cluster_id: str = "",
     ) -> None:
         self._data = data
         self._authorization = authorization
         self._read_image = read_image
+        self._cluster_id = cluster_id
 
     async def handle(self, request: Request, session: Any) -> dict[str, Any]:
         body = request.body
@@ -112,8 +128,23 @@ class FetchHandler:
                 "session_id": 0,
                 "responses": [],
             }
+        replica_id = int(
+            body.replica_state.replica_id
+            if version >= REPLICA_STATE_VERSION_MIN
+            else getattr(body, "replica_id", -1)
+        )
+        if replica_id >= 0:
+            refusal = refuse_claim(
+                session.caller, self._cluster_id, Claim("replica_id", replica_id, BROKER_ONLY)
+            )
+            if refusal is not None:
+                return {
+                    "error_code": KioErrorCode.cluster_authorization_failed,
+                    "session_id": 0,
+                    "responses": [],
+                }
         image = await self._read_image(session)
-        topics = self._resolve(body, version, image, session.caller)
+        topics = self._resolve(body, version, image, session.caller, replica_id)
         served = [p for t in topics for p in t.partitions if p.error is None]
         keys = [key for p in served if (key := p.key) is not None]
         max_bytes = min(max(body.max_bytes, 0), KAFKA_FETCH_RESPONSE_BYTES_MAX)
@@ -121,9 +152,14 @@ class FetchHandler:
         deadline = time.monotonic() + wait_ms / 1000
         parked = self._data.park(keys) if served and wait_ms > 0 else None
         everything = [p for t in topics for p in t.partitions]
+        follower = replica_id >= 0
+        first = True
         try:
             while True:
-                total = await self._data.in_reader(lambda: self._read(served, max_bytes))
+                total = await self._data.in_reader(lambda: self._read(served, max_bytes, follower))
+                if follower and first:
+                    self._followed(served, replica_id)
+                    first = False
                 # Kafka answers at once when a partition failed or diverged.
                 done = any(p.error is not None or p.diverging for p in everything)
                 left_s = deadline - time.monotonic()
@@ -136,12 +172,29 @@ class FetchHandler:
         finally:
             if parked is not None:
                 self._data.unpark(keys, parked)
-        self._data.metrics.fetched((p.topic.name, len(p.records)) for p in served if p.topic)
+        if follower:
+            for fetch in served:  # the high watermark the follower's fetch may have moved
+                if fetch.log is not None and fetch.error is None:
+                    fetch.high_watermark = fetch.log.high_watermark
+        else:
+            self._data.metrics.fetched((p.topic.name, len(p.records)) for p in served if p.topic)
         return self._answer(topics, version, body, image, session.listener_name)
+
+    def _followed(self, served: list[_Partition], replica_id: int) -> None:
+        """A follower's fetch offsets are its log end offsets: tell the replica manager."""
+        replicas = self._data.replicas
+        if replicas is None:
+            return
+        for fetch in served:
+            key = fetch.key
+            if fetch.error is None and fetch.diverging is None and fetch.log and key:
+                replicas.follower_fetched(key, replica_id, fetch.fetch_offset, fetch.log)
 
     # ----- resolving, once per request ---------------------------------------------------------
 
-    def _resolve(self, body: Any, version: int, image: MetadataImage, caller: Any) -> list[_Topic]:
+    def _resolve(
+        self, body: Any, version: int, image: MetadataImage, caller: Any, replica_id: int
+    ) -> list[_Topic]:
         topics: list[_Topic] = []
         readable: dict[str, bool] = {}
         for entry in body.topics:
@@ -164,7 +217,7 @@ class FetchHandler:
                 unknown = None
             resolved = _Topic(name, topic_id)
             allowed = True
-            if name is not None:
+            if name is not None and replica_id < 0:
                 if name not in readable:
                     readable[name] = self._authorization.allows_topic(
                         caller, image, AclOperation.READ, name
@@ -180,12 +233,14 @@ class FetchHandler:
                     last_fetched_epoch=getattr(partition, "last_fetched_epoch", NO_EPOCH),
                     by_id=version >= TOPIC_IDS_VERSION_MIN,
                 )
-                fetch.error = unknown or self._check(fetch, name, allowed)
+                fetch.error = unknown or self._check(fetch, name, allowed, replica_id)
                 resolved.partitions.append(fetch)
             topics.append(resolved)
         return topics
 
-    def _check(self, fetch: _Partition, name: str | None, allowed: bool) -> PartitionError | None:
+    def _check(
+        self, fetch: _Partition, name: str | None, allowed: bool, replica_id: int
+    ) -> PartitionError | None:
         if not allowed:
             return PartitionError(
                 KioErrorCode.topic_authorization_failed,
@@ -195,13 +250,27 @@ class FetchHandler:
             return PartitionError(
                 KioErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
             )
-        _, error = self._data.leader_check(fetch.topic, fetch.index, fetch.current_leader_epoch)
+        state, error = self._data.leader_check(fetch.topic, fetch.index, fetch.current_leader_epoch)
+        if (
+            error is None
+            and state is not None
+            and replica_id >= 0
+            and (replica_id not in state.replicas or replica_id == self._data.broker_id)
+        ):
+            return PartitionError(
+                KioErrorCode.not_leader_or_follower,
+                f"broker {replica_id} is not a follower of {fetch.topic.name}-{fetch.index} "
+                f"(its replicas are {list(state.replicas)}, led by {state.leader})",
+                state.leader,
+                state.leader_epoch,
+            )
         return error
 
     # ----- reading (in the reader thread) ------------------------------------------------------
 
-    def _read(self, served: list[_Partition], max_bytes: int) -> int:
-        """Read every partition still without error; the bytes read in all."""
+    def _read(self, served: list[_Partition], max_bytes: int, follower: bool) -> int:
+        """Read every partition still without error; the bytes read in all. Consumers read
+        below the high watermark, followers up to the log end offset."""
         total = 0
         for fetch in served:
             if fetch.error is not None or fetch.topic is None:
@@ -209,11 +278,17 @@ class FetchHandler:
             room = min(fetch.partition_max_bytes, max_bytes - total)
             try:
                 log = self._data.log(fetch.topic, fetch.index)
+                fetch.log = log
                 if fetch.last_fetched_epoch >= 0 and fetch.fetch_offset > 0:
                     epoch, end = log.end_offset_for_epoch(fetch.last_fetched_epoch)
                     if epoch < fetch.last_fetched_epoch or end < fetch.fetch_offset:
                         fetch.diverging = (epoch, end)
-                result = log.read(fetch.fetch_offset, max(room, 0), min_one=total == 0)
+                result = log.read(
+                    fetch.fetch_offset,
+                    max(room, 0),
+                    min_one=total == 0,
+                    max_offset=None if follower else log.high_watermark,
+                )
             except (
                 RecordBatchError,
                 LogStorageError,

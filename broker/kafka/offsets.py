@@ -5,8 +5,8 @@ Both need DESCRIBE on the topic (Kafka's rule for consumers; READ implies it), t
 partition (UNKNOWN_TOPIC_OR_PARTITION), ``current_leader_epoch`` (FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH) and this broker its leader (NOT_LEADER_OR_FOLLOWER), as Fetch.
 
-ListOffsets by timestamp: -2 the log start offset (EARLIEST), -1 the log end offset (LATEST,
-which is the high watermark and the last stable offset here, so read_committed changes
+ListOffsets by timestamp: -2 the log start offset (EARLIEST), -1 the high watermark (LATEST:
+what a consumer can read; it is also the last stable offset here, so read_committed changes
 nothing), -3 the record with the largest timestamp (MAX_TIMESTAMP, v7 on), -4 the log start
 offset (EARLIEST_LOCAL, v8 on: everything is local), -5 offset -1 with epoch -1 (LATEST_TIERED,
 v9 on: nothing is tiered), any other value the first record whose timestamp is at least it,
@@ -157,8 +157,9 @@ class OffsetsHandler:
     def _offset(log: PartitionLog, timestamp: int) -> TimestampOffset | None:
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return log.earliest()
-        if timestamp == LATEST:
-            return log.latest()
+        if timestamp == LATEST:  # a consumer's latest: the high watermark
+            latest = log.latest()
+            return TimestampOffset(latest.timestamp, log.high_watermark, latest.leader_epoch)
         if timestamp == LATEST_TIERED:
             return TimestampOffset(-1, -1, -1)
         if timestamp == MAX_TIMESTAMP:

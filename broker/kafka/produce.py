@@ -11,11 +11,15 @@ the current leader and, from v10, its endpoint: KIP-951), for acks=-1 enough in-
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, ...) and the write (KAFKA_STORAGE_ERROR,
 with nothing appended).
 
-In-sync replicas: partition data is not replicated yet, so the leader is the only replica that
-holds a partition's records, whatever the image's ISR lists: acks=-1 ("all") waits for that
-ISR, the leader alone, which is acks=1; a topic whose ``min.insync.replicas`` is above 1 refuses
-acks=-1 with NOT_ENOUGH_REPLICAS, as Kafka does when its ISR has shrunk below it. The high
-watermark is the log end offset once the batch is in the page cache (docs/invariants.md I22).
+In-sync replicas (docs/replication.md): acks=-1 ("all") is refused with NOT_ENOUGH_REPLICAS
+before the append when the partition's committed ISR is smaller than its
+``min.insync.replicas``; otherwise the answer waits until the high watermark passes the batch
+(every member of the ISR holds it), at most the request's ``timeout_ms``
+(REQUEST_TIMED_OUT), and is NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+``min.insync.replicas`` meanwhile, or NOT_LEADER_OR_FOLLOWER if the leadership moved. acks=1
+answers once the leader appended. The high watermark moves in the replica manager
+(``broker/replica/manager.py``); a broker without one (no Kafka listener's replication: the
+unit tests of the listener) moves it to the log end offset after each append.
 
 acks=0: no answer is sent, as Kafka; if any partition failed, the connection is closed instead
 (Kafka's way of telling such a producer to refresh its metadata).
@@ -28,6 +32,7 @@ errors with Kafka's codes. Transactional batches are INVALID_TXN_STATE (no trans
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from collections.abc import Awaitable, Callable
@@ -42,7 +47,7 @@ from broker.log.batch import check_produced
 from broker.log.config import LogConfig
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
 from broker.log.manager import InconsistentTopicIdError, LogNotHereError
-from broker.log.partition_log import AppendResult
+from broker.log.partition_log import AppendResult, PartitionLog
 from quorum.metadata.image import CLUSTER_METADATA_TOPIC_NAME, MetadataImage, TopicImage
 from quorum.security.acls import AclOperation
 from quorum.security.authorization import RequestAuthorization
@@ -93,6 +98,7 @@ class _Entry:
     config: LogConfig | None = None
     error: PartitionError | None = None
     result: AppendResult | None = None
+    log: PartitionLog | None = None
 
 
 def _refuse(code: int, message: str) -> PartitionError:
@@ -136,9 +142,18 @@ class ProduceHandler:
         pending = [e for _, listed in entries for e in listed if e.error is None]
         if pending:
             await self._data.in_writer(lambda: self._append(pending, request.api_version))
-            self._data.appended(
-                [(e.topic.topic_id, e.index) for e in pending if e.result and e.topic]
-            )
+            written = [e for e in pending if e.result and e.topic and e.log]
+            self._data.appended([(e.topic.topic_id, e.index) for e in written if e.topic])
+            replicas = self._data.replicas
+            for entry in written:
+                assert entry.topic is not None and entry.log is not None
+                if replicas is None:
+                    entry.log.update_high_watermark(entry.log.log_end_offset)
+                else:
+                    replicas.appended((entry.topic.topic_id, entry.index), entry.log)
+            if acks == -1 and replicas is not None and written:
+                timeout_s = max(int(body.timeout.total_seconds() * 1000), 0) / 1000
+                await asyncio.gather(*(self._replicated(e, timeout_s) for e in written))
         failed = any(e.error is not None for _, listed in entries for e in listed)
         if acks == 0:
             return CLOSE_CONNECTION if failed else NO_RESPONSE
@@ -175,14 +190,64 @@ class ProduceHandler:
             return error
         entry.leader_epoch = state.leader_epoch
         entry.config = self._data.config(topic)
-        if acks == -1 and entry.config.min_insync_replicas > 1:
-            return _refuse(
-                KioErrorCode.not_enough_replicas,
-                f"acks=all needs {entry.config.min_insync_replicas} in-sync replicas "
-                f"(min.insync.replicas) but {name}-{entry.index} has 1: partition data is not "
-                "replicated yet, so its leader is its only in-sync replica",
-            )
+        if acks == -1:
+            isr = self._isr(entry)
+            if len(isr) < entry.config.min_insync_replicas:
+                return _refuse(
+                    KioErrorCode.not_enough_replicas,
+                    f"acks=all needs {entry.config.min_insync_replicas} in-sync replicas "
+                    f"(min.insync.replicas) but {name}-{entry.index} has {len(isr)} "
+                    f"(ISR {list(isr)}): retry once the replicas have caught up",
+                )
         return None
+
+    def _isr(self, entry: _Entry) -> tuple[int, ...]:
+        """The partition's committed ISR: the replica manager's (it may have an AlterPartition
+        answered before the image shows it), else the image's."""
+        topic = entry.topic
+        assert topic is not None
+        replicas = self._data.replicas
+        isr = None if replicas is None else replicas.isr_of((topic.topic_id, entry.index))
+        if isr is None:
+            isr = topic.partitions[entry.index].isr if replicas is not None else (0,)
+        return isr
+
+    async def _replicated(self, entry: _Entry, timeout_s: float) -> None:
+        """acks=all: wait until the ISR holds the batch; the entry's error otherwise."""
+        topic, result, config, replicas = (
+            entry.topic,
+            entry.result,
+            entry.config,
+            self._data.replicas,
+        )
+        assert topic is not None and result is not None and config is not None
+        assert replicas is not None
+        key = (topic.topic_id, entry.index)
+        code = await replicas.wait_replicated(key, result.last_offset + 1, timeout_s)
+        name = f"{topic.name}-{entry.index}"
+        if code == KioErrorCode.none:
+            isr = replicas.isr_of(key) or ()
+            if len(isr) >= config.min_insync_replicas:
+                return
+            code = KioErrorCode.not_enough_replicas_after_append
+            message = (
+                f"the records were appended to {name} at offset {result.base_offset}, but its "
+                f"ISR shrank to {list(isr)}, below min.insync.replicas "
+                f"({config.min_insync_replicas}): they may be lost; retry"
+            )
+        elif code == KioErrorCode.request_timed_out:
+            message = (
+                f"the ISR of {name} did not replicate offset {result.last_offset} within the "
+                f"request's timeout ({timeout_s * 1000:.0f} ms); the records may still be "
+                "committed later: retry (an idempotent producer's retry is not duplicated)"
+            )
+        else:
+            message = (
+                f"this broker stopped leading {name} before its ISR replicated offset "
+                f"{result.last_offset}: refresh the metadata and retry"
+            )
+        entry.result = None
+        entry.error = PartitionError(code, message)
 
     def _append(self, pending: list[_Entry], version: int) -> None:
         """The writer thread's job: check and append every partition's batch, one write each."""
@@ -200,6 +265,7 @@ class ProduceHandler:
                 )
                 log = self._data.log(topic, entry.index)
                 entry.result = log.append(batch, entry.leader_epoch, config, now_ms)
+                entry.log = log
                 self._data.metrics.produced(topic.name, len(batch.data), batch.header.record_count)
             except (
                 RecordBatchError,

@@ -246,6 +246,24 @@ class KafkaTls:
         context.verify_mode = self._verify_mode
         return context
 
+    def client_context(self) -> ssl.SSLContext:
+        """The node as a TLS client of another broker's listener (its replica fetchers): the
+        same key and chain, the same trust store, the peer's name checked against its
+        certificate as Kafka's ``ssl.endpoint.identification.algorithm=https`` does."""
+        material, _ = self._files.current()
+        assert material.key is not None and material.chain is not None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        with tempfile.TemporaryDirectory(prefix="metaquorum-tls-") as directory:
+            path = Path(directory) / "keystore.pem"
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(material.key + b"\n" + material.chain)
+            context.load_cert_chain(str(path))
+        if material.ca is not None:
+            context.load_verify_locations(cadata=material.ca.decode())
+        return context
+
     def _on_client_hello(
         self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext
     ) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar
 
 from broker.kafka.apis import AdminForwarder
@@ -106,6 +106,18 @@ class KafkaListenerThread:
         )
         self._thread.start()
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start_all(), loop))
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """The result of ``coroutine`` run on the listeners' loop (from the broker's loop)."""
+        assert self._loop is not None, "the listeners' thread is not running"
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        """Run ``callback(*args)`` on the listeners' loop soon (from any thread); nothing once
+        the thread has stopped."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(callback, *args)
 
     async def _start_all(self) -> None:
         for server in self.servers:
