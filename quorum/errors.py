@@ -48,11 +48,16 @@ class ErrorCode(enum.IntEnum):
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
     INCONSISTENT_VOTER_SET = 94
+    INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     DUPLICATE_BROKER_REGISTRATION = 101
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
+    INELIGIBLE_REPLICA = 107
     POSITION_OUT_OF_RANGE = 99
     SNAPSHOT_NOT_FOUND = 98
     INVALID_VOTER_KEY = 125
@@ -74,6 +79,9 @@ _RETRIABLE = frozenset(
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.UNKNOWN_TOPIC_ID,
+        # Kafka's InvalidMetadataException subclasses: the next election may find a leader.
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
     }
 )
 
@@ -344,6 +352,39 @@ class UnsupportedVersionError(KafkaError):
     default_error_code = ErrorCode.UNSUPPORTED_VERSION
 
 
+class PreferredLeaderNotAvailableError(KafkaError):
+    """PREFERRED_LEADER_NOT_AVAILABLE (80): a preferred election whose first replica is not in
+    the ISR or is fenced."""
+
+    default_error_code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+
+class EligibleLeadersNotAvailableError(KafkaError):
+    """ELIGIBLE_LEADERS_NOT_AVAILABLE (83): an unclean election with no unfenced replica."""
+
+    default_error_code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+class ElectionNotNeededError(KafkaError):
+    """ELECTION_NOT_NEEDED (84): the partition already has the leader the election would
+    choose."""
+
+    default_error_code = ErrorCode.ELECTION_NOT_NEEDED
+
+
+class InvalidUpdateVersionError(KafkaError):
+    """INVALID_UPDATE_VERSION (95): an AlterPartition from an older (or newer) partition epoch."""
+
+    default_error_code = ErrorCode.INVALID_UPDATE_VERSION
+
+
+class IneligibleReplicaError(KafkaError):
+    """INELIGIBLE_REPLICA (107): an AlterPartition adding a fenced or unregistered broker to
+    the ISR."""
+
+    default_error_code = ErrorCode.INELIGIBLE_REPLICA
+
+
 _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
     cls.default_error_code: cls
     for cls in (
@@ -380,6 +421,11 @@ _ERROR_CLASSES: Final[Mapping[ErrorCode, type[KafkaError]]] = {
         DuplicateBrokerRegistrationError,
         InconsistentTopicIdError,
         InconsistentClusterIdError,
+        PreferredLeaderNotAvailableError,
+        EligibleLeadersNotAvailableError,
+        ElectionNotNeededError,
+        InvalidUpdateVersionError,
+        IneligibleReplicaError,
     )
     if cls.default_error_code is not None
 }

@@ -12,6 +12,7 @@ faithfully so the state machine can answer them with the right code.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from quorum.errors import ErrorCode
@@ -21,6 +22,12 @@ from quorum.metadata.records import BrokerEndpoint
 __all__ = [
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterPartitionItem",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "AlterPartitionResult",
+    "AlterPartitionTopic",
+    "AlterPartitionTopicResult",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "CreatableReplicaAssignment",
@@ -37,6 +44,10 @@ __all__ = [
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeTopic",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "ElectionResult",
+    "ElectionType",
     "PartitionDescription",
     "RegisterBrokerRequest",
     "RegisterBrokerResponse",
@@ -297,3 +308,100 @@ class AllocateProducerIdsResponse:
     error_message: str | None = None
     producer_id_start: int = -1
     producer_id_len: int = 0
+
+
+# ----- AlterPartition (quorum/controller/alter_partition.py) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition of Kafka's AlterPartition: the leader's view it was decided on
+    (``leader_epoch``, ``partition_epoch``) and the ISR it asks for."""
+
+    partition_index: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopic:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    """Kafka's AlterPartition (KIP-497, by topic id since KIP-841): a partition leader, as
+    itself and at its broker epoch, changes the ISR of partitions it leads."""
+
+    broker_id: int
+    broker_epoch: int
+    topics: tuple[AlterPartitionTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """The partition's state after the change, or its current state on refusal (-1 and ``()``
+    for a partition that does not exist)."""
+
+    partition_index: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopicResult:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    """A request-level error (STALE_BROKER_EPOCH, INVALID_REQUEST) leaves ``topics`` empty."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    topics: tuple[AlterPartitionTopicResult, ...] = ()
+
+
+# ----- ElectLeaders (quorum/controller/elections.py) -----------------------------------------
+
+
+class ElectionType(enum.IntEnum):
+    """Kafka's ``ElectionType`` codes."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    """Kafka's ElectLeaders: ``partitions`` None means every partition of every topic."""
+
+    election_type: ElectionType
+    partitions: tuple[tuple[str, int], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's outcome; ``leader`` is its leader once the election is committed (-1
+    where the partition does not exist)."""
+
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    leader: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    """Per partition in request order (for "all partitions": topic name then partition
+    order, leaving out the partitions that needed no election)."""
+
+    results: tuple[ElectionResult, ...] = ()

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from quorum.controller import acls as acl_ops
+from quorum.controller import alter_partition as alter_partition_ops
 from quorum.controller import brokers as broker_ops
 from quorum.controller import partitions as partition_ops
 from quorum.controller import producer_ids as producer_id_ops
@@ -48,6 +49,8 @@ from quorum.controller.describe import describe_topics, list_topics
 from quorum.controller.requests import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     CreatePartitionsRequest,
@@ -328,6 +331,15 @@ class ControllerStateMachine:
         UNKNOWN_SERVER_ERROR."""
         self._check_next_offset(next_offset)
         return producer_id_ops.allocate_producer_ids(self._latest, request)
+
+    def alter_partition(
+        self, request: AlterPartitionRequest, *, next_offset: int
+    ) -> ControllerResult[AlterPartitionResponse]:
+        """See ``quorum.controller.alter_partition``; validates against the latest image, so a
+        second change of one partition in flight is checked against the first (its partition
+        epoch moved)."""
+        self._check_next_offset(next_offset)
+        return alter_partition_ops.alter_partition(self._latest, request)
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""

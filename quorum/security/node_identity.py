@@ -10,7 +10,7 @@ when the role that may send it is not among the certificate's
   controller;
 - Fetch and FetchSnapshot: a controller when the claimed replica is a voter (its Fetch moves the
   high watermark), a controller or a broker otherwise (an observer's Fetch only reads);
-- RegisterBroker, BrokerHeartbeat and AllocateProducerIds (and forwarding a client's
+- RegisterBroker, BrokerHeartbeat, AllocateProducerIds and AlterPartition (and forwarding a client's
   principal, checked where the principal is resolved): a broker.
 
 The checks apply to authenticated callers; on a plaintext listener nobody is authenticated and

@@ -58,11 +58,13 @@ from quorum.server.driver import (
 )
 from quorum.wire.acls import binding_from_proto, binding_to_proto, filter_from_proto
 from quorum.wire.admin import (
+    add_alter_partition_results,
     add_created_topic,
     add_deleted_topic,
     add_grown_topic,
     add_topic_description,
     allocate_producer_ids_from_proto,
+    alter_partition_from_proto,
     broker_heartbeat_from_proto,
     creatable_topics_from_proto,
     deletable_topics_from_proto,
@@ -240,7 +242,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return refused
 
     def _check_broker(self, context: grpc.aio.ServicerContext, broker_id: int) -> None:
-        """The broker lifecycle (RegisterBroker, BrokerHeartbeat, AllocateProducerIds):
+        """The broker lifecycle (RegisterBroker, BrokerHeartbeat, AllocateProducerIds,
+        AlterPartition):
         CLUSTER_ACTION on the cluster, and a broker only as itself (a controller's certificate
         may not register or heartbeat a broker)."""
         caller = self._callers.caller(context)
@@ -252,8 +255,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         ):
             raise RequestRejected(
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                f"{caller.principal} may not register, heartbeat or allocate producer ids as a "
-                "broker: that needs "
+                f"{caller.principal} may not register, heartbeat, allocate producer ids or "
+                "alter partitions as a broker: that needs "
                 "CLUSTER_ACTION on the cluster (a broker's own node certificate has it)",
             )
 
@@ -697,6 +700,34 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if answer.error_code is ErrorCode.NONE:
             response.producer_id_start = answer.producer_id_start
             response.producer_id_len = answer.producer_id_len
+            response.metadata_offset = offset
+        return response
+
+    async def AlterPartition(
+        self, request: admin_pb2.AlterPartitionRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterPartitionResponse:
+        response = admin_pb2.AlterPartitionResponse()
+        return await self._guard(
+            response, context, self._alter_partition(request, context, response)
+        )
+
+    async def _alter_partition(
+        self,
+        request: admin_pb2.AlterPartitionRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.AlterPartitionResponse,
+    ) -> admin_pb2.AlterPartitionResponse:
+        # A broker only, as itself, with CLUSTER_ACTION (Kafka's AlterPartition needs
+        # CLUSTER_ACTION too); the state machine checks the rest (quorum/controller/
+        # alter_partition.py).
+        self._check_broker(context, request.broker_id)
+        alter = alter_partition_from_proto(request)  # ValueError: INVALID_REQUEST
+        answer, offset = await self._write(
+            context, lambda sm, next_offset: sm.alter_partition(alter, next_offset=next_offset)
+        )
+        self._header(response, answer.error_code, answer.error_message or "")
+        if answer.error_code is ErrorCode.NONE:
+            add_alter_partition_results(response, answer)
             response.metadata_offset = offset
         return response
 

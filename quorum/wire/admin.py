@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING
 
 from quorum.controller.requests import (
     AllocateProducerIdsRequest,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionTopic,
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -24,6 +28,9 @@ from quorum.controller.requests import (
     DeleteTopic,
     DeleteTopicResult,
     DescribeTopic,
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     RegisterBrokerRequest,
     TopicDescription,
 )
@@ -35,15 +42,19 @@ if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 __all__ = [
+    "add_alter_partition_results",
     "add_created_topic",
     "add_deleted_topic",
+    "add_election_results",
     "add_grown_topic",
     "add_topic_description",
     "allocate_producer_ids_from_proto",
+    "alter_partition_from_proto",
     "broker_heartbeat_from_proto",
     "configs_to_proto",
     "creatable_topics_from_proto",
     "deletable_topics_from_proto",
+    "elect_leaders_from_proto",
     "partitions_topics_from_proto",
     "register_broker_from_proto",
     "topic_id_from_proto",
@@ -157,6 +168,47 @@ def allocate_producer_ids_from_proto(
     )
 
 
+def alter_partition_from_proto(request: admin_pb2.AlterPartitionRequest) -> AlterPartitionRequest:
+    return AlterPartitionRequest(
+        broker_id=request.broker_id,
+        broker_epoch=request.broker_epoch,
+        topics=tuple(
+            AlterPartitionTopic(
+                topic_id=topic_id_from_proto(t.topic_id, "topic_id"),
+                partitions=tuple(
+                    AlterPartitionItem(
+                        partition_index=p.partition_index,
+                        leader_epoch=p.leader_epoch,
+                        new_isr=tuple(p.new_isr),
+                        partition_epoch=p.partition_epoch,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )
+
+
+def elect_leaders_from_proto(request: admin_pb2.ElectLeadersRequest) -> ElectLeadersRequest:
+    """``ValueError`` (INVALID_REQUEST) for an unknown election type, or for both
+    ``all_partitions`` and a list of partitions."""
+    try:
+        election_type = ElectionType(request.election_type)
+    except ValueError:
+        raise ValueError(
+            f"election_type {request.election_type} is not one of 0 (PREFERRED), 1 (UNCLEAN)"
+        ) from None
+    if request.all_partitions and request.partitions:
+        raise ValueError("all_partitions is set and partitions are listed: give one or the other")
+    partitions = (
+        None
+        if request.all_partitions
+        else tuple((p.topic, p.partition) for p in request.partitions)
+    )
+    return ElectLeadersRequest(election_type, partitions)
+
+
 # ----- results -------------------------------------------------------------------------------
 
 
@@ -224,3 +276,33 @@ def add_topic_description(
         ],
         configs=configs_to_proto(description.configs),
     )
+
+
+def add_alter_partition_results(
+    response: admin_pb2.AlterPartitionResponse, answer: AlterPartitionResponse
+) -> None:
+    for topic in answer.topics:
+        entry = response.topics.add(topic_id=topic_id_to_proto(topic.topic_id))
+        for p in topic.partitions:
+            entry.partitions.add(
+                partition_index=p.partition_index,
+                error_code=int(p.error_code),
+                error_message=p.error_message or "",
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                isr=list(p.isr),
+                partition_epoch=p.partition_epoch,
+            )
+
+
+def add_election_results(
+    response: admin_pb2.ElectLeadersResponse, answer: ElectLeadersResponse
+) -> None:
+    for r in answer.results:
+        response.results.add(
+            topic=r.topic,
+            partition=r.partition,
+            error_code=int(r.error_code),
+            error_message=r.error_message or "",
+            leader=r.leader,
+        )

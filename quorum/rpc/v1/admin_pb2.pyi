@@ -444,6 +444,126 @@ class AllocateProducerIdsResponse(_message.Message):
     producer_id_len: int
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ...) -> None: ...
 
+class AlterPartitionRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "topics")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    topics: _containers.RepeatedCompositeFieldContainer[AlterPartitionTopicData]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[AlterPartitionTopicData, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionTopicData(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionPartitionData]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionPartitionData, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionPartitionData(_message.Message):
+    __slots__ = ("partition_index", "leader_epoch", "new_isr", "partition_epoch")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    leader_epoch: int
+    new_isr: _containers.RepeatedScalarFieldContainer[int]
+    partition_epoch: int
+    def __init__(self, partition_index: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+
+class AlterPartitionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    topics: _containers.RepeatedCompositeFieldContainer[AlterPartitionTopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[AlterPartitionTopicResult, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionTopicResult(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionPartitionResult]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionPartitionResult, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionPartitionResult(_message.Message):
+    __slots__ = ("partition_index", "error_code", "error_message", "leader_id", "leader_epoch", "isr", "partition_epoch")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    error_code: int
+    error_message: str
+    leader_id: int
+    leader_epoch: int
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    partition_epoch: int
+    def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("election_type", "all_partitions", "partitions")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    election_type: int
+    all_partitions: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[ElectLeadersPartition]
+    def __init__(self, election_type: _Optional[int] = ..., all_partitions: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[ElectLeadersPartition, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersPartition(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    results: _containers.RepeatedCompositeFieldContainer[ElectLeadersResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., results: _Optional[_Iterable[_Union[ElectLeadersResult, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str
+    leader: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ...) -> None: ...
+
 class AclBinding(_message.Message):
     __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]

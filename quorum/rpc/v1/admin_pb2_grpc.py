@@ -81,6 +81,16 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/AlterPartition',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/ElectLeaders',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/quorum.rpc.v1.AdminService/CreateAcls',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
@@ -171,6 +181,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartition(self, request, context):
+        """A partition leader changes the ISR of partitions it leads (Kafka's AlterPartition, by topic
+        id): written as PartitionChangeRecords, answered once committed. A broker only, as itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Elect leaders (Kafka's ElectLeaders): the preferred replica, or any unfenced replica of a
+        leaderless partition (unclean). Written as PartitionChangeRecords, answered once
+        committed. Needs ALTER on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Add ACLs (Kafka's CreateAcls; docs/authorization.md): written as AccessControlEntryRecords,
         answered once committed. Needs ALTER on the cluster.
@@ -240,6 +267,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -502,6 +539,60 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/AllocateProducerIds',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/AlterPartition',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/ElectLeaders',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
