@@ -164,6 +164,7 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
     for name, partition, size_bytes in sorted(sizes):
         size.add_metric((name, str(partition)), size_bytes)
     yield size
+    yield from replica_families(data_plane, image)
     total_time = "kafka_network_requestmetrics_totaltimems"
     times = SummaryMetricFamily(
         total_time,
@@ -179,6 +180,34 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
         times.samples.append(Sample(f"{total_time}_count", {"request": api}, float(count)))
         times.samples.append(Sample(f"{total_time}_sum", {"request": api}, total_ms))
     yield times
+
+
+def replica_families(data_plane: DataPlane, image: MetadataImage) -> Iterator[Metric]:
+    """Kafka's ``ReplicaManager`` gauges from the committed image (the ISR the controller
+    holds, which the leaders change with AlterPartition), and its ISR change counts."""
+    broker_id = data_plane.broker_id
+    leaders = partitions = under = 0
+    for topic in image.topics_by_id.values():
+        for state in topic.partitions.values():
+            if broker_id in state.replicas:
+                partitions += 1
+            if state.leader == broker_id:
+                leaders += 1
+                under += len(state.isr) < len(state.replicas)
+    prefix = "kafka_server_replicamanager_"
+    for name, help_text, value in (
+        ("underreplicatedpartitions", "Partitions led here whose ISR is not every replica", under),
+        ("leadercount", "Partitions led by this broker", leaders),
+        ("partitioncount", "Partitions with a replica on this broker", partitions),
+    ):
+        yield GaugeMetricFamily(prefix + name, help_text, value=float(value))
+    replicas = data_plane.replicas
+    for name, help_text, count in (
+        ("isrshrinks", "ISR shrinks this broker's AlterPartitions committed", "isr_shrinks"),
+        ("isrexpands", "ISR expansions this broker's AlterPartitions committed", "isr_expands"),
+    ):
+        value = 0 if replicas is None else getattr(replicas, count)
+        yield CounterMetricFamily(prefix + name, help_text, value=float(value))
 
 
 def reconciliation_metrics(registry: CollectorRegistry) -> tuple[Counter, Histogram]:

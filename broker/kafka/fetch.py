@@ -144,6 +144,8 @@ class FetchHandler:
                     "responses": [],
                 }
         image = await self._read_image(session)
+        if self._data.replicas is not None:
+            self._data.replicas.observe(image)
         topics = self._resolve(body, version, image, session.caller, replica_id)
         served = [p for t in topics for p in t.partitions if p.error is None]
         keys = [key for p in served if (key := p.key) is not None]

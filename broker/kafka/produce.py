@@ -122,6 +122,8 @@ class ProduceHandler:
     async def handle(self, request: Request, session: Any) -> dict[str, Any] | _Marker:
         body = request.body
         image = await self._read_image(session)
+        if self._data.replicas is not None:
+            self._data.replicas.observe(image)
         caller: Caller = session.caller
         acks = int(body.acks)
         entries: list[tuple[str, list[_Entry]]] = []

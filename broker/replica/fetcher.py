@@ -264,6 +264,8 @@ class ReplicaFetcher:
         for partition, answer in jobs:
             log = partition.log
             assert log is not None
+            if self.partitions.get(partition.key) is not partition:
+                continue  # no longer followed here (this broker leads it now, or it is gone)
             try:
                 if self._apply_one(partition, log, answer):
                     progressed.append(partition.key)

@@ -49,11 +49,16 @@ RETRY_LATER: Final = frozenset(
 
 
 class AlterOutcome(Protocol):
-    error_code: int
-    error_message: str
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int
+    """An AlterPartition's answer (``broker/alter_partition.py``'s result)."""
+
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def error_message(self) -> str: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def partition_epoch(self) -> int: ...
 
 
 AlterPartition = Callable[[Uuid, int, int, tuple[int, ...], int], Awaitable[AlterOutcome]]
@@ -121,8 +126,16 @@ class ReplicaManager:
 
     # ----- roles from the image ----------------------------------------------------------------
 
+    def observe(self, image: MetadataImage) -> None:
+        """A request handler's image: applied first if newer than the last one applied, so a
+        request never meets a role its image does not show yet."""
+        if self.image is None or image.offset > self.image.offset:
+            self.on_image(image)
+
     def on_image(self, image: MetadataImage) -> None:
         """Apply a new image's partition states (on the listeners' loop)."""
+        if self.image is not None and image.offset < self.image.offset:
+            return  # an older image published after a handler applied a newer one
         self.image = image
         seen = (image.topics_by_id, image.brokers)
         if self._seen is not None and self._seen[0] is seen[0] and self._seen[1] is seen[1]:
