@@ -200,6 +200,9 @@ class ProduceHandler:
                 )
                 log = self._data.log(topic, entry.index)
                 entry.result = log.append(batch, entry.leader_epoch, config, now_ms)
+                # The leader is the partition's only in-sync replica (no replication yet): an
+                # appended batch is committed at once.
+                log.update_high_watermark(log.log_end_offset)
                 self._data.metrics.produced(topic.name, len(batch.data), batch.header.record_count)
             except (
                 RecordBatchError,
