@@ -1,5 +1,5 @@
-"""One partition's log on its leader (Kafka's ``UnifiedLog`` / ``LocalLog``), in Kafka's
-on-disk layout inside the partition directory reconciliation made
+"""One partition's log on its leader or a follower (Kafka's ``UnifiedLog`` / ``LocalLog``), in
+Kafka's on-disk layout inside the partition directory reconciliation made
 (docs/architecture.md#partition-logs):
 
     {topic}-{p}/partition.metadata            the topic id (KIP-516), written by logdirs.py
@@ -27,6 +27,12 @@ cleanly and is not checked again.
 A failed write (EIO, ENOSPC) is undone (the file cut back to its size before) and answered
 KAFKA_STORAGE_ERROR; if even that fails, or an fsync fails, the log is failed for good until
 the broker restarts (``failed``), when recovery cuts whatever was torn.
+
+Replication (docs/architecture.md#partition-logs): the high watermark is kept apart from the
+log end offset and moved by the replica layer, never by an append; consumers read below it
+(``read(max_offset=)``); a follower appends its leader's batches byte for byte
+(``append_as_follower``) and truncates a diverged tail (``truncate_to``,
+``truncate_fully_and_start_at``).
 """
 
 from __future__ import annotations
@@ -184,6 +190,9 @@ class PartitionLog:
         active.bytes_since_index_entry = active.size - active.offset_index.last()[1]
         if fresh:
             fsync_directory(self.directory)
+        # A truncation lowers the log start offset with the end; a crash before the
+        # checkpoint of the lowered one leaves it past the end.
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = self.log_end_offset
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)

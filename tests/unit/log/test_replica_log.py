@@ -566,3 +566,21 @@ def test_end_offset_for_epoch_answers_a_followers_truncation_question(tmp_path: 
     follower.truncate_to(end)
     assert follower.end_offset_for_epoch(5) == (-1, -1)
     assert follower.end_offset_for_epoch(4) == (4, 20) == (follower.latest_epoch(), 20)
+
+
+def test_a_log_start_checkpointed_past_a_truncated_end_opens_at_the_end(tmp_path: Path) -> None:
+    """Retention moved the log start to 12; a truncation to 6 lowered it with the end, and the
+    broker died before the checkpoint of the lowered one: the log opens empty at its end."""
+    log = opened(tmp_path / "t-0")
+    for seed in range(6):
+        log.append(produced(3, seed=seed), 0, LogConfig(segment_bytes=500), NOW_MS)
+    log.update_high_watermark(12)
+    assert log.delete_old_segments(LogConfig(retention_ms=0), NOW_MS + 10**6, lambda: None)
+    start = log.log_start_offset
+    assert 6 < start <= 12
+    log.truncate_to(6)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (6, 6, 6)
+    del log
+    again = opened(tmp_path / "t-0", recovery_point=18, log_start_offset=start)
+    assert (again.log_start_offset, again.log_end_offset, again.high_watermark) == (6, 6, 6)
+    assert again.read(6, 100, True).records == b""
