@@ -15,14 +15,7 @@ event loop. Offsets are dense: a batch's base offset is the log end offset, assi
 lock, so the offsets of acknowledged records are consecutive and increasing (I22,
 docs/invariants.md). A batch is visible to readers only once written whole.
 
-Opening is recovery (Kafka's ``LogLoader``): leftovers of a crash are removed, segments wholly
-below the log start offset are deleted, every segment from the one holding the recovery point
-on is checked batch by batch and cut after its last valid batch (later segments are then
-deleted), the indexes of what was checked are rebuilt, and the leader-epoch cache follows the
-batches. The recovery point (the offset below which everything was fsynced: a rolled segment,
-a clean close) comes from the log dir's ``recovery-point-offset-checkpoint``; a log whose last
-segment ends exactly there (walking its batch headers from the last index entry) was closed
-cleanly and is not checked again.
+Opening is recovery (Kafka's ``LogLoader``: ``loader.py``).
 
 A failed write (EIO, ENOSPC) is undone (the file cut back to its size before) and answered
 KAFKA_STORAGE_ERROR; if even that fails, or an fsync fails, the log is failed for good until
@@ -43,7 +36,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from broker.log.batch import (
     BATCH_HEADER_BYTES,
@@ -66,21 +59,15 @@ from broker.log.errors import (
     RecordBatchError,
 )
 from broker.log.index import INDEX_INTERVAL_BYTES, NO_TIMESTAMP
+from broker.log.loader import load_producer_state, load_segments, snapshot_path
 from broker.log.producer_state import (
-    SNAPSHOT_SUFFIX,
     ProducerState,
-    ProducerStateError,
     snapshot_offsets,
 )
-from broker.log.segment import LOG_SUFFIX, OFFSET_DIGITS, LogSegment, segment_name
+from broker.log.segment import LogSegment, segment_name
 from quorum.storage.fsutil import fsync_directory
 
 __all__ = ["UNDEFINED_EPOCH", "AppendResult", "PartitionLog", "ReadResult", "TimestampOffset"]
-
-# What a crash can leave in a partition directory: a checkpoint's temporary file, and (from
-# Kafka's own tools or a later version of this log) segments being deleted, cleaned or swapped.
-LEFTOVER_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
-SEGMENT_FILE_SUFFIXES: Final = (LOG_SUFFIX, ".index", ".timeindex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,80 +142,26 @@ class PartitionLog:
         self.failed: str | None = None
         self.closed = False
         self.epochs = LeaderEpochCache(directory)
-        self.segments: list[LogSegment] = []
-        self.log_start_offset = 0
-        self.recovery_point = 0
-        self.truncated_bytes = 0
-        self.producers = ProducerState()
         self._on_truncated = on_truncated
-        self._open(recovery_point, log_start_offset, now_ms)
-        self._load_producer_state()
+        loaded = load_segments(
+            directory,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            now_ms=now_ms,
+            epochs=self.epochs,
+            logger=self._log,
+        )
+        self.segments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.truncated_bytes = loaded.truncated_bytes
+        self.recovery_point = self.log_end_offset
+        self.producers = self._loaded_producer_state()
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
     # ----- opening ----------------------------------------------------------------------------
 
-    def _open(self, recovery_point: int, log_start_offset: int, now_ms: int) -> None:
-        bases = self._segment_files()
-        fresh = not bases
-        if fresh:
-            bases = [max(log_start_offset, 0)]
-        self.segments = [LogSegment(self.directory, base, now_ms) for base in bases]
-        self.log_start_offset = max(log_start_offset, bases[0])
-        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-            self.segments.pop(0).delete_files()
-        if not fresh:
-            first_unsafe = self._first_to_recover(recovery_point)
-            if self.epochs.problem is not None:
-                self._log.warning("leader_epoch_checkpoint_unreadable", problem=self.epochs.problem)
-                first_unsafe = 0
-            if first_unsafe < len(self.segments):
-                self._recover_from(first_unsafe)
-        active = self.segments[-1]
-        active.open_active()
-        active.offset_index.load(active=True)
-        active.time_index.load(active=True)
-        active.bytes_since_index_entry = active.size - active.offset_index.last()[1]
-        if fresh:
-            fsync_directory(self.directory)
-        # A truncation lowers the log start offset with the end; a crash before the
-        # checkpoint of the lowered one leaves it past the end.
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = self.log_end_offset
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self.epochs.truncate_from_start(self.log_start_offset)
-
-    def _snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-    def _load_producer_state(self) -> None:
-        """Idempotent producers' state (``producer_state.py``): the newest readable snapshot
-        at or below the log end offset, then every batch header from its offset on (from the
-        log start without one). Snapshots past the log end (the tail was cut) are deleted."""
-        end = self.log_end_offset
-        state: ProducerState | None = None
-        start = self.log_start_offset
-        for offset in reversed(snapshot_offsets(self.directory)):
-            path = self._snapshot_path(offset)
-            if offset > end:
-                path.unlink(missing_ok=True)
-                continue
-            if state is not None:
-                continue
-            try:
-                state = ProducerState.decode_snapshot(path.read_bytes())
-                start = max(offset, self.log_start_offset)
-            except (OSError, ProducerStateError) as exc:
-                self._log.warning("producer_snapshot_unreadable", file=path.name, problem=str(exc))
-        self.producers = state if state is not None else ProducerState()
-        for segment in self.segments:
-            if segment.next_offset <= start:
-                continue
-            position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-            self.producers.replay(
-                header
-                for header in segment.producer_headers_from(position)
-                if header.base_offset >= start
-            )
+    def _loaded_producer_state(self) -> ProducerState:
+        return load_producer_state(self.directory, self.segments, self.log_start_offset, self._log)
 
     def _write_producer_snapshot(self, offset: int) -> None:
         """Kafka's snapshot at a roll and a clean close; a failure only costs a longer replay
@@ -237,88 +170,6 @@ class PartitionLog:
             self.producers.write_snapshot(self.directory, offset)
         except OSError as exc:
             self._log.warning("producer_snapshot_failed", offset=offset, error=str(exc))
-
-    def _segment_files(self) -> list[int]:
-        """Base offsets of the ``.log`` files, after removing a crash's leftovers and index
-        files without a ``.log``."""
-        bases: list[int] = []
-        names = os.listdir(self.directory)
-        logs = {name for name in names if name.endswith(LOG_SUFFIX)}
-        for name in names:
-            path = self.directory / name
-            if name.endswith(LEFTOVER_SUFFIXES):
-                os.unlink(path)
-                continue
-            stem, dot, suffix = name.partition(".")
-            if f".{suffix}" not in SEGMENT_FILE_SUFFIXES or not dot:
-                continue
-            if len(stem) != OFFSET_DIGITS or not stem.isdigit():
-                continue
-            if name.endswith(LOG_SUFFIX):
-                bases.append(int(stem))
-            elif f"{stem}{LOG_SUFFIX}" not in logs:
-                os.unlink(path)
-        return sorted(bases)
-
-    def _first_to_recover(self, recovery_point: int) -> int:
-        """The index of the first segment to check: the one holding the recovery point, or
-        none (``len``) when the last segment ends exactly at it (a clean close). Every earlier
-        segment is loaded as it is; one whose files do not add up is checked too."""
-        starts = [segment.base_offset for segment in self.segments]
-        holding = max(bisect.bisect_right(starts, recovery_point) - 1, 0)
-        for index, segment in enumerate(self.segments[:holding]):
-            problem = segment.load_sealed(self.segments[index + 1].base_offset)
-            if problem is not None:
-                self._log.warning(
-                    "log_segment_unreadable", segment=segment.path.name, problem=problem
-                )
-                return index
-        last = self.segments[-1]
-        if (
-            holding == len(self.segments) - 1
-            and last.load_sealed(None) is None
-            and last.next_offset == recovery_point
-        ):
-            last.rolling_timestamp_ms = self._first_timestamp(last)
-            return len(self.segments)
-        return holding
-
-    @staticmethod
-    def _first_timestamp(segment: LogSegment) -> int | None:
-        """The first batch's largest timestamp: one header read (walking every header of the
-        segment for it took 3 s for 200,000 batches)."""
-        if segment.size < BATCH_HEADER_BYTES:
-            return None
-        return read_header(segment.read_batch(0, BATCH_HEADER_BYTES)).max_timestamp
-
-    def _recover_from(self, first: int) -> None:
-        """Check segments ``first`` .. last; cut after the last valid batch."""
-        self.epochs.truncate_from_end(self.segments[first].base_offset)
-        for index in range(first, len(self.segments)):
-            segment = self.segments[index]
-            expected = segment.base_offset
-            if index > first and expected != self.segments[index - 1].next_offset:
-                self._drop_from(index, "its base offset does not continue the log")
-                break
-            cut = segment.recover(self.epochs.assign, self.epochs.latest_epoch)
-            segment.flush()
-            if cut:
-                self.truncated_bytes += cut
-                self._log.warning(
-                    "log_tail_truncated",
-                    segment=segment.path.name,
-                    bytes_truncated=cut,
-                    log_end_offset=segment.next_offset,
-                )
-                self._drop_from(index + 1, "it follows a truncated segment")
-                break
-        fsync_directory(self.directory)
-
-    def _drop_from(self, index: int, why: str) -> None:
-        for segment in self.segments[index:]:
-            self._log.warning("log_segment_deleted", segment=segment.path.name, reason=why)
-            segment.delete_files()
-        del self.segments[index:]
 
     # ----- state ---------------------------------------------------------------------------------
 
@@ -729,7 +580,7 @@ class PartitionLog:
             deleted = len(self.segments) - index - 1
             del self.segments[index + 1 :]
             self.epochs.truncate_from_end(new_end)
-            self._load_producer_state()
+            self.producers = self._loaded_producer_state()
         except OSError as exc:
             raise self._fail("truncating", exc) from exc
         self._lower_to(new_end)
@@ -787,7 +638,7 @@ class PartitionLog:
         is about to lose). Raises ``OSError``."""
         for offset in snapshot_offsets(self.directory):
             if offset > above:
-                self._snapshot_path(offset).unlink(missing_ok=True)
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
 
     # ----- retention, flush, close ---------------------------------------------------------------
 
@@ -855,7 +706,7 @@ class PartitionLog:
         try:
             below = [o for o in snapshot_offsets(self.directory) if o < self.log_start_offset]
             for offset in below[:-1]:
-                self._snapshot_path(offset).unlink(missing_ok=True)
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
         except OSError as exc:  # only disk space is lost: the next retention run tries again
             self._log.warning("producer_snapshot_delete_failed", error=str(exc))
 
