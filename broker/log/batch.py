@@ -325,7 +325,7 @@ def check_produced(
 
 
 def check_replicated(
-    data: bytes | bytearray | memoryview, next_offset: int, size_max: int
+    data: bytes | bytearray | memoryview, next_offset: int | None, size_max: int
 ) -> list[BatchHeader]:
     """The whole batches at the start of ``data`` (a follower's fetched records: batches as
     the leader wrote them, offsets and partition leader epochs assigned), each checked as
@@ -337,9 +337,10 @@ def check_replicated(
       delta, a CRC32C that does not match: CORRUPT_MESSAGE;
     - larger than ``size_max`` (the topic's segment.bytes): RECORD_LIST_TOO_LARGE;
     - a base offset other than ``next_offset`` (the first batch: the follower's log end
-      offset; later ones: the previous batch's next offset): UNKNOWN_SERVER_ERROR, as Kafka's
-      ``UnexpectedAppendOffsetException`` and ``OffsetsOutOfOrderException`` are answered (a
-      follower fetching from its log end offset never gets one: a bug, not a peer's fault).
+      offset, unchecked when None; later ones: the previous batch's next offset):
+      UNKNOWN_SERVER_ERROR, as Kafka's ``UnexpectedAppendOffsetException`` and
+      ``OffsetsOutOfOrderException`` are answered (a follower fetching from its log end offset
+      never gets one: a bug, not a peer's fault).
     """
     headers: list[BatchHeader] = []
     available = len(data)
@@ -377,7 +378,7 @@ def check_replicated(
                 CORRUPT_MESSAGE,
                 f"{where} has CRC32C {header.crc:#010x} but its bytes give {crc:#010x}",
             )
-        if base_offset != next_offset:
+        if next_offset is not None and base_offset != next_offset:
             raise RecordBatchError(
                 UNKNOWN_SERVER_ERROR,
                 f"{where} does not start at the replica's next offset {next_offset} "

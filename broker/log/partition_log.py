@@ -54,6 +54,7 @@ from broker.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from broker.log.errors import (
     OFFSET_OUT_OF_RANGE,
     RECORD_LIST_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
     LogClosedError,
     LogStorageError,
     RecordBatchError,
@@ -297,11 +298,19 @@ class PartitionLog:
         batch, producer state updated from each batch (a follower that becomes leader
         deduplicates its producers' retries). The high watermark does not move
         (``set_follower_high_watermark``). The new log end offset. Raises ``RecordBatchError``
-        or ``LogStorageError``."""
+        or ``LogStorageError``. The CRCs are computed before the lock is taken (readers do not
+        wait for them); only the first base offset is checked under it."""
         view = memoryview(data)
+        headers = check_replicated(view, None, config.segment_bytes)
         with self._lock:
             self._check_usable()
-            headers = check_replicated(view, self.log_end_offset, config.segment_bytes)
+            if headers and headers[0].base_offset != self.log_end_offset:
+                raise RecordBatchError(
+                    UNKNOWN_SERVER_ERROR,
+                    f"the fetched batches start at offset {headers[0].base_offset}, not at this "
+                    f"replica's log end offset {self.log_end_offset}: a follower appends only "
+                    "at its log end",
+                )
             active = self.segments[-1]
             run = _Run(0, active.bytes_since_index_entry)
             for header in headers:

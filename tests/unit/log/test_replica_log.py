@@ -28,7 +28,13 @@ from broker.log.producer_state import snapshot_offsets
 from quorum.ids import Uuid
 from tests.record_batches import decode_batches
 from tests.unit.log.test_log_manager import make_partition
-from tests.unit.log.test_partition_log import NOW_MS, open_log, produced, read_all
+from tests.unit.log.test_partition_log import (
+    NOW_MS,
+    failing_write,
+    open_log,
+    produced,
+    read_all,
+)
 from tests.unit.log.test_producer_state import batch as producer_batch
 
 LOGGER = structlog.get_logger("test")
@@ -279,6 +285,28 @@ def test_bad_batches_are_refused_and_nothing_of_the_fetch_is_written(tmp_path: P
     assert caught.value.error_code == errors.RECORD_LIST_TOO_LARGE
     # The good bytes still append.
     assert follower.append_as_follower(data[start:third], SMALL, NOW_MS) == offsets[4]
+
+
+def test_a_follower_write_that_fails_is_undone_with_its_epochs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader = build_leader(tmp_path / "leader" / "t-0", LogConfig())
+    data, positions = stream(leader)
+    first_epoch_3 = leader.epochs.entries[1][1]
+    follower = follow(tmp_path / "follower" / "t-0", data[: positions[first_epoch_3]], LogConfig())
+    before = files(follower.directory, (*SEGMENT_FILES, "leader-epoch-checkpoint"))
+    monkeypatch.setattr(os, "pwrite", failing_write(100))
+    with pytest.raises(errors.LogStorageError, match="No space left"):
+        follower.append_as_follower(data[positions[first_epoch_3] :], LogConfig(), NOW_MS)
+    monkeypatch.undo()
+    assert follower.log_end_offset == first_epoch_3
+    assert follower.epochs.entries == [(1, 0)]
+    assert files(follower.directory, (*SEGMENT_FILES, "leader-epoch-checkpoint")) == before
+    ref = follow(tmp_path / "ref" / "t-0", data[: positions[first_epoch_3]], LogConfig())
+    assert follower.producers.entry(PID) == ref.producers.entry(PID)
+    end = follower.append_as_follower(data[positions[first_epoch_3] :], LogConfig(), NOW_MS)
+    assert end == leader.log_end_offset
+    assert files(follower.directory, SEGMENT_FILES) == files(leader.directory, SEGMENT_FILES)
 
 
 def test_a_partial_batch_at_the_end_of_a_fetch_is_ignored(tmp_path: Path) -> None:
