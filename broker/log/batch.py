@@ -51,6 +51,8 @@ from broker.log.errors import (
     INVALID_TIMESTAMP,
     INVALID_TXN_STATE,
     MESSAGE_TOO_LARGE,
+    RECORD_LIST_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
     UNSUPPORTED_COMPRESSION_TYPE,
     RecordBatchError,
 )
@@ -61,7 +63,9 @@ __all__ = [
     "BatchHeader",
     "ProducedBatch",
     "batch_crc",
+    "batches_below",
     "check_produced",
+    "check_replicated",
     "iter_headers",
     "read_header",
     "record_timestamps",
@@ -88,6 +92,7 @@ PARTITION_LEADER_EPOCH_AT: Final = 12
 MAGIC_AT: Final = 16
 CRC_AT: Final = 17
 ATTRIBUTES_AT: Final = 21
+LAST_OFFSET_DELTA_AT: Final = 23
 MAX_TIMESTAMP_AT: Final = 35
 
 COMPRESSION_MASK: Final = 0x07
@@ -176,6 +181,18 @@ def iter_headers(
             return
         yield position, base_offset, size
         position += size
+
+
+def batches_below(buffer: bytes | bytearray | memoryview, limit: int) -> int:
+    """The bytes of the whole batches at the start of ``buffer`` whose last offset is below
+    ``limit`` (a read bounded by the high watermark)."""
+    end = 0
+    for position, base_offset, size in iter_headers(buffer):
+        (delta,) = _INT32.unpack_from(buffer, position + LAST_OFFSET_DELTA_AT)
+        if base_offset + delta >= limit:
+            break
+        end = position + size
+    return end
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +322,76 @@ def check_produced(
     _check_producer(header)
     _check_timestamps(header, timestamps, now_ms)
     return ProducedBatch(data if rest == 0 else data[:size], header)
+
+
+def check_replicated(
+    data: bytes | bytearray | memoryview, next_offset: int | None, size_max: int
+) -> list[BatchHeader]:
+    """The whole batches at the start of ``data`` (a follower's fetched records: batches as
+    the leader wrote them, offsets and partition leader epochs assigned), each checked as
+    recovery checks a stored batch, Kafka's ``analyzeAndValidateRecords`` for a follower; a
+    partial batch at the end (a fetch cut at its byte limit) is left out. Raises
+    ``RecordBatchError``:
+
+    - a batch length below a magic-2 header's, a magic other than 2, a negative last offset
+      delta, a CRC32C that does not match: CORRUPT_MESSAGE;
+    - larger than ``size_max`` (the topic's segment.bytes): RECORD_LIST_TOO_LARGE;
+    - a base offset other than ``next_offset`` (the first batch: the follower's log end
+      offset, unchecked when None; later ones: the previous batch's next offset):
+      UNKNOWN_SERVER_ERROR, as Kafka's ``UnexpectedAppendOffsetException`` and
+      ``OffsetsOutOfOrderException`` are answered (a follower fetching from its log end offset
+      never gets one: a bug, not a peer's fault).
+    """
+    headers: list[BatchHeader] = []
+    available = len(data)
+    position = 0
+    while position + LOG_OVERHEAD_BYTES <= available:
+        base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
+        if length < BATCH_LENGTH_MIN:
+            raise RecordBatchError(
+                CORRUPT_MESSAGE,
+                f"the batch at byte {position} (offset {base_offset}) has length {length}; a "
+                f"magic-2 batch has at least {BATCH_LENGTH_MIN}",
+            )
+        size = LOG_OVERHEAD_BYTES + length
+        if position + size > available:
+            break  # a partial batch at the end: the next fetch gets it whole
+        header = read_header(data, position)
+        where = f"the batch at offset {base_offset} (byte {position})"
+        if header.magic != MAGIC_V2:
+            raise RecordBatchError(
+                CORRUPT_MESSAGE, f"{where} has magic {header.magic}; a replica stores magic 2"
+            )
+        if header.last_offset_delta < 0:
+            raise RecordBatchError(
+                CORRUPT_MESSAGE,
+                f"{where} has last offset delta {header.last_offset_delta}; allowed: 0 or more",
+            )
+        if size > size_max:
+            raise RecordBatchError(
+                RECORD_LIST_TOO_LARGE,
+                f"{where} is {size} bytes; allowed: at most the topic's segment.bytes ({size_max})",
+            )
+        crc = batch_crc(data, position, size)
+        if crc != header.crc:
+            raise RecordBatchError(
+                CORRUPT_MESSAGE,
+                f"{where} has CRC32C {header.crc:#010x} but its bytes give {crc:#010x}",
+            )
+        if next_offset is not None and base_offset != next_offset:
+            raise RecordBatchError(
+                UNKNOWN_SERVER_ERROR,
+                f"{where} does not start at the replica's next offset {next_offset} "
+                + (
+                    "(the log end offset): a follower appends only at its log end"
+                    if not headers
+                    else "(the previous batch's end): the batches are not contiguous"
+                ),
+            )
+        headers.append(header)
+        next_offset = header.next_offset
+        position += size
+    return headers
 
 
 def _check_counts(header: BatchHeader, size: int) -> None:

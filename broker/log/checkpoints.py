@@ -2,8 +2,9 @@
 
 Two kinds, both a version line (``0``), a count line and one entry per line:
 
-- a log dir's ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``: one
-  ``{topic} {partition} {offset}`` line per partition of that log dir;
+- a log dir's ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+  ``replication-offset-checkpoint`` (high watermarks): one ``{topic} {partition} {offset}``
+  line per partition of that log dir;
 - a partition's ``leader-epoch-checkpoint``: one ``{epoch} {start_offset}`` line per leader
   epoch, in increasing order of both.
 
@@ -29,6 +30,7 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
     "CheckpointError",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
@@ -38,6 +40,8 @@ __all__ = [
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+# Kafka's name for the high watermarks (ReplicaManager's HighwaterMarkCheckpoint).
+REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION: Final = 0
 

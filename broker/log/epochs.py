@@ -84,6 +84,13 @@ class LeaderEpochCache:
             del self._starts[cut:]
             self._write()
 
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied to start again elsewhere)."""
+        if self._epochs:
+            self._epochs.clear()
+            self._starts.clear()
+            self._write()
+
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: epochs wholly before it go, the one holding
         it starts there."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -56,7 +57,11 @@ class _Index:
 
     @property
     def full(self) -> bool:
-        return (self.entries + 1) * self.entry.size > SEGMENT_INDEX_BYTES_MAX
+        return self.full_after(0)
+
+    def full_after(self, more: int) -> bool:
+        """Whether one entry more than ``more`` added entries would pass the bound."""
+        return (self.entries + more + 1) * self.entry.size > SEGMENT_INDEX_BYTES_MAX
 
     def load(self, *, active: bool) -> str | None:
         """Read the file's entries (all of them for the active segment, only their count for
@@ -125,6 +130,34 @@ class _Index:
                 high = middle - 1
         return found
 
+    def _kept(self, kept: Callable[[int, int], bool]) -> int:
+        """How many entries from the first are ``kept`` (a binary search: what is kept is a
+        prefix, keys and values being non-decreasing)."""
+        low, high = 0, self.entries
+        while low < high:
+            middle = (low + high) // 2
+            if kept(*self._entry(middle)):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _truncate_to_entries(self, count: int) -> None:
+        """Keep the first ``count`` entries, durably (the log's truncation cuts the indexes
+        before the ``.log``, so a crash leaves them a prefix of what the ``.log`` holds)."""
+        if count >= self.entries:
+            return
+        fd = os.open(self.path, _OPEN_FLAGS, 0o644)
+        try:
+            os.ftruncate(fd, count * self.entry.size)
+            fsync_fd(fd)
+        finally:
+            os.close(fd)
+        self.entries = count
+        if self._keys is not None and self._values is not None:
+            del self._keys[count:]
+            del self._values[count:]
+
     def truncate(self) -> None:
         """Empty the index (before it is rebuilt) and make that durable with the rebuild."""
         fd = os.open(self.path, _OPEN_FLAGS, 0o644)
@@ -169,6 +202,10 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         return self.base_offset + found[0], found[1]
 
+    def truncate_from_position(self, position: int) -> None:
+        """Drop the entries of batches at or past byte ``position`` of the ``.log``."""
+        self._truncate_to_entries(self._kept(lambda _, at: at < position))
+
     def last(self) -> tuple[int, int]:
         found = self._last()
         return (self.base_offset, 0) if found is None else (self.base_offset + found[0], found[1])
@@ -190,6 +227,12 @@ class TimeIndex(_Index):
         last = self._last()
         if timestamp > (NO_TIMESTAMP if last is None else last[0]):
             self._append(timestamp, offset - self.base_offset)
+
+    def truncate_from_offset(self, offset: int) -> None:
+        """Drop the entries pointing at ``offset`` or later (Kafka's ``TimeIndex.truncateTo``)."""
+        self._truncate_to_entries(
+            self._kept(lambda _, relative: relative < offset - self.base_offset)
+        )
 
     def lookup(self, timestamp: int) -> int:
         """The offset of the last entry whose timestamp is <= ``timestamp``; the base offset

@@ -11,12 +11,14 @@ log of another incarnation). A path under ``deleting/`` is never opened: the hoo
 durably first, so a new incarnation under the same name never inherits its recovery point)
 and keeps the path from being opened again until the rename is done.
 
-Checkpoints (Kafka's names, in each log dir): ``recovery-point-offset-checkpoint`` and
-``log-start-offset-checkpoint``, keyed by topic name and partition as Kafka's are, written
-atomically by ``write_checkpoints`` (every ``LOG_CHECKPOINT_INTERVAL_MS``, after retention
-moved a log start offset, and at close). An entry whose log was never opened in this run is
-kept as it was read. A checkpoint file that cannot be read is ignored with a warning: every log
-of that dir is then recovered from its start.
+Checkpoints (Kafka's names, in each log dir): ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` (the high watermarks),
+keyed by topic name and partition as Kafka's are, written atomically by ``write_checkpoints``
+(every ``LOG_CHECKPOINT_INTERVAL_MS``, after retention moved a log start offset, after a
+truncation lowered a log's offsets, and at close). An entry whose log was never opened in this
+run is kept as it was read. A checkpoint file that cannot be read is ignored with a warning:
+every log of that dir is then recovered from its start (its high watermarks start at the log
+start offsets).
 
 Every method blocks (opens recover, retention deletes files): callers run them in a worker
 thread. Thread-safe: one lock guards the maps and the checkpoint writes, each log has its own.
@@ -37,6 +39,7 @@ import structlog
 from broker.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     read_offset_checkpoint,
     remove_stale_tmp,
@@ -103,21 +106,33 @@ class _LogDir:
         self.path = path
         self.recovery_points: dict[tuple[str, int], int] = {}
         self.log_starts: dict[tuple[str, int], int] = {}
+        self.high_watermarks: dict[tuple[str, int], int] = {}
         for name, entries in (
             (RECOVERY_POINT_CHECKPOINT, self.recovery_points),
             (LOG_START_OFFSET_CHECKPOINT, self.log_starts),
+            (REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks),
         ):
             remove_stale_tmp(path, name)
             try:
                 entries.update(read_offset_checkpoint(path / name))
             except CheckpointError as exc:
                 # No recovery point: every log of the dir is recovered from its start. No log
-                # start offset: each log starts at its first segment.
+                # start offset: each log starts at its first segment. No high watermark: each
+                # starts at its log start offset.
                 logger.warning("log_checkpoint_unreadable", path=str(path / name), problem=str(exc))
+
+    def drop(self, entry: tuple[str, int]) -> bool:
+        """Forget ``entry``'s offsets; whether it had any."""
+        found = [e.pop(entry, None) for e in self._all()]
+        return any(offset is not None for offset in found)
+
+    def _all(self) -> tuple[dict[tuple[str, int], int], ...]:
+        return (self.recovery_points, self.log_starts, self.high_watermarks)
 
     def write(self) -> None:
         write_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, self.recovery_points)
         write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, self.log_starts)
+        write_offset_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)
 
 
 class LogManager:
@@ -174,6 +189,8 @@ class LogManager:
                     log_start_offset=state.log_starts.get(entry, 0),
                     now_ms=self._clock(),
                     logger=self._log,
+                    high_watermark=state.high_watermarks.get(entry, 0),
+                    on_truncated=self._persist_after_truncation,
                 )
             except OSError as exc:
                 self._log.error("partition_log_open_failed", dir=str(path), error=str(exc))
@@ -182,6 +199,7 @@ class LogManager:
             self._paths[(topic_id, partition)] = path
             state.recovery_points[entry] = log.recovery_point
             state.log_starts[entry] = log.log_start_offset
+            state.high_watermarks[entry] = log.high_watermark
             self._log.info(
                 "partition_log_opened",
                 dir=str(path),
@@ -208,13 +226,8 @@ class LogManager:
             self._blocked.add(path)
             parsed = parse_partition_dir(path.name)
             state = self._dirs.get(path.parent)
-            if parsed is not None and state is not None:
-                dropped = (
-                    state.recovery_points.pop(parsed, None),
-                    state.log_starts.pop(parsed, None),
-                )
-                if dropped != (None, None):
-                    state.write()
+            if parsed is not None and state is not None and state.drop(parsed):
+                state.write()
             for key, open_path in list(self._paths.items()):
                 if open_path == path:
                     self._logs.pop(key).close()
@@ -236,9 +249,10 @@ class LogManager:
                 continue
             state.recovery_points[parsed] = log.recovery_point
             state.log_starts[parsed] = log.log_start_offset
+            state.high_watermarks[parsed] = log.high_watermark
 
     def write_checkpoints(self) -> None:
-        """Write every log dir's two checkpoint files (atomically)."""
+        """Write every log dir's three checkpoint files (atomically)."""
         with self._lock:
             self._refresh_entries()
             for state in self._dirs.values():
@@ -270,6 +284,30 @@ class LogManager:
                         write_offset_checkpoint(
                             state.path / LOG_START_OFFSET_CHECKPOINT, state.log_starts
                         )
+
+    def _persist_after_truncation(self, log: PartitionLog) -> None:
+        """A log was truncated (``PartitionLog.truncate_to``): write its dir's checkpoints, so
+        the lowered recovery point, log start offset and high watermark are durable before the
+        log grows past the old ones (Kafka checkpoints the recovery points of a truncated
+        log's dir). A failure is logged: opening then checks the last segment, as after a
+        crash."""
+        with self._lock:
+            for key, open_log in self._logs.items():
+                if open_log is not log:
+                    continue
+                path = self._paths[key]
+                parsed = parse_partition_dir(path.name)
+                state = self._dirs.get(path.parent)
+                if parsed is None or state is None:
+                    return
+                state.recovery_points[parsed] = log.recovery_point
+                state.log_starts[parsed] = log.log_start_offset
+                state.high_watermarks[parsed] = log.high_watermark
+                try:
+                    state.write()
+                except OSError as exc:
+                    self._log.warning("checkpoints_not_written", dir=str(path), error=str(exc))
+                return
 
     def close(self) -> None:
         """Flush every log (the recovery point becomes its end), write the checkpoints, close."""

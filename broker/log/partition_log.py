@@ -1,5 +1,5 @@
-"""One partition's log on its leader (Kafka's ``UnifiedLog`` / ``LocalLog``), in Kafka's
-on-disk layout inside the partition directory reconciliation made
+"""One partition's log on its leader or a follower (Kafka's ``UnifiedLog`` / ``LocalLog``), in
+Kafka's on-disk layout inside the partition directory reconciliation made
 (docs/architecture.md#partition-logs):
 
     {topic}-{p}/partition.metadata            the topic id (KIP-516), written by logdirs.py
@@ -15,18 +15,17 @@ event loop. Offsets are dense: a batch's base offset is the log end offset, assi
 lock, so the offsets of acknowledged records are consecutive and increasing (I22,
 docs/invariants.md). A batch is visible to readers only once written whole.
 
-Opening is recovery (Kafka's ``LogLoader``): leftovers of a crash are removed, segments wholly
-below the log start offset are deleted, every segment from the one holding the recovery point
-on is checked batch by batch and cut after its last valid batch (later segments are then
-deleted), the indexes of what was checked are rebuilt, and the leader-epoch cache follows the
-batches. The recovery point (the offset below which everything was fsynced: a rolled segment,
-a clean close) comes from the log dir's ``recovery-point-offset-checkpoint``; a log whose last
-segment ends exactly there (walking its batch headers from the last index entry) was closed
-cleanly and is not checked again.
+Opening is recovery (Kafka's ``LogLoader``: ``loader.py``).
 
 A failed write (EIO, ENOSPC) is undone (the file cut back to its size before) and answered
 KAFKA_STORAGE_ERROR; if even that fails, or an fsync fails, the log is failed for good until
 the broker restarts (``failed``), when recovery cuts whatever was torn.
+
+Replication (docs/architecture.md#partition-logs): the high watermark is kept apart from the
+log end offset and moved by the replica layer, never by an append; consumers read below it
+(``read(max_offset=)``); a follower appends its leader's batches byte for byte
+(``append_as_follower``) and truncates a diverged tail (``truncate_to``,
+``truncate_fully_and_start_at``).
 """
 
 from __future__ import annotations
@@ -37,13 +36,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from broker.log.batch import (
     BATCH_HEADER_BYTES,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
     BatchHeader,
     ProducedBatch,
+    batches_below,
+    check_replicated,
     read_header,
     record_timestamps,
     stamp,
@@ -52,27 +53,22 @@ from broker.log.config import LogConfig
 from broker.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from broker.log.errors import (
     OFFSET_OUT_OF_RANGE,
+    RECORD_LIST_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
     LogClosedError,
     LogStorageError,
     RecordBatchError,
 )
-from broker.log.index import NO_TIMESTAMP
+from broker.log.index import INDEX_INTERVAL_BYTES, NO_TIMESTAMP
+from broker.log.loader import load_producer_state, load_segments, snapshot_path
 from broker.log.producer_state import (
-    SNAPSHOT_SUFFIX,
     ProducerState,
-    ProducerStateError,
     snapshot_offsets,
 )
-from broker.log.segment import LOG_SUFFIX, OFFSET_DIGITS, LogSegment, segment_name
+from broker.log.segment import LogSegment, segment_name
 from quorum.storage.fsutil import fsync_directory
 
 __all__ = ["UNDEFINED_EPOCH", "AppendResult", "PartitionLog", "ReadResult", "TimestampOffset"]
-
-RECORD_LIST_TOO_LARGE: Final = 18
-# What a crash can leave in a partition directory: a checkpoint's temporary file, and (from
-# Kafka's own tools or a later version of this log) segments being deleted, cleaned or swapped.
-LEFTOVER_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
-SEGMENT_FILE_SUFFIXES: Final = (LOG_SUFFIX, ".index", ".timeindex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +95,31 @@ class TimestampOffset:
     leader_epoch: int
 
 
+class _Run:
+    """Batches of a follower's append bound for one segment, written with one write: where
+    they start in the fetched bytes, their size, their headers, and what appending them
+    would do to the segment's roll conditions (index entries added, bytes since the last
+    entry, the first batch's timestamp when the segment is empty)."""
+
+    def __init__(self, start: int, bytes_since_index_entry: int) -> None:
+        self.start = start
+        self.size = 0
+        self.headers: list[BatchHeader] = []
+        self.index_entries = 0
+        self.bytes_since_index_entry = bytes_since_index_entry
+        self.first_timestamp: int | None = None
+
+    def add(self, header: BatchHeader) -> None:
+        if not self.headers:
+            self.first_timestamp = header.max_timestamp
+        if self.bytes_since_index_entry > INDEX_INTERVAL_BYTES:
+            self.index_entries += 1
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += header.size
+        self.size += header.size
+        self.headers.append(header)
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -108,83 +129,40 @@ class PartitionLog:
         log_start_offset: int,
         now_ms: int,
         logger: Any,
+        high_watermark: int = 0,
+        on_truncated: Callable[[PartitionLog], None] | None = None,
     ) -> None:
-        """Open (and recover) the log in ``directory``. Blocking: call it off the loop."""
+        """Open (and recover) the log in ``directory``. Blocking: call it off the loop.
+        ``high_watermark`` is the log dir's checkpointed one (clamped to the recovered log);
+        ``on_truncated`` is called after a truncation, outside the log's lock, to write the
+        log dir's checkpoints (``LogManager``: the lowered recovery point, log start offset
+        and high watermark are durable before the log grows past the old ones again)."""
         self.directory = directory
         self._log = logger.bind(partition_dir=directory.name)
         self._lock = threading.Lock()
         self.failed: str | None = None
         self.closed = False
         self.epochs = LeaderEpochCache(directory)
-        self.segments: list[LogSegment] = []
-        self.log_start_offset = 0
-        self.recovery_point = 0
-        self.truncated_bytes = 0
-        self.producers = ProducerState()
-        self._open(recovery_point, log_start_offset, now_ms)
-        self._load_producer_state()
+        self._on_truncated = on_truncated
+        loaded = load_segments(
+            directory,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            now_ms=now_ms,
+            epochs=self.epochs,
+            logger=self._log,
+        )
+        self.segments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.truncated_bytes = loaded.truncated_bytes
+        self.recovery_point = self.log_end_offset
+        self.producers = self._loaded_producer_state()
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
     # ----- opening ----------------------------------------------------------------------------
 
-    def _open(self, recovery_point: int, log_start_offset: int, now_ms: int) -> None:
-        bases = self._segment_files()
-        fresh = not bases
-        if fresh:
-            bases = [max(log_start_offset, 0)]
-        self.segments = [LogSegment(self.directory, base, now_ms) for base in bases]
-        self.log_start_offset = max(log_start_offset, bases[0])
-        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-            self.segments.pop(0).delete_files()
-        if not fresh:
-            first_unsafe = self._first_to_recover(recovery_point)
-            if self.epochs.problem is not None:
-                self._log.warning("leader_epoch_checkpoint_unreadable", problem=self.epochs.problem)
-                first_unsafe = 0
-            if first_unsafe < len(self.segments):
-                self._recover_from(first_unsafe)
-        active = self.segments[-1]
-        active.open_active()
-        active.offset_index.load(active=True)
-        active.time_index.load(active=True)
-        active.bytes_since_index_entry = active.size - active.offset_index.last()[1]
-        if fresh:
-            fsync_directory(self.directory)
-        self.recovery_point = self.log_end_offset
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self.epochs.truncate_from_start(self.log_start_offset)
-
-    def _snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-    def _load_producer_state(self) -> None:
-        """Idempotent producers' state (``producer_state.py``): the newest readable snapshot
-        at or below the log end offset, then every batch header from its offset on (from the
-        log start without one). Snapshots past the log end (the tail was cut) are deleted."""
-        end = self.log_end_offset
-        state: ProducerState | None = None
-        start = self.log_start_offset
-        for offset in reversed(snapshot_offsets(self.directory)):
-            path = self._snapshot_path(offset)
-            if offset > end:
-                path.unlink(missing_ok=True)
-                continue
-            if state is not None:
-                continue
-            try:
-                state = ProducerState.decode_snapshot(path.read_bytes())
-                start = max(offset, self.log_start_offset)
-            except (OSError, ProducerStateError) as exc:
-                self._log.warning("producer_snapshot_unreadable", file=path.name, problem=str(exc))
-        self.producers = state if state is not None else ProducerState()
-        for segment in self.segments:
-            if segment.next_offset <= start:
-                continue
-            position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-            self.producers.replay(
-                header
-                for header in segment.producer_headers_from(position)
-                if header.base_offset >= start
-            )
+    def _loaded_producer_state(self) -> ProducerState:
+        return load_producer_state(self.directory, self.segments, self.log_start_offset, self._log)
 
     def _write_producer_snapshot(self, offset: int) -> None:
         """Kafka's snapshot at a roll and a clean close; a failure only costs a longer replay
@@ -194,88 +172,6 @@ class PartitionLog:
         except OSError as exc:
             self._log.warning("producer_snapshot_failed", offset=offset, error=str(exc))
 
-    def _segment_files(self) -> list[int]:
-        """Base offsets of the ``.log`` files, after removing a crash's leftovers and index
-        files without a ``.log``."""
-        bases: list[int] = []
-        names = os.listdir(self.directory)
-        logs = {name for name in names if name.endswith(LOG_SUFFIX)}
-        for name in names:
-            path = self.directory / name
-            if name.endswith(LEFTOVER_SUFFIXES):
-                os.unlink(path)
-                continue
-            stem, dot, suffix = name.partition(".")
-            if f".{suffix}" not in SEGMENT_FILE_SUFFIXES or not dot:
-                continue
-            if len(stem) != OFFSET_DIGITS or not stem.isdigit():
-                continue
-            if name.endswith(LOG_SUFFIX):
-                bases.append(int(stem))
-            elif f"{stem}{LOG_SUFFIX}" not in logs:
-                os.unlink(path)
-        return sorted(bases)
-
-    def _first_to_recover(self, recovery_point: int) -> int:
-        """The index of the first segment to check: the one holding the recovery point, or
-        none (``len``) when the last segment ends exactly at it (a clean close). Every earlier
-        segment is loaded as it is; one whose files do not add up is checked too."""
-        starts = [segment.base_offset for segment in self.segments]
-        holding = max(bisect.bisect_right(starts, recovery_point) - 1, 0)
-        for index, segment in enumerate(self.segments[:holding]):
-            problem = segment.load_sealed(self.segments[index + 1].base_offset)
-            if problem is not None:
-                self._log.warning(
-                    "log_segment_unreadable", segment=segment.path.name, problem=problem
-                )
-                return index
-        last = self.segments[-1]
-        if (
-            holding == len(self.segments) - 1
-            and last.load_sealed(None) is None
-            and last.next_offset == recovery_point
-        ):
-            last.rolling_timestamp_ms = self._first_timestamp(last)
-            return len(self.segments)
-        return holding
-
-    @staticmethod
-    def _first_timestamp(segment: LogSegment) -> int | None:
-        """The first batch's largest timestamp: one header read (walking every header of the
-        segment for it took 3 s for 200,000 batches)."""
-        if segment.size < BATCH_HEADER_BYTES:
-            return None
-        return read_header(segment.read_batch(0, BATCH_HEADER_BYTES)).max_timestamp
-
-    def _recover_from(self, first: int) -> None:
-        """Check segments ``first`` .. last; cut after the last valid batch."""
-        self.epochs.truncate_from_end(self.segments[first].base_offset)
-        for index in range(first, len(self.segments)):
-            segment = self.segments[index]
-            expected = segment.base_offset
-            if index > first and expected != self.segments[index - 1].next_offset:
-                self._drop_from(index, "its base offset does not continue the log")
-                break
-            cut = segment.recover(self.epochs.assign, self.epochs.latest_epoch)
-            segment.flush()
-            if cut:
-                self.truncated_bytes += cut
-                self._log.warning(
-                    "log_tail_truncated",
-                    segment=segment.path.name,
-                    bytes_truncated=cut,
-                    log_end_offset=segment.next_offset,
-                )
-                self._drop_from(index + 1, "it follows a truncated segment")
-                break
-        fsync_directory(self.directory)
-
-    def _drop_from(self, index: int, why: str) -> None:
-        for segment in self.segments[index:]:
-            self._log.warning("log_segment_deleted", segment=segment.path.name, reason=why)
-            segment.delete_files()
-        del self.segments[index:]
-
     # ----- state ---------------------------------------------------------------------------------
 
     @property
@@ -284,9 +180,38 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        """The log end offset: the leader is the only replica holding data (no replication
-        yet), so a batch is committed once it is in the page cache, as with Kafka's acks=1."""
-        return self.segments[-1].next_offset
+        """The offset below which every record is committed (held by every in-sync replica):
+        consumers read below it. Kept apart from the log end offset, as Kafka's
+        ``UnifiedLog.highWatermark``: the leader's replica layer moves it
+        (``update_high_watermark``), a follower takes its leader's
+        (``set_follower_high_watermark``); an append never moves it, a truncation lowers it to
+        the new log end. Always within [log start offset, log end offset]."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """The leader's: move the high watermark up to ``offset`` (clamped to the log end
+        offset), never down; whether it moved. The replica layer calls it once enough
+        in-sync replicas hold the records below ``offset`` (right after the append when the
+        leader is the only one)."""
+        with self._lock:
+            self._check_usable()
+            return self._raise_high_watermark(offset)
+
+    def set_follower_high_watermark(self, leader_hw: int) -> bool:
+        """A follower's, from its leader's answer: min(``leader_hw``, log end offset), only
+        forward (Kafka's ``maybeUpdateHighWatermark``; the follower may not hold everything
+        below its leader's yet, and an older answer never lowers it; only a truncation
+        does); whether it moved."""
+        with self._lock:
+            self._check_usable()
+            return self._raise_high_watermark(leader_hw)
+
+    def _raise_high_watermark(self, offset: int) -> bool:
+        new = min(offset, self.log_end_offset)
+        if new <= self._high_watermark:
+            return False
+        self._high_watermark = new
+        return True
 
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
@@ -337,7 +262,12 @@ class PartitionLog:
             base = self.log_end_offset
             active = self.segments[-1]
             if self._should_roll(
-                active, size=len(batch.data), header=header, base=base, config=config, now_ms=now_ms
+                active,
+                size=len(batch.data),
+                header=header,
+                last_offset=base + header.last_offset_delta,
+                config=config,
+                now_ms=now_ms,
             ):
                 active = self._roll(now_ms)
             stamped = stamp(batch.data, base, leader_epoch, log_append_ms)
@@ -348,7 +278,7 @@ class PartitionLog:
                 attributes=header.attributes
                 | (TIMESTAMP_TYPE_LOG_APPEND_TIME if log_append_ms is not None else 0),
             )
-            self._write(active, stamped, written, leader_epoch)
+            self._write(active, stamped, [written])
             self.producers.update(written)
             return AppendResult(
                 base_offset=base,
@@ -357,9 +287,62 @@ class PartitionLog:
                 log_start_offset=self.log_start_offset,
             )
 
+    def append_as_follower(self, data: bytes, config: LogConfig, now_ms: int) -> int:
+        """Append what a follower fetched from its leader (Kafka's ``appendAsFollower``):
+        whole magic-2 batches exactly as the leader wrote them, offsets and partition leader
+        epochs assigned, possibly followed by a partial batch (a fetch cut at its byte limit:
+        ignored). Every batch is checked first (``batch.check_replicated``: framing, magic,
+        CRC32C, size, a base offset continuing the log end offset), and nothing is written if
+        one fails (``RecordBatchError``). They are written byte for byte, one write per
+        segment (rolls by ``append``'s rules), each new leader epoch assigned at its first
+        batch, producer state updated from each batch (a follower that becomes leader
+        deduplicates its producers' retries). The high watermark does not move
+        (``set_follower_high_watermark``). The new log end offset. Raises ``RecordBatchError``
+        or ``LogStorageError``. The CRCs are computed before the lock is taken (readers do not
+        wait for them); only the first base offset is checked under it."""
+        view = memoryview(data)
+        headers = check_replicated(view, None, config.segment_bytes)
+        with self._lock:
+            self._check_usable()
+            if headers and headers[0].base_offset != self.log_end_offset:
+                raise RecordBatchError(
+                    UNKNOWN_SERVER_ERROR,
+                    f"the fetched batches start at offset {headers[0].base_offset}, not at this "
+                    f"replica's log end offset {self.log_end_offset}: a follower appends only "
+                    "at its log end",
+                )
+            active = self.segments[-1]
+            run = _Run(0, active.bytes_since_index_entry)
+            for header in headers:
+                if self._should_roll(
+                    active,
+                    size=header.size,
+                    header=header,
+                    last_offset=header.last_offset,
+                    config=config,
+                    now_ms=now_ms,
+                    pending=run,
+                ):
+                    self._write_run(active, view, run)
+                    active = self._roll(now_ms)
+                    run = _Run(run.start + run.size, active.bytes_since_index_entry)
+                run.add(header)
+            self._write_run(active, view, run)
+            return self.log_end_offset
+
+    def _write_run(self, segment: LogSegment, view: memoryview, run: _Run) -> None:
+        if run.headers:
+            self._write(segment, view[run.start : run.start + run.size], run.headers)
+            self.producers.replay(run.headers)
+
     def _write(
-        self, segment: LogSegment, stamped: bytearray, header: BatchHeader, leader_epoch: int
+        self,
+        segment: LogSegment,
+        batches: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
     ) -> None:
+        """Write ``batches`` at the end of the active segment with one write, each new leader
+        epoch assigned (its checkpoint written) first; a failed write is undone."""
         saved = (
             segment.size,
             segment.next_offset,
@@ -370,9 +353,16 @@ class PartitionLog:
         )
         entries = (segment.offset_index.entries, segment.time_index.entries)
         try:
-            if leader_epoch > self.epochs.latest_epoch:
-                self.epochs.assign(leader_epoch, header.base_offset)
-            segment.append(stamped, header)
+            assigned = False
+            for header in headers:
+                if header.partition_leader_epoch > self.epochs.latest_epoch:
+                    self.epochs.assign(
+                        header.partition_leader_epoch, header.base_offset, write=False
+                    )
+                    assigned = True
+            if assigned:
+                self.epochs.write()
+            segment.append_batches(batches, headers)
         except OSError as exc:
             (
                 segment.size,
@@ -384,6 +374,7 @@ class PartitionLog:
             ) = saved
             try:
                 segment.truncate_to_size(saved[0], entries)
+                self.epochs.truncate_from_end(segment.next_offset)
             except OSError as undo:
                 raise self._fail("undoing a failed append", undo) from exc
             self._log.warning(
@@ -394,7 +385,7 @@ class PartitionLog:
                 action="undone; answered KAFKA_STORAGE_ERROR",
             )
             raise LogStorageError(
-                f"writing {len(stamped)} bytes to {segment.path} failed: {exc} (nothing was "
+                f"writing {len(batches)} bytes to {segment.path} failed: {exc} (nothing was "
                 "appended; retry once the disk has room)"
             ) from exc
 
@@ -404,26 +395,33 @@ class PartitionLog:
         *,
         size: int,
         header: BatchHeader,
-        base: int,
+        last_offset: int,
         config: LogConfig,
         now_ms: int,
+        pending: _Run | None = None,
     ) -> bool:
         """Kafka's ``LogSegment.shouldRoll``: the batch would pass segment.bytes, segment.ms
         has passed since the segment's first batch (by the batches' timestamps), an index is
-        full, or the batch's offsets do not fit relative to the segment's base."""
-        if segment.size == 0:
+        full, or the batch's last offset does not fit relative to the segment's base.
+        ``pending``: batches to be written before this one in the same write, counted as if
+        appended (index entries at most one per batch, an upper bound for the time index)."""
+        added = 0 if pending is None else pending.size
+        more_entries = 0 if pending is None else pending.index_entries
+        if segment.size + added == 0:
             return False
         first = segment.rolling_timestamp_ms
+        if segment.size == 0 and pending is not None:
+            first = pending.first_timestamp
         if first is not None and first >= 0 and header.max_timestamp >= 0:
             waited = header.max_timestamp - first
         else:
             waited = now_ms - segment.created_ms
         return (
-            segment.size > config.segment_bytes - size
+            segment.size + added > config.segment_bytes - size
             or waited > config.segment_ms
-            or segment.offset_index.full
-            or segment.time_index.full
-            or not segment.fits(base + header.last_offset_delta)
+            or segment.offset_index.full_after(more_entries)
+            or segment.time_index.full_after(more_entries)
+            or not segment.fits(last_offset)
         )
 
     def _roll(self, now_ms: int) -> LogSegment:
@@ -445,10 +443,15 @@ class PartitionLog:
 
     # ----- reads ---------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, min_one: bool, *, max_offset: int | None = None
+    ) -> ReadResult:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (or the first
-        batch whatever its size when ``min_one``), from one segment. Raises
-        ``RecordBatchError`` (OFFSET_OUT_OF_RANGE) or ``LogStorageError``."""
+        batch whatever its size when ``min_one``), from one segment, and only batches whose
+        last offset is below ``max_offset`` (exclusive: a consumer passes the high watermark,
+        a follower None, the log end offset); an offset in [``max_offset``, log end offset]
+        reads nothing. Raises ``RecordBatchError`` (OFFSET_OUT_OF_RANGE: outside [log start
+        offset, log end offset]) or ``LogStorageError``."""
         with self._lock:
             self._check_usable()
             end = self.log_end_offset
@@ -459,7 +462,8 @@ class PartitionLog:
                     f"offset {offset} is out of range; the log holds [{self.log_start_offset}, "
                     f"{end}) (log start offset, log end offset)",
                 )
-            if offset < end:
+            limit = end if max_offset is None else min(max_offset, end)
+            if offset < limit:
                 index = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
                 segment = self.segments[index]
                 try:
@@ -468,7 +472,10 @@ class PartitionLog:
                         data = segment.read(found[0], max_bytes, min_one)
                 except OSError as exc:
                     raise LogStorageError(f"reading {segment.path} failed: {exc}") from exc
-            return ReadResult(data, end, self.log_start_offset, end)
+                if limit < end:
+                    kept = batches_below(data, limit)
+                    data = data if kept == len(data) else data[:kept]
+            return ReadResult(data, self._high_watermark, self.log_start_offset, end)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:
@@ -531,6 +538,117 @@ class PartitionLog:
             self._check_usable()
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset, self.epochs.latest_epoch)
 
+    # ----- truncation (a follower's) -------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding ``offset`` or a later one (Kafka's ``truncateTo``; a
+        batch straddling ``offset`` goes whole, so the new log end offset may be below it):
+        later segments are deleted, the one holding it cut (its indexes to match) and made
+        the active one, leader epochs starting at or past the new end dropped, producer state
+        rebuilt for the new end, and the high watermark, recovery point and log start offset
+        lowered to it if above. An ``offset`` at or past the log end offset changes nothing;
+        one below the first segment empties the log to start at ``offset``
+        (``truncate_fully_and_start_at``). Raises ``LogStorageError`` (the log is then failed
+        until a restart, whose recovery finishes the job).
+
+        A crash at any point leaves a log that opens consistent: producer snapshots past the
+        new end go first (a snapshot never describes batches the log lost), segments from the
+        last backwards (what remains is contiguous), the cut segment's indexes before its
+        ``.log`` (fsynced), and the leader-epoch checkpoint last (until then it may name
+        epochs past the log end, which opening drops: ``truncate_from_end`` of the recovered
+        end). The checkpointed recovery point may be past the new end until ``on_truncated``
+        writes it; opening then checks the last segment."""
+        with self._lock:
+            self._check_usable()
+            if offset >= self.log_end_offset:
+                return
+            if offset < self.segments[0].base_offset:
+                self._truncate_fully(offset)
+            else:
+                self._truncate(offset)
+        if self._on_truncated is not None:
+            self._on_truncated(self)
+
+    def _truncate(self, offset: int) -> None:
+        index = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
+        holding = self.segments[index]
+        old_end = self.log_end_offset
+        try:
+            found = holding.find(offset)
+            assert found is not None, f"{holding.path} holds no batch with offset {offset}"
+            new_end = read_header(holding.read_batch(found[0], BATCH_HEADER_BYTES)).base_offset
+            self._delete_producer_snapshots(above=new_end)
+            for segment in reversed(self.segments[index + 1 :]):
+                segment.delete_files()
+            removed = holding.truncate_to(offset)
+            if not holding.active:
+                holding.open_active()
+                holding.offset_index.load(active=True)
+                holding.time_index.load(active=True)
+            fsync_directory(self.directory)
+            deleted = len(self.segments) - index - 1
+            del self.segments[index + 1 :]
+            self.epochs.truncate_from_end(new_end)
+            self.producers = self._loaded_producer_state()
+        except OSError as exc:
+            raise self._fail("truncating", exc) from exc
+        self._lower_to(new_end)
+        self._log.info(
+            "log_truncated",
+            offset=offset,
+            log_end_offset=new_end,
+            previous_log_end_offset=old_end,
+            segments_deleted=deleted,
+            bytes_truncated_in_segment=removed,
+        )
+
+    def _lower_to(self, end: int) -> None:
+        self._high_watermark = min(self._high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``): log start offset, log end offset, high watermark and
+        recovery point all ``offset``, no leader epoch, no producer. For a follower whose
+        leader's log starts past the follower's end. Snapshots go first, then the segments
+        from the last backwards, then the new segment is created: a crash between leaves an
+        older, consistent log (or an empty one at the checkpointed log start offset), and the
+        follower truncates again. Raises ``LogStorageError``."""
+        with self._lock:
+            self._check_usable()
+            self._truncate_fully(offset)
+        if self._on_truncated is not None:
+            self._on_truncated(self)
+
+    def _truncate_fully(self, offset: int) -> None:
+        old_end = self.log_end_offset
+        created_ms = self.segments[-1].created_ms
+        try:
+            self._delete_producer_snapshots(above=-1)
+            for segment in reversed(self.segments):
+                segment.delete_files()
+            self.segments.clear()
+            new = LogSegment(self.directory, offset, created_ms)
+            new.open_active()
+            self.segments.append(new)
+            fsync_directory(self.directory)
+            self.epochs.clear()
+        except OSError as exc:
+            raise self._fail("truncating fully", exc) from exc
+        self.producers = ProducerState()
+        self.log_start_offset = self.recovery_point = self._high_watermark = offset
+        self._log.info(
+            "log_truncated_fully", log_start_offset=offset, previous_log_end_offset=old_end
+        )
+
+    def _delete_producer_snapshots(self, *, above: int) -> None:
+        """Delete the producer snapshots past offset ``above`` (they describe batches the log
+        is about to lose). Raises ``OSError``."""
+        for offset in snapshot_offsets(self.directory):
+            if offset > above:
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
+
     # ----- retention, flush, close ---------------------------------------------------------------
 
     def delete_old_segments(
@@ -538,7 +656,9 @@ class PartitionLog:
     ) -> int:
         """Kafka's retention: delete the oldest segments whose largest timestamp is older than
         retention.ms, then while the log is larger than retention.bytes by a whole segment
-        (the active one too, after a roll, when it qualifies and is not empty). The new log
+        (the active one too, after a roll, when it qualifies and is not empty), never a
+        segment holding records at or past the high watermark (Kafka's: uncommitted records
+        stay for the followers). The new log
         start offset is made durable (``persist_log_start``) before any file is deleted. The
         number of segments deleted."""
         with self._lock:
@@ -576,6 +696,8 @@ class PartitionLog:
             last = index == len(self.segments) - 1
             if last and segment.size == 0:
                 break
+            if segment.next_offset > self._high_watermark:
+                break
             newest = segment.max_timestamp
             if newest <= 0:
                 newest = int(os.stat(segment.path).st_mtime * 1000)
@@ -593,7 +715,7 @@ class PartitionLog:
         try:
             below = [o for o in snapshot_offsets(self.directory) if o < self.log_start_offset]
             for offset in below[:-1]:
-                self._snapshot_path(offset).unlink(missing_ok=True)
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
         except OSError as exc:  # only disk space is lost: the next retention run tries again
             self._log.warning("producer_snapshot_delete_failed", error=str(exc))
 

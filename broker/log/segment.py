@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -48,6 +48,7 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 # Kafka's file names: the base offset in 20 digits.
 OFFSET_DIGITS: Final = 20
 _OFFSET_AND_LENGTH: Final = struct.Struct(">qi")
+_OFFSET: Final = struct.Struct(">q")
 _LAST_OFFSET_DELTA: Final = struct.Struct(">i")
 LAST_OFFSET_DELTA_AT: Final = 23
 _LENGTH: Final = struct.Struct(">i")
@@ -107,12 +108,26 @@ class LogSegment:
         """Whether an offset can be stored relative to this segment (an int32 in the index)."""
         return last_offset - self.base_offset <= INT32_MAX
 
-    def append(self, batch: bytes | bytearray, header: BatchHeader) -> None:
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
         """Write one stamped batch at the end, then index it as Kafka does. Raises ``OSError``
         (the caller undoes what was written, ``truncate_to_size``)."""
+        self.append_batches(batch, (header,))
+
+    def append_batches(
+        self, batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]
+    ) -> None:
+        """Write ``batches`` (whole batches back to back, whose headers are ``headers``) at the
+        end with one write, then index each as ``append`` does: a follower's appends. Raises
+        ``OSError`` (the caller undoes what was written)."""
         assert self._fd is not None, f"{self.path} is not the active segment"
         position = self.size
-        write_all(self._fd, batch, position)
+        write_all(self._fd, batches, position)
+        for header in headers:
+            self._indexed(position, header)
+            position += header.size
+
+    def _indexed(self, position: int, header: BatchHeader) -> None:
+        """Account for the batch just written at ``position``, Kafka's ``LogSegment.append``."""
         if position == 0:
             self.rolling_timestamp_ms = header.max_timestamp
         if header.max_timestamp > self.max_timestamp:
@@ -122,8 +137,8 @@ class LogSegment:
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
             self.bytes_since_index_entry = 0
-        self.bytes_since_index_entry += len(batch)
-        self.size = position + len(batch)
+        self.bytes_since_index_entry += header.size
+        self.size = position + header.size
         self.next_offset = header.next_offset
 
     def truncate_to_size(self, size: int, index_entries: tuple[int, int]) -> None:
@@ -139,6 +154,44 @@ class LogSegment:
                     os.close(fd)
                 index.entries = entries
                 index.load(active=True)
+
+    def truncate_to(self, offset: int) -> int:
+        """Kafka's ``LogSegment.truncateTo``: remove every batch holding ``offset`` or a later
+        one (a batch holding it and earlier ones goes whole). The indexes are cut first and
+        the ``.log`` then (fsynced, all three), so a crash between leaves indexes that are a
+        prefix of the ``.log``. The largest timestamp is found again as Kafka's
+        ``loadLargestTimestamp`` does: the time index's last entry, then the batches after
+        it. The bytes removed. Raises ``OSError``."""
+        found = self.find(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        (new_end,) = _OFFSET.unpack(self._pread(_OFFSET.size, position))
+        self.offset_index.truncate_from_position(position)
+        self.time_index.truncate_from_offset(new_end)
+        fd = self._fd if self._fd is not None else os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, position)
+            fsync_fd(fd)
+        finally:
+            if fd != self._fd:
+                os.close(fd)
+        removed = self.size - position
+        self.size = position
+        self.next_offset = new_end
+        self.max_timestamp, self.max_timestamp_offset = self.time_index.last_timestamp()
+        _, start = self.offset_index.lookup(self.max_timestamp_offset)
+        for _, header in self.batches_from(start):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.max_timestamp_offset = (
+                    header.max_timestamp,
+                    header.last_offset,
+                )
+        self.rolling_timestamp_ms = (
+            None if position == 0 else read_header(self._pread(BATCH_HEADER_BYTES, 0)).max_timestamp
+        )
+        self.bytes_since_index_entry = position - self.offset_index.last()[1]
+        return removed
 
     def seal(self) -> None:
         """No more appends: the time index gets the largest timestamp (Kafka's

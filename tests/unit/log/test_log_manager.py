@@ -186,6 +186,7 @@ def test_retention_runs_over_the_partitions_led_here(tmp_path: Path) -> None:
     log = logs.get(topic, "t", 0)
     for seed in range(8):
         log.append(produced(2, seed=seed), 0, config, NOW_MS)
+    log.update_high_watermark(log.log_end_offset)
     deleted = logs.run_retention(
         [LogTarget(topic, "t", 0, config), LogTarget(Uuid.random(), "u", 0, config)]
     )

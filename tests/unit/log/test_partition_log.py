@@ -85,6 +85,10 @@ def test_appends_get_dense_offsets_and_read_back_byte_for_byte(tmp_path: Path) -
         assert result.last_offset == result.base_offset + batch.header.record_count - 1
         assert result.log_append_time_ms == -1
         sent.append(batch)
+    # An append does not move the high watermark: the replica layer does (here: the leader
+    # is the only in-sync replica).
+    assert log.high_watermark == 0
+    assert log.update_high_watermark(log.log_end_offset)
     assert log.log_end_offset == log.high_watermark == sum(b.header.record_count for b in sent)
     data = log.read(0, 1 << 20, True).records
     stored = decode_batches(data)
@@ -206,6 +210,10 @@ def test_retention_by_time_and_by_size_moves_the_log_start_offset(tmp_path: Path
     for seed in range(12):
         log.append(produced(2, timestamp=NOW_MS + seed * 1_000, seed=seed), 0, config, NOW_MS)
     segments = len(log.segments)
+    # Nothing at or past the high watermark is deleted (the followers may not have it).
+    everything = LogConfig(retention_ms=0)
+    assert log.delete_old_segments(everything, NOW_MS + 10**6, lambda: None) == 0
+    log.update_high_watermark(log.log_end_offset)
     persisted: list[int] = []
     # retention.ms: segments whose newest record is older than now - retention.ms
     by_time = LogConfig(segment_bytes=800, retention_ms=5_500)
