@@ -79,11 +79,13 @@ __all__ = ["ControllerConfig", "ControllerResult", "ControllerStateMachine"]
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     """Kafka's defaults: ``broker.session.timeout.ms`` 9000, ``num.partitions`` 1,
-    ``default.replication.factor`` 1."""
+    ``default.replication.factor`` 1, ``unclean.leader.election.enable`` false (what a topic
+    that does not set it gets)."""
 
     broker_session_timeout_ms: int = 9_000
     default_num_partitions: int = 1
     default_replication_factor: int = 1
+    unclean_leader_election_enable: bool = False
 
 
 class ControllerStateMachine:
@@ -301,6 +303,7 @@ class ControllerStateMachine:
             next_offset=next_offset,
             now_ms=now_ms,
             index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def broker_heartbeat(
@@ -309,7 +312,12 @@ class ControllerStateMachine:
         """See ``quorum.controller.brokers``. Codes: NONE, STALE_BROKER_EPOCH."""
         self._check_next_offset(next_offset)
         return broker_ops.broker_heartbeat(
-            self._latest, self._sessions, request, now_ms=now_ms, index=self._index
+            self._latest,
+            self._sessions,
+            request,
+            now_ms=now_ms,
+            index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def fence_stale_brokers(
@@ -320,7 +328,12 @@ class ControllerStateMachine:
         partitions lose them from ISRs and move leadership."""
         self._check_next_offset(next_offset)
         return broker_ops.fence_stale_brokers(
-            self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers, index=self._index
+            self._latest,
+            self._sessions,
+            now_ms=now_ms,
+            max_brokers=max_brokers,
+            index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def allocate_producer_ids(
