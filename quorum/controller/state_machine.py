@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from quorum.controller import acls as acl_ops
 from quorum.controller import alter_partition as alter_partition_ops
 from quorum.controller import brokers as broker_ops
+from quorum.controller import elections as election_ops
 from quorum.controller import partitions as partition_ops
 from quorum.controller import producer_ids as producer_id_ops
 from quorum.controller import topics as topic_ops
@@ -60,6 +61,8 @@ from quorum.controller.requests import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeTopic,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
     TopicDescription,
@@ -353,6 +356,13 @@ class ControllerStateMachine:
         epoch moved)."""
         self._check_next_offset(next_offset)
         return alter_partition_ops.alter_partition(self._latest, request)
+
+    def elect_leaders(
+        self, request: ElectLeadersRequest, *, next_offset: int
+    ) -> ControllerResult[ElectLeadersResponse]:
+        """See ``quorum.controller.elections``; decides against the latest image."""
+        self._check_next_offset(next_offset)
+        return election_ops.elect_leaders(self._latest, request)
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""
