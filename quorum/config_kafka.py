@@ -72,7 +72,6 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "message.max.bytes",
         "compression.type",
         "min.insync.replicas",
-        "unclean.leader.election.enable",
         "remote.log.storage.system.enable",
     ),
     "replication of partition data (settings this project does not have)": (

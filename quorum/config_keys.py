@@ -293,6 +293,16 @@ class NodeConfig:
             "CreateTopics' replication factor when a request gives -1",
         ),
     )
+    # Kafka's name and default (false: never elect a leader outside the ISR). The controller's
+    # value decides for topics that do not set the topic config of the same name.
+    unclean_leader_election_enable: bool = field(
+        default=False,
+        metadata=key(
+            boolean(),
+            "with no ISR member available, elect another replica (losing what only the ISR "
+            "held); topics may override it",
+        ),
+    )
     # Kafka's default is unbounded; 500 here, so that with the 4 MiB frame bound at most 2 GiB
     # of requests are held at once (docs/kafka-listener.md).
     max_connections: int = field(

@@ -106,6 +106,7 @@ TOPIC_CONFIG_TYPES: Final = {
     "message.timestamp.type": CONFIG_TYPE_STRING,
     "message.timestamp.before.max.ms": CONFIG_TYPE_LONG,
     "message.timestamp.after.max.ms": CONFIG_TYPE_LONG,
+    "unclean.leader.election.enable": 1,  # Kafka's ConfigType BOOLEAN
 }
 assert set(TOPIC_CONFIG_TYPES) == set(TOPIC_CONFIG_DEFAULTS)
 # KIP-511: what ApiVersions v3+ accepts as a client software name or version.

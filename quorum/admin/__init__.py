@@ -89,6 +89,7 @@ from quorum.admin.results import (
     DeleteAclsResult,
     DeleteTopicsResult,
     DescribeTopicsResult,
+    ElectLeadersResult,
     ListTopicsResult,
 )
 from quorum.admin.routing import (
@@ -110,8 +111,10 @@ from quorum.admin.types import (
     TopicMetadataAndConfig,
     TopicNameCollection,
     TopicOutcome,
+    TopicPartition,
     TopicPartitionInfo,
 )
+from quorum.controller.requests import ElectionType
 from quorum.errors import (
     AdminConnectionError,
     AdminError,
@@ -119,6 +122,8 @@ from quorum.errors import (
     AdminTransportError,
     BrokerNotAvailableError,
     DuplicateBrokerRegistrationError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
     FencedLeaderEpochError,
     InconsistentClusterIdError,
     InconsistentTopicIdError,
@@ -134,6 +139,7 @@ from quorum.errors import (
     NotLeaderOrFollowerError,
     PolicyViolationError,
     PositionOutOfRangeError,
+    PreferredLeaderNotAvailableError,
     RecordListTooLargeError,
     RequestTimedOutError,
     ServerFailedError,
@@ -180,6 +186,10 @@ __all__ = [
     "DeletedTopic",
     "DescribeTopicsResult",
     "DuplicateBrokerRegistrationError",
+    "ElectLeadersResult",
+    "ElectionNotNeededError",
+    "ElectionType",
+    "EligibleLeadersNotAvailableError",
     "FencedLeaderEpochError",
     "InconsistentClusterIdError",
     "InconsistentTopicIdError",
@@ -199,6 +209,7 @@ __all__ = [
     "PartitionsCreated",
     "PolicyViolationError",
     "PositionOutOfRangeError",
+    "PreferredLeaderNotAvailableError",
     "QuorumDescription",
     "RecordListTooLargeError",
     "ReplicaDescription",
@@ -215,6 +226,7 @@ __all__ = [
     "TopicMetadataAndConfig",
     "TopicNameCollection",
     "TopicOutcome",
+    "TopicPartition",
     "TopicPartitionInfo",
     "UnknownLeaderEpochError",
     "UnknownServerError",

@@ -33,6 +33,7 @@ from quorum.admin.results import (
     DeleteAclsResult,
     DeleteTopicsResult,
     DescribeTopicsResult,
+    ElectLeadersResult,
     ListTopicsResult,
 )
 from quorum.admin.routing import CHANNEL_OPTIONS, Router, parse_bootstrap
@@ -51,8 +52,12 @@ from quorum.admin.types import (
     TopicMetadataAndConfig,
     TopicNameCollection,
     TopicOutcome,
+    TopicPartition,
 )
+from quorum.controller.elections import ELECT_LEADERS_PARTITIONS_MAX
+from quorum.controller.requests import ElectionType
 from quorum.errors import (
+    AdminError,
     AdminTransportError,
     InvalidTopicError,
     UnknownServerError,
@@ -553,6 +558,46 @@ class AdminClient:
             for f, r in zip(wanted, response.filter_results, strict=True)
         )
         return DeleteAclsResult(deleted, response.metadata_offset)
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> ElectLeadersResult:
+        """Elect leaders (Kafka's ``electLeaders``): PREFERRED moves leadership back to each
+        partition's first replica; UNCLEAN elects any unfenced replica of a leaderless
+        partition. ``partitions`` None: every partition, and the result then lists only those
+        where an election ran or failed. Needs ALTER on the cluster."""
+        deadline = self._deadline(timeout_s)
+        kind = ElectionType(election_type)
+        if partitions is None:
+            requests = [admin_pb2.ElectLeadersRequest(election_type=kind, all_partitions=True)]
+        else:
+            wanted = list(dict.fromkeys(partitions))
+            if not wanted:
+                return ElectLeadersResult({}, NO_OFFSET)
+            requests = [
+                admin_pb2.ElectLeadersRequest(
+                    election_type=kind,
+                    partitions=[
+                        admin_pb2.ElectLeadersPartition(topic=tp.topic, partition=tp.partition)
+                        for tp in chunk
+                    ],
+                )
+                for chunk in chunks(wanted, ELECT_LEADERS_PARTITIONS_MAX)
+            ]
+        outcomes: dict[TopicPartition, tuple[AdminError | None, int | None]] = {}
+        offset = NO_OFFSET
+        for request in requests:
+            response = self._router.call("ElectLeaders", request, deadline, mutation=True)
+            offset = max(offset, response.metadata_offset)
+            for r in response.results:
+                error = None if r.error_code == 0 else error_for(r.error_code, r.error_message)
+                leader = None if r.leader < 0 else r.leader
+                outcomes[TopicPartition(r.topic, r.partition)] = (error, leader)
+        return ElectLeadersResult(outcomes, offset)
 
     def describe_acls(
         self,

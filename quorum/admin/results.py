@@ -16,6 +16,7 @@ from quorum.admin.types import (
     TopicListing,
     TopicMetadataAndConfig,
     TopicOutcome,
+    TopicPartition,
 )
 from quorum.errors import AdminError, KafkaError, UnknownServerError
 from quorum.ids import Uuid
@@ -28,6 +29,7 @@ __all__ = [
     "DeleteAclsResult",
     "DeleteTopicsResult",
     "DescribeTopicsResult",
+    "ElectLeadersResult",
     "ListTopicsResult",
 ]
 
@@ -218,3 +220,35 @@ class ListTopicsResult:
 
     def names_to_listings(self) -> dict[str, TopicListing]:
         return {t.name: t for t in self.topics}
+
+
+class ElectLeadersResult:
+    """Per-partition outcomes of ``elect_leaders`` (Kafka's ``ElectLeadersResult``): the
+    partitions asked for, in request order, or with all partitions those where an election ran
+    or failed. ``partitions()`` maps each to None (elected) or its error
+    (``ElectionNotNeededError``, ``PreferredLeaderNotAvailableError``, ...)."""
+
+    def __init__(
+        self,
+        outcomes: Mapping[TopicPartition, tuple[AdminError | None, int | None]],
+        metadata_offset: int,
+    ) -> None:
+        self._outcomes = dict(outcomes)
+        self.metadata_offset = metadata_offset
+
+    def partitions(self) -> dict[TopicPartition, AdminError | None]:
+        return {tp: error for tp, (error, _) in self._outcomes.items()}
+
+    def leaders(self) -> dict[TopicPartition, int | None]:
+        """Each partition's leader once the answer was sent (None: no leader)."""
+        return {tp: leader for tp, (_, leader) in self._outcomes.items()}
+
+    def all(self) -> None:
+        """Raises the first failure in order (as Kafka's ``all()``, ELECTION_NOT_NEEDED is a
+        failure too); returns if every partition elected its leader."""
+        for error, _ in self._outcomes.values():
+            if error is not None:
+                raise error
+
+    def __repr__(self) -> str:
+        return f"ElectLeadersResult({self._outcomes!r}, metadata_offset={self.metadata_offset})"

@@ -27,6 +27,7 @@ __all__ = [
     "TopicMetadataAndConfig",
     "TopicNameCollection",
     "TopicOutcome",
+    "TopicPartition",
     "TopicPartitionInfo",
 ]
 
@@ -149,6 +150,18 @@ class TopicMetadataAndConfig:
     num_partitions: int
     replication_factor: int
     configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """One partition by topic name (Kafka's ``TopicPartition``); prints as Kafka's tools print
+    it, ``orders-0``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,13 +29,17 @@ Rules (docs/architecture.md#the-controller):
 - Fencing (session expired, or re-registration): the broker leaves every ISR it is in, except
   that the last ISR member stays (Kafka keeps it so the partition can recover when it returns);
   where it led, the first replica (in replica order) that is in the new ISR and unfenced
-  becomes leader, or none (-1). Each change bumps the partition epoch, and a new leader the
-  leader epoch.
-- Unfencing: this project has no data plane, so a broker that has caught up with the metadata
-  log is as in sync as it can be: it rejoins the ISR of every partition it replicates (a
-  fenced broker kept there as the last member leaves it), and partitions without a leader
-  elect their first unfenced in-sync replica. Invariant: a fenced broker is in an ISR only as
-  its sole member, and never leads.
+  becomes leader, or none (-1). With ``unclean.leader.election.enable`` (the topic's config,
+  else the controller's; ``configs.unclean_leader_election_enabled``), a partition that so
+  loses its leader with no ISR member available elects its first unfenced, registered replica
+  instead, with the ISR [it] (what only the old ISR held may be lost: that is what unclean
+  means). Each change bumps the partition epoch, and a new leader the leader epoch.
+- Unfencing: a broker's log may be behind when it returns, so it does not rejoin ISRs by
+  itself: the partition's leader adds it back with AlterPartition once its copy has caught up
+  (``alter_partition.py``). What unfencing does: a leaderless partition whose ISR holds the
+  broker (fencing kept it as the last member: it has the committed data) elects it leader; a
+  leaderless partition with unclean election enabled elects it if it is a replica, with the
+  ISR [it]. Invariant: a fenced broker is in an ISR only as its sole member, and never leads.
 
 Fencing and unfencing visit the broker's own partitions, from the active controller's
 ``BrokerPartitionIndex`` (Kafka's ``BrokersToIsrs``; without one, an index of the image is built
@@ -49,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from quorum.controller.broker_index import BrokerPartitionIndex
+from quorum.controller.configs import unclean_leader_election_enabled
 from quorum.controller.names import quote
 from quorum.controller.requests import (
     BrokerHeartbeatRequest,
@@ -60,7 +65,7 @@ from quorum.controller.result import ControllerResult
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import INT32_MAX
-from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
+from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from quorum.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
@@ -149,11 +154,30 @@ def _change_record(
     )
 
 
+def _unclean(image: MetadataImage, topic: TopicImage, unclean_default: bool) -> bool:
+    return unclean_leader_election_enabled(topic.configs, image.cluster_configs, unclean_default)
+
+
+def _elect_unclean(
+    image: MetadataImage, replicas: tuple[int, ...], unavailable: Collection[int]
+) -> int:
+    """The first replica (preferred order) that is registered and available, or -1."""
+    for replica in replicas:
+        if replica in image.brokers and replica not in unavailable:
+            return replica
+    return NO_LEADER
+
+
 def fencing_changes(
-    image: MetadataImage, broker_ids: Iterable[int], index: BrokerPartitionIndex | None = None
+    image: MetadataImage,
+    broker_ids: Iterable[int],
+    index: BrokerPartitionIndex | None = None,
+    *,
+    unclean_default: bool = False,
 ) -> list[PartitionChangeRecord]:
     """Changes taking ``broker_ids`` (in order) out of ISRs and leadership, one per partition.
-    ``index``: the image's ``BrokerPartitionIndex`` (None: built here)."""
+    ``index``: the image's ``BrokerPartitionIndex`` (None: built here); ``unclean_default``:
+    the controller's ``unclean.leader.election.enable``."""
     leaving = list(broker_ids)
     if not leaving:
         return []
@@ -170,6 +194,14 @@ def fencing_changes(
                 isr = tuple(r for r in isr if r != broker_id) or isr  # keep the last one
                 if leader == broker_id:
                     leader = _elect(state.replicas, isr, unavailable)
+        if (
+            leader == NO_LEADER
+            and state.leader != NO_LEADER
+            and _unclean(image, topic, unclean_default)
+        ):
+            leader = _elect_unclean(image, state.replicas, unavailable)
+            if leader != NO_LEADER:
+                isr = (leader,)
         record = _change_record(topic.topic_id, state, isr, leader)
         if record is not None:
             records.append(record)
@@ -177,22 +209,25 @@ def fencing_changes(
 
 
 def unfencing_changes(
-    image: MetadataImage, broker_id: int, index: BrokerPartitionIndex | None = None
+    image: MetadataImage,
+    broker_id: int,
+    index: BrokerPartitionIndex | None = None,
+    *,
+    unclean_default: bool = False,
 ) -> list[PartitionChangeRecord]:
-    """Changes putting ``broker_id`` back in the ISRs it replicates, electing leaders if none.
-    ``index``: the image's ``BrokerPartitionIndex`` (None: built here)."""
+    """Leaders for the leaderless partitions ``broker_id`` may lead now that it is unfenced
+    (see the module docstring: it does not rejoin ISRs). ``index``: the image's
+    ``BrokerPartitionIndex`` (None: built here); ``unclean_default``: the controller's
+    ``unclean.leader.election.enable``."""
     unavailable = {b.broker_id for b in image.brokers.values() if b.fenced} - {broker_id}
     records: list[PartitionChangeRecord] = []
     index = BrokerPartitionIndex(image) if index is None else index
     for topic, state in index.partitions_of(image, [broker_id]):
-        # The broker rejoins; a fenced broker kept as the last member leaves, so fenced
-        # brokers only ever remain in an ISR as its sole member.
-        isr = tuple(
-            r for r in state.replicas if r == broker_id or (r in state.isr and r not in unavailable)
-        )
-        leader = state.leader
-        if leader == NO_LEADER:
-            leader = _elect(state.replicas, isr, unavailable)
+        if state.leader != NO_LEADER:
+            continue
+        isr, leader = state.isr, _elect(state.replicas, state.isr, unavailable)
+        if leader == NO_LEADER and _unclean(image, topic, unclean_default):
+            isr, leader = (broker_id,), broker_id
         record = _change_record(topic.topic_id, state, isr, leader)
         if record is not None:
             records.append(record)
@@ -210,6 +245,7 @@ def register_broker(
     next_offset: int,
     now_ms: int,
     index: BrokerPartitionIndex | None = None,
+    unclean_default: bool = False,
 ) -> ControllerResult[RegisterBrokerResponse]:
     """Possible codes: NONE, INVALID_REQUEST, DUPLICATE_BROKER_REGISTRATION."""
     broker_id = request.broker_id
@@ -246,7 +282,9 @@ def register_broker(
                     "session has expired",
                 )
         if not existing.fenced:
-            records.extend(fencing_changes(image, [broker_id], index))
+            records.extend(
+                fencing_changes(image, [broker_id], index, unclean_default=unclean_default)
+            )
     broker_epoch = next_offset + len(records)
     records.append(
         RegisterBrokerRecord(
@@ -275,6 +313,7 @@ def broker_heartbeat(
     *,
     now_ms: int,
     index: BrokerPartitionIndex | None = None,
+    unclean_default: bool = False,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
     """Possible codes: NONE, STALE_BROKER_EPOCH."""
     existing = image.brokers.get(request.broker_id)
@@ -302,7 +341,9 @@ def broker_heartbeat(
         sessions.end(request.broker_id)
         records: list[MetadataRecord] = []
         if not existing.fenced:
-            records.extend(fencing_changes(image, [existing.broker_id], index))
+            records.extend(
+                fencing_changes(image, [existing.broker_id], index, unclean_default=unclean_default)
+            )
             records.append(
                 FenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
             )
@@ -319,7 +360,9 @@ def broker_heartbeat(
     records = [
         UnfenceBrokerRecord(broker_id=existing.broker_id, broker_epoch=existing.broker_epoch)
     ]
-    records.extend(unfencing_changes(image, existing.broker_id, index))
+    records.extend(
+        unfencing_changes(image, existing.broker_id, index, unclean_default=unclean_default)
+    )
     return ControllerResult(
         tuple(records), BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False), is_atomic=False
     )
@@ -332,6 +375,7 @@ def fence_stale_brokers(
     now_ms: int,
     max_brokers: int | None = None,
     index: BrokerPartitionIndex | None = None,
+    unclean_default: bool = False,
 ) -> ControllerResult[tuple[int, ...]]:
     """Fence unfenced brokers whose session expired, the longest silent first, at most
     ``max_brokers`` of them (None: all); the response lists them in id order. The active
@@ -351,7 +395,9 @@ def fence_stale_brokers(
     if max_brokers is not None:
         stale.sort(key=lambda b: (sessions.last_contact_ms(b), b))
         stale = sorted(stale[:max_brokers])
-    records: list[MetadataRecord] = list(fencing_changes(image, stale, index))
+    records: list[MetadataRecord] = list(
+        fencing_changes(image, stale, index, unclean_default=unclean_default)
+    )
     records.extend(
         FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch) for b in stale
     )

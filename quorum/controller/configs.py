@@ -23,6 +23,9 @@ name                     accepted values                                        
 ``before.max.ms``        timestamp may be
 ``message.timestamp.``   long >= 0: how far after the broker's clock a CreateTime     2^63 - 1
 ``after.max.ms``         timestamp may be
+``unclean.leader.``      ``true`` / ``false`` (any case): when no ISR member is        the
+``election.enable``      available, elect another replica and accept the loss of      controller's
+                         what only the ISR had (``unclean_leader_election_enabled``)  (false)
 =======================  ==========================================================  ==========
 
 The last four are read by the brokers' partition logs (``broker/log/config.py``), as are
@@ -38,7 +41,7 @@ Kafka accepts this, we refuse it as certainly a mistake). Values are stored norm
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -53,14 +56,17 @@ from quorum.limits import (
 __all__ = [
     "CONFIG_INTERNAL",
     "CONFIG_MIN_INSYNC_REPLICAS",
+    "CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE",
     "SUPPORTED_TOPIC_CONFIGS",
     "TOPIC_CONFIG_DEFAULTS",
     "ValidatedConfigs",
+    "unclean_leader_election_enabled",
     "validate_topic_configs",
 ]
 
 CONFIG_INTERNAL: Final = "internal"
 CONFIG_MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 
 INT64_MAX: Final = (1 << 63) - 1
 
@@ -129,6 +135,7 @@ SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
     "message.timestamp.type": _timestamp_type,
     "message.timestamp.before.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
     "message.timestamp.after.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
+    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
 }
 """Config name -> parser returning the normalised value or raising ``_BadValue``."""
 
@@ -146,9 +153,12 @@ TOPIC_CONFIG_DEFAULTS: Final[dict[str, str]] = {
     "message.timestamp.type": "CreateTime",
     "message.timestamp.before.max.ms": str(INT64_MAX),
     "message.timestamp.after.max.ms": str(INT64_MAX),
+    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: "false",
 }
 """The value of each config (the table above) for a topic that does not set it: what Kafka's
-DescribeConfigs reports with source DEFAULT_CONFIG (``internal`` is a topic flag, not listed)."""
+DescribeConfigs reports with source DEFAULT_CONFIG (``internal`` is a topic flag, not listed).
+``unclean.leader.election.enable`` is Kafka's default; a controller configured otherwise
+(``unclean.leader.election.enable`` in its node config) decides for topics that do not set it."""
 assert set(TOPIC_CONFIG_DEFAULTS) == set(SUPPORTED_TOPIC_CONFIGS) - {CONFIG_INTERNAL}
 
 
@@ -200,3 +210,15 @@ def validate_topic_configs(
         else:
             seen[name] = normalised
     return ValidatedConfigs(internal=internal, configs=tuple(sorted(seen.items())))
+
+
+def unclean_leader_election_enabled(
+    topic_configs: Mapping[str, str], cluster_configs: Mapping[str, str], default: bool
+) -> bool:
+    """Whether a topic may elect a leader outside its ISR: the topic's config, else the
+    cluster-wide default (a BROKER ``ConfigRecord`` with an empty name), else ``default``, the
+    controller's ``unclean.leader.election.enable`` (Kafka's precedence)."""
+    value = topic_configs.get(CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE)
+    if value is None:
+        value = cluster_configs.get(CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE)
+    return default if value is None else value.strip().lower() == "true"

@@ -402,6 +402,9 @@ class ElectionResult:
 @dataclass(frozen=True, slots=True)
 class ElectLeadersResponse:
     """Per partition in request order (for "all partitions": topic name then partition
-    order, leaving out the partitions that needed no election)."""
+    order, leaving out the partitions that needed no election). A request-level error
+    (INVALID_REQUEST) leaves ``results`` empty."""
 
     results: tuple[ElectionResult, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from quorum.controller import acls as acl_ops
 from quorum.controller import alter_partition as alter_partition_ops
 from quorum.controller import brokers as broker_ops
+from quorum.controller import elections as election_ops
 from quorum.controller import partitions as partition_ops
 from quorum.controller import producer_ids as producer_id_ops
 from quorum.controller import topics as topic_ops
@@ -60,6 +61,8 @@ from quorum.controller.requests import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeTopic,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
     TopicDescription,
@@ -79,11 +82,13 @@ __all__ = ["ControllerConfig", "ControllerResult", "ControllerStateMachine"]
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     """Kafka's defaults: ``broker.session.timeout.ms`` 9000, ``num.partitions`` 1,
-    ``default.replication.factor`` 1."""
+    ``default.replication.factor`` 1, ``unclean.leader.election.enable`` false (what a topic
+    that does not set it gets)."""
 
     broker_session_timeout_ms: int = 9_000
     default_num_partitions: int = 1
     default_replication_factor: int = 1
+    unclean_leader_election_enable: bool = False
 
 
 class ControllerStateMachine:
@@ -301,6 +306,7 @@ class ControllerStateMachine:
             next_offset=next_offset,
             now_ms=now_ms,
             index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def broker_heartbeat(
@@ -309,7 +315,12 @@ class ControllerStateMachine:
         """See ``quorum.controller.brokers``. Codes: NONE, STALE_BROKER_EPOCH."""
         self._check_next_offset(next_offset)
         return broker_ops.broker_heartbeat(
-            self._latest, self._sessions, request, now_ms=now_ms, index=self._index
+            self._latest,
+            self._sessions,
+            request,
+            now_ms=now_ms,
+            index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def fence_stale_brokers(
@@ -320,7 +331,12 @@ class ControllerStateMachine:
         partitions lose them from ISRs and move leadership."""
         self._check_next_offset(next_offset)
         return broker_ops.fence_stale_brokers(
-            self._latest, self._sessions, now_ms=now_ms, max_brokers=max_brokers, index=self._index
+            self._latest,
+            self._sessions,
+            now_ms=now_ms,
+            max_brokers=max_brokers,
+            index=self._index,
+            unclean_default=self._config.unclean_leader_election_enable,
         )
 
     def allocate_producer_ids(
@@ -340,6 +356,13 @@ class ControllerStateMachine:
         epoch moved)."""
         self._check_next_offset(next_offset)
         return alter_partition_ops.alter_partition(self._latest, request)
+
+    def elect_leaders(
+        self, request: ElectLeadersRequest, *, next_offset: int
+    ) -> ControllerResult[ElectLeadersResponse]:
+        """See ``quorum.controller.elections``; decides against the latest image."""
+        self._check_next_offset(next_offset)
+        return election_ops.elect_leaders(self._latest, request)
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""

@@ -61,6 +61,7 @@ from quorum.wire.admin import (
     add_alter_partition_results,
     add_created_topic,
     add_deleted_topic,
+    add_election_results,
     add_grown_topic,
     add_topic_description,
     allocate_producer_ids_from_proto,
@@ -68,6 +69,7 @@ from quorum.wire.admin import (
     broker_heartbeat_from_proto,
     creatable_topics_from_proto,
     deletable_topics_from_proto,
+    elect_leaders_from_proto,
     partitions_topics_from_proto,
     register_broker_from_proto,
     topic_id_to_proto,
@@ -728,6 +730,40 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._header(response, answer.error_code, answer.error_message or "")
         if answer.error_code is ErrorCode.NONE:
             add_alter_partition_results(response, answer)
+            response.metadata_offset = offset
+        return response
+
+    async def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        response = admin_pb2.ElectLeadersResponse()
+        return await self._guard(response, context, self._elect_leaders(request, context, response))
+
+    async def _elect_leaders(
+        self,
+        request: admin_pb2.ElectLeadersRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.ElectLeadersResponse,
+    ) -> admin_pb2.ElectLeadersResponse:
+        """Kafka's ElectLeaders: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED),
+        then the controller's ``elect_leaders`` (quorum/controller/elections.py)."""
+        elect = elect_leaders_from_proto(request)  # ValueError: INVALID_REQUEST
+        caller = self._callers.caller(context)
+        if not self._authorization.allows(
+            caller, self._image(), AclOperation.ALTER, ResourceType.CLUSTER
+        ):
+            raise RequestRejected(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{caller.principal} may not elect leaders: that needs ALTER on the cluster "
+                f"(metaquorum acls --add --allow-principal {caller.principal} --operation Alter "
+                "--cluster)",
+            )
+        answer, offset = await self._write(
+            context, lambda sm, next_offset: sm.elect_leaders(elect, next_offset=next_offset)
+        )
+        self._header(response, answer.error_code, answer.error_message or "")
+        if answer.error_code is ErrorCode.NONE:
+            add_election_results(response, answer)
             response.metadata_offset = offset
         return response
 

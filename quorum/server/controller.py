@@ -98,6 +98,7 @@ class ControllerNode:
                 broker_session_timeout_ms=config.broker_session_timeout_ms,
                 default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor,
+                unclean_leader_election_enable=config.unclean_leader_election_enable,
             ),
         )
         # The epoch in which this node made the proposals the state machine holds as pending.

@@ -1,6 +1,7 @@
 """Broker lifecycle in the controller state machine: register, duplicate registration,
 heartbeats, fencing after the session timeout (ISRs shrink, leadership moves), unfencing once
-caught up, and what a failover does to sessions."""
+caught up (ISRs do not grow back by themselves; a leaderless partition elects its last ISR
+member), unclean.leader.election.enable, and what a failover does to sessions."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import random
 
 import pytest
 
+from quorum.controller.configs import unclean_leader_election_enabled
 from quorum.controller.requests import (
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
     BrokerHeartbeatRequest,
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -19,7 +24,7 @@ from quorum.controller.requests import (
     DeleteTopicsRequest,
     RegisterBrokerRequest,
 )
-from quorum.controller.state_machine import ControllerStateMachine
+from quorum.controller.state_machine import ControllerConfig, ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import NO_LEADER, MetadataImage, PartitionImage
@@ -288,24 +293,29 @@ def test_fencing_is_not_proposed_twice_while_pending() -> None:
     h.check_replay()
 
 
-def test_unfencing_restores_isrs_and_elects_leaders() -> None:
+def test_an_unfenced_broker_does_not_rejoin_isrs_but_leads_where_it_kept_the_data() -> None:
+    """With data replication, a returning broker's log may be behind: the partition leader adds
+    it back with AlterPartition once it has caught up. Only where fencing kept it as the last
+    ISR member (it holds the committed data) and nobody leads does it become leader."""
     h = make_cluster()
     h.now_ms += SESSION_MS + 1
     keep_alive(h, 1, 2)
     assert fence(h) == (0,)
+    fenced = parts(h)
     h.now_ms += 10
     response = h.heartbeat(0)
     assert response.is_caught_up and not response.is_fenced
     assert not h.sm.committed_image.brokers[0].fenced
     p0, p1, p2, p3 = parts(h)
-    assert p0.isr == (0, 1, 2) and p0.leader == 1  # no preferred-leader election
-    assert p1.isr == (1, 2, 0)
-    assert p2.isr == (2, 0)
-    assert p3.isr == (0,) and p3.leader == 0  # a leaderless partition elects it
+    assert (p0, p1, p2) == tuple(fenced[:3])  # no ISR grows back, no leader moves
+    assert p0.isr == (1, 2) and p0.leader == 1
+    assert p3.isr == (0,) and p3.leader == 0  # the leaderless partition it kept elects it
+    assert p3.leader_epoch == fenced[3].leader_epoch + 1
+    assert p3.partition_epoch == fenced[3].partition_epoch + 1
     h.check_replay()
 
 
-def test_leaderless_partition_elects_another_returning_replica() -> None:
+def test_a_leaderless_partition_waits_for_its_last_isr_member() -> None:
     h = make_cluster()
     h.now_ms += SESSION_MS + 1
     keep_alive(h, 0)
@@ -313,10 +323,107 @@ def test_leaderless_partition_elects_another_returning_replica() -> None:
     h.now_ms += SESSION_MS + 1
     assert fence(h) == (0,)
     assert (partition(h, "t", 1).leader, partition(h, "t", 1).isr) == (NO_LEADER, (0,))
+    before = partition(h, "t", 1)
     h.heartbeat(2)
+    # 2 is a replica but not in the ISR: it may lack committed data, so it does not lead.
+    assert partition(h, "t", 1) == before
+    h.heartbeat(0)
     state = partition(h, "t", 1)
-    # 2 rejoins and leads; 0, still fenced, no longer needs to hold the ISR's last place.
-    assert state.leader == 2 and state.isr == (2,)
+    assert (state.leader, state.isr) == (0, (0,))
+    h.check_replay()
+
+
+# ----- unclean.leader.election.enable -----------------------------------------------------------
+
+UNCLEAN = (("unclean.leader.election.enable", "true"),)
+CLEAN = (("unclean.leader.election.enable", "false"),)
+
+
+def unclean_cluster(
+    configs: tuple[tuple[str, str], ...], *, default: bool = False
+) -> tuple[Harness, Uuid]:
+    """Brokers 0, 1, 2; topic w on (0, 1, 2) led by 0, its ISR shrunk to (0,) (the leader
+    removed the followers with AlterPartition)."""
+    h = Harness(
+        racks=(None, None, None), config=ControllerConfig(unclean_leader_election_enable=default)
+    )
+    created = h.create(
+        CreatableTopic(
+            "w", assignments=(CreatableReplicaAssignment(0, (0, 1, 2)),), configs=configs
+        )
+    ).topics[0]
+    assert created.error_code == ErrorCode.NONE, created.error_message
+    state = partition(h, "w", 0)
+    item = AlterPartitionItem(0, state.leader_epoch, (0,), state.partition_epoch)
+    answer = h.propose(
+        h.sm.alter_partition(
+            AlterPartitionRequest(
+                0,
+                h.sm.latest_image.brokers[0].broker_epoch,
+                (AlterPartitionTopic(created.topic_id, (item,)),),
+            ),
+            next_offset=h.next_offset,
+        )
+    )
+    assert answer.topics[0].partitions[0].isr == (0,)
+    return h, created.topic_id
+
+
+@pytest.mark.parametrize(
+    ("configs", "default", "unclean"),
+    [
+        ((), False, False),
+        (UNCLEAN, False, True),
+        ((), True, True),  # the controller's default decides for a topic that does not set it
+        (CLEAN, True, False),  # the topic's config wins
+    ],
+)
+def test_fencing_the_last_isr_member_elects_another_replica_only_when_unclean(
+    configs: tuple[tuple[str, str], ...], default: bool, unclean: bool
+) -> None:
+    h, _ = unclean_cluster(configs, default=default)
+    before = partition(h, "w", 0)
+    h.now_ms += SESSION_MS + 1
+    keep_alive(h, 1, 2)
+    assert fence(h) == (0,)
+    state = partition(h, "w", 0)
+    if unclean:
+        # The first available replica in replica order, alone in the ISR.
+        assert (state.leader, state.isr) == (1, (1,))
+    else:
+        assert (state.leader, state.isr) == (NO_LEADER, (0,))
+    assert state.leader_epoch == before.leader_epoch + 1
+    h.check_replay()
+
+
+def test_an_unclean_election_skips_fenced_replicas_and_finds_none_when_all_are() -> None:
+    h, _ = unclean_cluster(UNCLEAN)
+    h.now_ms += SESSION_MS + 1
+    keep_alive(h, 0, 2)
+    assert fence(h) == (1,)
+    h.now_ms += SESSION_MS + 1
+    keep_alive(h, 2)
+    assert fence(h) == (0,)
+    state = partition(h, "w", 0)
+    assert (state.leader, state.isr) == (2, (2,))  # 1 is fenced: skipped
+    h.now_ms += SESSION_MS + 1
+    assert fence(h) == (2,)
+    state = partition(h, "w", 0)
+    assert (state.leader, state.isr) == (NO_LEADER, (2,))  # nobody left: no leader
+    h.check_replay()
+
+
+def test_unfencing_elects_a_returning_replica_of_a_leaderless_partition_when_unclean() -> None:
+    h, _ = unclean_cluster(UNCLEAN)
+    h.now_ms += SESSION_MS + 1
+    assert set(fence(h)) == {0, 1, 2}
+    assert (partition(h, "w", 0).leader, partition(h, "w", 0).isr) == (NO_LEADER, (0,))
+    h.heartbeat(2)
+    state = partition(h, "w", 0)
+    # 2 was not in the ISR: unclean, it leads alone (the fenced 0 leaves the ISR).
+    assert (state.leader, state.isr) == (2, (2,))
+    h.heartbeat(0)
+    assert (partition(h, "w", 0).leader, partition(h, "w", 0).isr) == (2, (2,))
     h.check_replay()
 
 
@@ -445,3 +552,35 @@ def test_the_broker_index_follows_the_latest_image(seed: int) -> None:
         assert h.sm._index.as_dict() == _index_by_scan(h.sm.latest_image), (
             f"seed {seed}, step {step}"
         )
+
+
+def test_the_unclean_topic_config_is_validated_and_normalised() -> None:
+    h = Harness(racks=(None,))
+    created = h.create_one("x", configs=(("unclean.leader.election.enable", "TRUE"),))
+    assert created.error_code == ErrorCode.NONE, created.error_message
+    topic = h.sm.committed_image.topic_by_name("x")
+    assert topic is not None
+    assert topic.configs["unclean.leader.election.enable"] == "true"
+    refused = h.create_one("y", configs=(("unclean.leader.election.enable", "yes"),))
+    assert refused.error_code == ErrorCode.INVALID_CONFIG
+    assert "must be true or false" in (refused.error_message or "")
+
+
+@pytest.mark.parametrize(
+    ("topic", "cluster", "default", "expected"),
+    [
+        ({}, {}, False, False),
+        ({}, {}, True, True),
+        ({}, {"unclean.leader.election.enable": "true"}, False, True),
+        (
+            {"unclean.leader.election.enable": "false"},
+            {"unclean.leader.election.enable": "true"},
+            True,
+            False,
+        ),
+    ],
+)
+def test_unclean_precedence_topic_then_cluster_then_controller(
+    topic: dict[str, str], cluster: dict[str, str], default: bool, expected: bool
+) -> None:
+    assert unclean_leader_election_enabled(topic, cluster, default) is expected

@@ -4,7 +4,9 @@
   held (uncommitted) proposals and leadership losses that throw them away;
 - a fresh replay of the committed log equals the controller's committed image;
 - topic ids are never reused, and (id, creation offset) identifies each incarnation of a name;
-- partition states stay legal as brokers are fenced and unfenced;
+- partition states stay legal as brokers are fenced and unfenced, as leaders grow ISRs back
+  with AlterPartition (which always succeeds for a leader at the current epochs), and with
+  unclean leader election on;
 - following ``local_changes`` batch by batch, a broker ends up hosting exactly what the final
   image assigns to it.
 """
@@ -18,7 +20,14 @@ import pytest
 from hypothesis import currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.requests import CreatableTopic, DeleteTopic
+from quorum.controller.requests import (
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    CreatableTopic,
+    DeleteTopic,
+)
+from quorum.controller.state_machine import ControllerConfig
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.delta import MetadataDelta, replay_batches
@@ -64,6 +73,14 @@ class Failover:
 
 
 @dataclass(frozen=True)
+class GrowIsr:
+    """The leader of one partition (the index-th with a leader) adds every unfenced replica
+    back to its ISR with AlterPartition, as a leader does once its followers caught up."""
+
+    index: int
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passes; the given brokers heartbeat; stale brokers are fenced."""
 
@@ -93,6 +110,7 @@ operations = st.one_of(
     st.just(Commit()),
     ticks,
     ticks,
+    st.builds(GrowIsr, st.integers(0, 30)),
     st.just(Failover()),
 )
 
@@ -101,6 +119,29 @@ def note(text: str) -> None:
     """A hypothesis event (shown by --hypothesis-show-statistics), when run by hypothesis."""
     if currently_in_test_context():
         event(text)
+
+
+def grow_isr(h: Harness, index: int, *, hold: bool) -> None:
+    image = h.sm.latest_image
+    led = [
+        (topic.topic_id, state)
+        for topic in sorted(image.topics_by_id.values(), key=lambda t: t.name)
+        for state in topic.partitions.values()
+        if state.leader != NO_LEADER
+    ]
+    if not led:
+        return
+    topic_id, state = led[index % len(led)]
+    unfenced = set(image.unfenced_broker_ids())
+    new_isr = tuple(r for r in state.replicas if r in unfenced)
+    item = AlterPartitionItem(state.partition, state.leader_epoch, new_isr, state.partition_epoch)
+    epoch = image.brokers[state.leader].broker_epoch
+    request = AlterPartitionRequest(state.leader, epoch, (AlterPartitionTopic(topic_id, (item,)),))
+    response = h.propose(h.sm.alter_partition(request, next_offset=h.next_offset), hold=hold)
+    (result,) = response.topics[0].partitions
+    assert result.error_code is ErrorCode.NONE, result.error_message
+    assert result.isr == new_isr
+    note(f"isr grown by {len(set(new_isr) - set(state.isr))}")
 
 
 def check_partitions(image: MetadataImage) -> None:
@@ -135,6 +176,8 @@ def random_walk(rng: random.Random, steps: int) -> list[object]:
             ops.append(Hold())
         elif roll < 0.78:
             ops.append(Commit())
+        elif roll < 0.85:
+            ops.append(GrowIsr(rng.randint(0, 30)))
         elif roll < 0.93:
             alive = frozenset(b for b in BROKERS if rng.random() < 0.7)
             ops.append(Tick(rng.choice([0, 1_000, SESSION_MS + 1, 2 * SESSION_MS]), alive))
@@ -145,12 +188,17 @@ def random_walk(rng: random.Random, steps: int) -> list[object]:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_long_random_walks(seed: int) -> None:
-    """Longer sequences than hypothesis tends to draw, seed-reproducible."""
-    run_sequence(random_walk(random.Random(seed), 150))
+    """Longer sequences than hypothesis tends to draw, seed-reproducible; odd seeds with
+    unclean leader election on."""
+    run_sequence(random_walk(random.Random(seed), 150), unclean=seed % 2 == 1)
 
 
-def run_sequence(ops: list[object]) -> None:
-    h = Harness(racks=(None, "r1", "r1", "r2"), seed=len(ops))
+def run_sequence(ops: list[object], *, unclean: bool = False) -> None:
+    h = Harness(
+        racks=(None, "r1", "r1", "r2"),
+        seed=len(ops),
+        config=ControllerConfig(unclean_leader_election_enable=unclean),
+    )
     committed: dict[str, Uuid] = {}
     latest: dict[str, Uuid] = {}
     pending_effects: list[tuple[str, str, Uuid]] = []  # ("add"|"remove", name, id)
@@ -230,6 +278,8 @@ def run_sequence(ops: list[object]) -> None:
             pending_effects.clear()
             latest = dict(committed)
             hold = False
+        elif isinstance(op, GrowIsr):
+            grow_isr(h, op.index, hold=hold)
         elif isinstance(op, Tick):
             h.now_ms += op.ms
             for broker_id in sorted(op.alive):
