@@ -51,11 +51,11 @@ import grpc
 import structlog
 
 from broker.admin_service import BrokerAdminServicer
+from broker.alter_partition import AlterPartitionClient
 from broker.controller_client import ControllerClient, ControllerUnavailableError
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
-from broker.alter_partition import AlterPartitionClient
 from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
