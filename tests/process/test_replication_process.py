@@ -336,8 +336,8 @@ def test_follower_fetches_that_are_not_right_get_kafkas_errors(cluster: ProcessC
         part = follower_fetch(other, topic_id, replica_id=103).responses[0].partitions[0]
         assert part.error_code == 6  # NOT_LEADER_OR_FOLLOWER
     with contextlib.closing(connect(cluster.certs.node_keystore(102))) as follower:
-        stale = follower_fetch(follower, topic_id, replica_id=102, leader_epoch=epoch - 1)
-        assert stale.responses[0].partitions[0].error_code == 74  # FENCED_LEADER_EPOCH
+        newer = follower_fetch(follower, topic_id, replica_id=102, leader_epoch=epoch + 1)
+        assert newer.responses[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
         unknown = follower_fetch(follower, uuid.uuid4(), replica_id=102)
         assert unknown.responses[0].partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
         beyond = follower_fetch(follower, topic_id, replica_id=102, offset=1_000)
