@@ -1,23 +1,17 @@
 """Replication between brokers on real processes (docs/replication.md): 3 controllers and 3
 brokers over mTLS, each broker with an SSL Kafka listener.
 
-- kill -9 of the leader of an RF 3 topic while a confluent-kafka producer writes with acks=all:
-  a new leader within the broker session timeout, every acknowledged record read back at its
-  offset (``quorum.faults.data_checker``), the old leader back in the ISR once restarted, and
-  every replica's log the same bytes (so the old leader cut its unacknowledged tail).
+- The leader of an RF 3 topic killed, stopped or cut off under acks=all is the fault suite's
+  (tests/faults/test_replication_faults.py, which uses the helpers here).
 - The seed's scenario on data: broker 102 down, ``orders`` (RF 2) deleted, created again and
   written to; 102 back: it moves the old incarnation aside, fetches the new one from offset 0 by
   its new id, and its copy is the leader's, byte for byte.
 - A follower's Fetch that is not allowed or not right is refused with Kafka's error.
-
-Randomness is seeded and the seed printed (``REPLICATION_SEED=<seed>`` replays it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import random
 import signal
 import socket
 import time
@@ -31,19 +25,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quorum.admin import TopicCollection
-from quorum.faults.data_checker import check_partition
 from quorum.harness import ProcessCluster, process_cluster, wait_until
-from tests.faults.test_data_plane_faults import PARTITIONS, TOPIC, ProduceWorkload
 from tests.kafka_raw import RawConnection
 
 BROKERS = (101, 102, 103)
 SESSION_TIMEOUT_MS = 9_000  # Kafka's default broker.session.timeout.ms
-
-
-def seed() -> int:
-    value = int(os.environ.get("REPLICATION_SEED", str(random.SystemRandom().randrange(2**32))))
-    print(f"REPLICATION_SEED={value}")
-    return value
 
 
 def listening(address: str) -> bool:
@@ -147,66 +133,6 @@ def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
         yield cluster
         for broker_id in BROKERS:
             assert "kafka_request_failed" not in cluster.logs(broker_id)
-
-
-@pytest.mark.timeout(300)
-def test_kill_9_of_the_leader_under_acks_all_loses_no_acknowledged_record(
-    cluster: ProcessCluster,
-) -> None:
-    rng = random.Random(seed())
-    settings = client(cluster)
-    admin = AdminClient(settings)
-    assignment = [[101, 102, 103], [101, 103, 102]]  # 101 leads both partitions
-    topic = NewTopic(TOPIC, PARTITIONS, replica_assignment=assignment)
-    for future in admin.create_topics([topic]).values():
-        future.result(timeout=30)
-    wait_isr(cluster, TOPIC, set(BROKERS))
-    workload = ProduceWorkload(settings, "all", rng, rate=1_000)
-    workload.start()
-    try:
-        wait_until(lambda: workload.acks() >= 1_000, 60, "1,000 acknowledgements")
-        time.sleep(rng.uniform(0.1, 1.0))  # the schedule, not a synchronisation
-        killed_at = time.monotonic()
-        cluster.kill(101, signal.SIGKILL)
-        wait_until(
-            lambda: all(
-                p.leader not in (101, None) for p in partitions_of(cluster, TOPIC).values()
-            ),
-            SESSION_TIMEOUT_MS / 1000 + 10,
-            "a new leader for every partition",
-        )
-        elected_s = time.monotonic() - killed_at
-        acked = workload.acks()
-        wait_until(lambda: workload.acks() >= acked + 500, 60, "500 acknowledgements after it")
-        resumed_s = (workload.ack_times[-1] - killed_at * 1e9) / 1e9
-        cluster.start(101)
-        wait_unfenced(cluster, (101,))
-        wait_isr(cluster, TOPIC, set(BROKERS))  # the old leader caught up and rejoined
-        acked = workload.acks()
-        wait_until(lambda: workload.acks() >= acked + 500, 60, "500 more acknowledgements")
-    finally:
-        workload.stop()
-    print(f"new leaders {elected_s:.2f} s after kill -9; acks=all resumed by {resumed_s:.2f} s")
-    assert elected_s < SESSION_TIMEOUT_MS / 1000 + 5
-    checks = [
-        check_partition(
-            f"{TOPIC}-{p}", workload.acknowledged[p], workload.sent[p], read_all(settings, TOPIC, p)
-        )
-        for p in range(PARTITIONS)
-    ]
-    problems = [problem for check in checks for problem in check.problems]
-    assert not problems, "\n".join(problems)
-    assert workload.failures["TWO_RECORDS_ONE_OFFSET"] == 0
-    # Every replica holds the same bytes once the ISR is whole and writes stopped.
-    wait_isr(cluster, TOPIC, set(BROKERS))
-    for p in range(PARTITIONS):
-        directory = f"{TOPIC}-{p}"
-        wait_until(
-            lambda d=directory: len({log_bytes(cluster, b, d) for b in BROKERS}) == 1,
-            30,
-            f"the three copies of {directory} to be the same bytes",
-        )
-        assert len(log_bytes(cluster, 101, directory)) > 0
 
 
 @pytest.mark.timeout(240)
