@@ -12,7 +12,9 @@ from broker.log import errors
 from broker.log.batch import (
     ProducedBatch,
     TimestampRules,
+    batches_below,
     check_produced,
+    check_replicated,
     iter_headers,
     read_header,
     record_timestamps,
@@ -220,3 +222,45 @@ def test_record_timestamps_reads_uncompressed_and_gzip_batches(compression: int)
 def test_record_timestamps_cannot_read_snappy() -> None:
     batch = stamp(encode_batch(records(2), compression=2), 0, 0, None)
     assert record_timestamps(bytes(batch)) is None
+
+
+def stored(base_offset: int, count: int, epoch: int = 4) -> bytes:
+    """A batch as a leader stored it: offsets and partition leader epoch assigned."""
+    return encode_batch(records(count), base_offset=base_offset, leader_epoch=epoch)
+
+
+def test_check_replicated_returns_the_whole_contiguous_batches_of_a_fetch() -> None:
+    fetched = stored(10, 3) + stored(13, 2) + stored(15, 4)
+    headers = check_replicated(fetched, 10, 1 << 20)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in headers] == [
+        (10, 12, 4),
+        (13, 14, 4),
+        (15, 18, 4),
+    ]
+    assert sum(h.size for h in headers) == len(fetched)
+    # A partial batch at the end is left out, wherever it is cut.
+    last = len(fetched) - len(stored(15, 4))
+    for cut in (last + 1, last + 12, last + 61, len(fetched) - 1):
+        assert [h.base_offset for h in check_replicated(fetched[:cut], 10, 1 << 20)] == [10, 13]
+    assert check_replicated(b"", 0, 1 << 20) == []
+    # None: the first base offset is not checked, the rest must continue it.
+    assert len(check_replicated(fetched[len(stored(10, 3)) :], None, 1 << 20)) == 2
+    with pytest.raises(errors.RecordBatchError) as caught:
+        check_replicated(stored(10, 3) + stored(14, 2), None, 1 << 20)
+    assert caught.value.error_code == errors.UNKNOWN_SERVER_ERROR
+    assert "14" in str(caught.value) and "13" in str(caught.value)
+
+
+def test_batches_below_keeps_whole_batches_whose_last_offset_is_below_the_bound() -> None:
+    data = stored(0, 3) + stored(3, 2) + stored(5, 4)
+    first, second = len(stored(0, 3)), len(stored(0, 3)) + len(stored(3, 2))
+    assert [batches_below(data, limit) for limit in (0, 2, 3, 4, 5, 8, 9, 100)] == [
+        0,
+        0,
+        first,
+        first,
+        second,
+        second,
+        len(data),
+        len(data),
+    ]

@@ -48,9 +48,12 @@ def opened(directory: Path, recovery_point: int = 0, log_start_offset: int = 0) 
     return open_log(directory, recovery_point, log_start_offset)
 
 
-def build_leader(directory: Path, config: LogConfig = SMALL) -> PartitionLog:
+def build_leader(
+    directory: Path, config: LogConfig = SMALL, *, timestamp_step: int = 0
+) -> PartitionLog:
     """A leader's log over several segments and epochs (1, 3, 5), plain batches of 1 to 5
-    records and an idempotent producer's batches between them."""
+    records (the n-th at ``n * timestamp_step`` after NOW_MS) and an idempotent producer's
+    batches between them."""
     log = opened(directory)
     sequence = 0
     for step in range(36):
@@ -59,7 +62,10 @@ def build_leader(directory: Path, config: LogConfig = SMALL) -> PartitionLog:
             log.append(producer_batch(sequence, 2, pid=PID), epoch, config, NOW_MS)
             sequence += 2
         else:
-            log.append(produced(step % 5 + 1, seed=step), epoch, config, NOW_MS)
+            timestamp = NOW_MS + step * timestamp_step
+            log.append(
+                produced(step % 5 + 1, seed=step, timestamp=timestamp), epoch, config, NOW_MS
+            )
     return log
 
 
@@ -227,8 +233,23 @@ def test_a_follower_fetching_in_any_chunks_holds_the_leaders_files_byte_for_byte
     assert follower.log_end_offset == leader.log_end_offset
 
 
-def test_a_follower_append_is_one_write_per_segment(tmp_path: Path, monkeypatch: Any) -> None:
-    leader = build_leader(tmp_path / "leader" / "t-0", LogConfig())
+def test_a_follower_rolls_by_time_and_index_as_the_leader_did(tmp_path: Path) -> None:
+    """segment.ms measured on the batches' timestamps: one fetch of everything rolls where the
+    leader rolled, batch by batch."""
+    config = LogConfig(segment_ms=45)
+    leader = build_leader(tmp_path / "leader" / "t-0", config, timestamp_step=10)
+    assert len(leader.segments) > 3
+    data, _ = stream(leader)
+    follower = follow(tmp_path / "follower" / "t-0", data, config)
+    assert [s.base_offset for s in follower.segments] == [s.base_offset for s in leader.segments]
+    assert files(follower.directory) == files(leader.directory)
+
+
+@pytest.mark.parametrize("config", [LogConfig(), SMALL], ids=["one_segment", "many_segments"])
+def test_a_follower_append_is_one_write_per_segment(
+    tmp_path: Path, monkeypatch: Any, config: LogConfig
+) -> None:
+    leader = build_leader(tmp_path / "leader" / "t-0", config)
     data, _ = stream(leader)
     follower = opened(tmp_path / "follower" / "t-0")
     writes: list[int] = []
@@ -240,8 +261,9 @@ def test_a_follower_append_is_one_write_per_segment(tmp_path: Path, monkeypatch:
         return real(fd, buffer, position)
 
     monkeypatch.setattr(os, "pwrite", counting)
-    follower.append_as_follower(data, LogConfig(), NOW_MS)
-    assert writes == [len(data)]
+    follower.append_as_follower(data, config, NOW_MS)
+    assert writes == [segment.size for segment in leader.segments]
+    assert sum(writes) == len(data)
 
 
 def refuse(log: PartitionLog, data: bytes, code: int) -> str:
