@@ -96,7 +96,8 @@ def test_the_leader_lost_under_acks_all_loses_no_acknowledged_record(
         settings = client(cluster)
         assignment = [[LEADER, 102, 103], [LEADER, 103, 102]]
         topic = NewTopic(TOPIC, PARTITIONS, replica_assignment=assignment)
-        for future in AdminClient(settings).create_topics([topic]).values():
+        admin = AdminClient(settings)
+        for future in admin.create_topics([topic]).values():
             future.result(timeout=30)
         wait_isr(cluster, TOPIC, set(BROKERS))
         workload = ProduceWorkload(settings, "all", rng, rate=1_000)
