@@ -17,6 +17,8 @@ job                             one row per
                                 partition replicas or led partitions changes
 ``leadership_timeline``         LeaderChangeMessage: epoch, leader, voters, offset, time, and
                                 how long the epoch lasted
+``partition_elections``         a partition's leader changed: previous and new leader, leader
+                                epoch, and why, from the change itself
 ``broker_events``               RegisterBroker/UnregisterBroker/FenceBroker/UnfenceBroker record
 ``state_as_of(df, offset)``     (topic_id, partition) of the image after applying every record
                                 at or below ``offset``
@@ -43,7 +45,8 @@ them as follows:
 - ``partitions_per_broker_over_time`` starts from the oldest base from which the rows read run
   without a gap to the end of the log (a snapshot's partitions appear at offset E - 1, with the
   snapshot's timestamp: that of the last batch it covers).
-- ``leadership_timeline`` and ``broker_events`` are events: they exist for the log read only.
+- ``leadership_timeline``, ``partition_elections`` and ``broker_events`` are events: they exist
+  for the log read only.
 
 Which snapshots the rows hold and where their log starts is a ``Coverage``. The jobs that need
 it (``state_as_of``, ``partitions_per_broker_over_time``) take it as an argument; without one
@@ -80,6 +83,7 @@ __all__ = [
     "leadership_timeline",
     "log_records",
     "name_reuse",
+    "partition_elections",
     "partitions_per_broker_over_time",
     "state_as_of",
     "topic_lifecycle",
@@ -488,6 +492,76 @@ def leadership_timeline(df: DataFrame) -> DataFrame:
     ).orderBy("offset")
 
 
+ELECTION_CAUSES: Final = {
+    "offline": "no replica could lead (none in the ISR was available)",
+    "after_offline": "a leader again after a time without one",
+    "previous_leader_fenced": "the leader left the ISR with its leadership (its broker was "
+    "fenced: session expired, or controlled shutdown)",
+    "preferred": "the first replica took leadership back (ElectLeaders, preferred)",
+    "other": "another change (a reassignment)",
+}
+
+
+def partition_elections(df: DataFrame) -> DataFrame:
+    """topic_id, partition, offset, time, previous_leader, leader, leader_epoch, cause: one row
+    per PartitionChangeRecord that changed a partition's leader. The cause is read from the
+    change itself (``ELECTION_CAUSES``): a leader that leaves the ISR in the same record lost
+    its broker (the controller takes a fenced broker out of ISRs and leadership together); a
+    leader that stays in the ISR gave way to the preferred replica or to a reassignment."""
+    rows = (
+        log_records(df)
+        .filter(F.col(_TYPE).isin(PARTITION, PARTITION_CHANGE))
+        .select(
+            "topic_id",
+            F.col("partition.id").alias("partition"),
+            "offset",
+            "batch_timestamp_ms",
+            F.col(_TYPE).alias("type"),
+            F.col("partition.replicas").alias("replicas_set"),
+            F.col("partition.isr").alias("isr_set"),
+            F.col("partition.leader").alias("leader_set"),
+            F.col("partition.leader_epoch").alias("leader_epoch"),
+        )
+    )
+    history = Window.partitionBy("topic_id", "partition").orderBy("offset")
+    before = history.rowsBetween(Window.unboundedPreceding, -1)
+    so_far = history.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    states = rows.select(
+        "topic_id",
+        "partition",
+        "offset",
+        "batch_timestamp_ms",
+        "type",
+        "leader_set",
+        "leader_epoch",
+        F.last("leader_set", ignorenulls=True).over(before).alias("previous_leader"),
+        F.last("isr_set", ignorenulls=True).over(so_far).alias("isr"),
+        F.last("replicas_set", ignorenulls=True).over(so_far).alias("replicas"),
+    )
+    changed = states.filter(
+        (F.col("type") == PARTITION_CHANGE)
+        & F.col("leader_set").isNotNull()
+        & (F.col("leader_set") != F.col("previous_leader"))
+    )
+    cause = (
+        F.when(F.col("leader_set") == NO_LEADER, "offline")
+        .when(F.col("previous_leader") == NO_LEADER, "after_offline")
+        .when(~F.array_contains("isr", F.col("previous_leader")), "previous_leader_fenced")
+        .when(F.col("leader_set") == F.element_at("replicas", 1), "preferred")
+        .otherwise("other")
+    )
+    return changed.select(
+        "topic_id",
+        "partition",
+        "offset",
+        _time("batch_timestamp_ms").alias("time"),
+        "previous_leader",
+        F.col("leader_set").alias("leader"),
+        "leader_epoch",
+        cause.alias("cause"),
+    ).orderBy("offset")
+
+
 def broker_events(df: DataFrame) -> DataFrame:
     """broker_id, event (registered, unregistered, fenced, unfenced), offset, time,
     broker_epoch, and for registrations incarnation_id, rack, fenced (the state it registered
@@ -693,6 +767,7 @@ JOBS: Final[dict[str, _Job]] = {
     "name_reuse": _without_coverage(name_reuse),
     "partitions_per_broker_over_time": partitions_per_broker_over_time,
     "leadership_timeline": _without_coverage(leadership_timeline),
+    "partition_elections": _without_coverage(partition_elections),
     "broker_events": _without_coverage(broker_events),
 }
 """The full-history jobs by output name, each called as ``job(df, coverage)`` (``state_as_of``

@@ -52,9 +52,9 @@ on, what to do when the cause is a known one, where the executor's log is, and t
 (with the JVM's stack traces) in ``OUT/error.log``.
 
 Outputs in ``--out``: one Parquet directory per job (``topic_lifecycle/``, ``name_reuse/``,
-``partitions_per_broker_over_time/``, ``leadership_timeline/``, ``broker_events/``,
-``state_as_of/``, ``voters_as_of/``), ``report.md`` and its PNG plots. The decoded log is
-persisted once (memory, then disk) and every job runs on it.
+``partitions_per_broker_over_time/``, ``leadership_timeline/``, ``partition_elections/``,
+``broker_events/``, ``state_as_of/``, ``voters_as_of/``), ``report.md`` and its PNG plots. The
+decoded log is persisted once (memory, then disk) and every job runs on it.
 
 Snapshots. By default (``include_snapshots=None``, no flag) the ``.checkpoint`` files are read
 too exactly when the log does not start at offset 0: a controller deletes the segments before
@@ -538,6 +538,10 @@ def _report(
         .toPandas()
     )
     brokers = parquet("broker_events").select("broker_id").distinct().count()
+    elections = {
+        row["cause"]: int(row["count"])
+        for row in parquet("partition_elections").groupBy("cause").count().collect()
+    }
 
     deleted = [None if pd.isna(d) else int(d) for d in lifecycle["deleted_offset"]]
     offsets, alive = report.topics_alive_steps(list(lifecycle["created_offset"]), deleted)
@@ -562,6 +566,7 @@ def _report(
         names_reused=len(reuse_rows),
         leader_changes=len(leadership),
         brokers=brokers,
+        partition_elections=elections,
         outputs=list(outputs),
         plots=plots,
     )

@@ -42,6 +42,7 @@ class ReplaySummary:
     names_reused: int
     leader_changes: int
     brokers: int
+    partition_elections: dict[str, int] = field(default_factory=dict)  # cause -> count
     outputs: list[str] = field(default_factory=list)  # Parquet directories, relative to out/
     plots: list[tuple[str, str]] = field(default_factory=list)  # (title, file name)
     snapshot_ends: list[int] = field(default_factory=list)  # snapshots read, by end offset
@@ -166,6 +167,11 @@ def write_report(out: Path, summary: ReplaySummary, name_reuse_table: str) -> Pa
         f"| names used by more than one topic id | {summary.names_reused:,} |",
         f"| quorum leader changes (LeaderChangeMessage) | {summary.leader_changes:,} |",
         f"| brokers seen | {summary.brokers:,} |",
+        f"| partition leader elections | {sum(summary.partition_elections.values()):,} |",
+        *(
+            f"| partition leader elections: {cause} | {count:,} |"
+            for cause, count in sorted(summary.partition_elections.items())
+        ),
         "",
         "## Name reuse",
         "",

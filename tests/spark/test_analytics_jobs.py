@@ -190,6 +190,15 @@ def test_leadership_timeline(records: Any) -> None:
     ]
 
 
+def test_partition_elections(records: Any) -> None:
+    result = millis(jobs.partition_elections(records), "time")
+    assert tuples(result) == [
+        (str(A), 1, 12, ts(12), 1, 0, 1, "other"),  # broker 1 stayed in the ISR
+        (str(C), 0, 18, ts(18), 0, 1, 1, "previous_leader_fenced"),  # 0 left the ISR with it
+        (str(D), 0, 25, ts(25), 1, -1, 1, "offline"),
+    ]
+
+
 def test_broker_events(records: Any) -> None:
     result = millis(jobs.broker_events(records).drop("endpoints"), "time")
     assert tuples(result) == [
@@ -345,8 +354,8 @@ def test_run_replay_writes_parquet_a_report_and_plots(
     code = run_replay(scripted_dir, out, master="local[2]", stdout=stdout, stderr=stderr)
     assert code == 0, stderr.getvalue()
     printed = stdout.getvalue()
-    assert "[1/11] starting Spark" in printed
-    assert "[11/11] report and plots" in printed
+    assert "[1/12] starting Spark" in printed
+    assert "[12/12] report and plots" in printed
     assert f"| orders | 3 | {A}, {C}, {D} | 1, 2 | 10, 20 |" in printed
     for name in [*jobs.JOBS, "state_as_of"]:  # acls_as_of: empty here, so no part files
         assert list((out / name).glob("*.parquet")), name
@@ -357,6 +366,8 @@ def test_run_replay_writes_parquet_a_report_and_plots(
     report = (out / "report.md").read_text()
     assert "| topic ids ever created | 4 |" in report
     assert "| names used by more than one topic id | 1 |" in report
+    assert "| partition leader elections | 3 |" in report
+    assert "| partition leader elections: previous_leader_fenced | 1 |" in report
     for plot in ("topics_alive.png", "partitions_per_broker.png", "leadership_timeline.png"):
         assert (out / plot).read_bytes().startswith(b"\x89PNG"), plot
         assert f"]({plot})" in report
