@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from broker.replica.manager import AlterOutcome, ReplicaManager
+    from broker.replica.without_data import IsrExpansion
     from quorum.server.metrics import NodeMetrics
 
 REGISTER_RETRY_S = 0.5
@@ -196,6 +197,8 @@ class BrokerNode:
             self.controllers, self.broker_id, lambda: self.broker_epoch
         )
         self.replicas: ReplicaManager | None = None
+        self._expanding: set[tuple[Uuid, int]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self.registration_offset: int | None = None
         self.fenced = True
         self.caught_up = asyncio.Event()
@@ -496,6 +499,8 @@ class BrokerNode:
                     await self._register()
                 if self.broker_epoch >= 0:
                     await self._heartbeat()
+                    if not self.kafka_listeners and not self.fenced and self.caught_up.is_set():
+                        self._expand_without_data()  # retries a refused or lost expansion
             except ControllerUnavailableError as exc:
                 self.log.debug("controller_unavailable", reason=str(exc))
             wait_s = interval_s if self.broker_epoch >= 0 else REGISTER_RETRY_S
@@ -704,6 +709,44 @@ class BrokerNode:
         replicas, thread = self.replicas, self._kafka_thread
         if replicas is not None and thread is not None:
             thread.call_soon(replicas.on_image, self.image)
+        elif not self.kafka_listeners and self.caught_up.is_set():
+            self._expand_without_data()
+
+    def _expand_without_data(self) -> None:
+        """A broker without a Kafka listener holds no records: as a leader it adds every live
+        replica back to the ISR (``broker/replica/without_data.py``), one AlterPartition per
+        partition at a time."""
+        from broker.replica.without_data import expansions  # noqa: PLC0415
+
+        for change in expansions(self.image, self.broker_id):
+            key = (change.topic_id, change.partition)
+            if key in self._expanding:
+                continue
+            self._expanding.add(key)
+
+            async def send(change: IsrExpansion = change, key: tuple[Uuid, int] = key) -> None:
+                try:
+                    result = await self.alter_partitions.alter(
+                        change.topic_id,
+                        change.partition,
+                        change.leader_epoch,
+                        change.new_isr,
+                        change.partition_epoch,
+                    )
+                    if result.error_code:
+                        self.log.info(
+                            "alter_partition_refused",
+                            topic_id=str(change.topic_id),
+                            partition=change.partition,
+                            error_code=int(result.error_code),
+                            message=result.error_message,
+                        )
+                finally:
+                    self._expanding.discard(key)
+
+            task = asyncio.create_task(send())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # ----- process --------------------------------------------------------------------------
 
