@@ -3,8 +3,20 @@ maximal ISR, the caught-up rule, ISR expansion and shrink (docs/replication.md#t
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.replica.leader import PartitionLeader
+from broker.replica.without_data import IsrExpansion, expansions
 from quorum.ids import Uuid
+from quorum.metadata.delta import replay_records
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import (
+    BrokerEndpoint,
+    FenceBrokerRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
 
 TOPIC = Uuid.random()
 LAG_MS = 1_000
@@ -100,3 +112,20 @@ def test_images_and_answers_with_older_partition_epochs_change_nothing() -> None
     assert (state.partition_epoch, state.isr) == (8, (1, 2))
     state.update(9, (1, 2, 3), (1, 2, 3), now_ms=5)
     assert (state.partition_epoch, state.isr) == (9, (1, 2, 3))
+
+
+def test_a_leader_without_data_adds_back_live_replicas_only() -> None:
+    """broker/replica/without_data.py: registered and unfenced replicas rejoin; a fenced one and
+    partitions led elsewhere are left alone."""
+    records: list[Any] = [
+        RegisterBrokerRecord(b, Uuid.random(), b - 1, (BrokerEndpoint("B", "h", b),), None, False)
+        for b in (1, 2, 3)
+    ]
+    records.append(FenceBrokerRecord(3, 2))
+    records.append(TopicRecord("t", TOPIC))
+    records.append(PartitionRecord(TOPIC, 0, (1, 2, 3), (1,), 1, 4, 6))
+    records.append(PartitionRecord(TOPIC, 1, (2, 1), (2,), 2, 0, 0))
+    image = replay_records(MetadataImage.EMPTY, enumerate(records))
+    assert expansions(image, 1) == [IsrExpansion(TOPIC, 0, 4, (1, 2), 6)]
+    assert expansions(image, 2) == [IsrExpansion(TOPIC, 1, 0, (2, 1), 0)]
+    assert expansions(image, 3) == []
