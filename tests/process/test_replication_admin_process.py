@@ -11,7 +11,11 @@ and 102, mTLS):
 - ``metaquorum leader-election`` (kafka-leader-election's lines and exit codes): an unclean
   election of a leaderless partition, a preferred election refused while the preferred replica
   is out of the ISR, done once the leader added it back, then not needed; ALTER on the
-  cluster required.
+  cluster required;
+- Kafka 4.4's own kafka-leader-election.sh (``LeaderElectionCommand``) through a broker's Kafka
+  listener (ElectLeaders, forwarded to the controller): a preferred election done, then not
+  needed, and refused without ALTER on the cluster (skipped without the jars,
+  scripts/kafka/fetch).
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from quorum.config import HostPort
 from quorum.errors import ErrorCode
 from quorum.harness import ProcessCluster, free_port, wait_until
 from quorum.ids import Uuid
+from quorum.kafka_peer import kafka_missing, run_tool
 from tests.process.test_kafka_data_process import serving_cluster, wait_serving
+
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+MISSING = kafka_missing()
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +225,43 @@ def test_unclean_and_preferred_elections_with_the_cli(cluster: ProcessCluster) -
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout == "Valid replica already elected for partitions elect-0\n"
+
+    # Kafka's own kafka-leader-election.sh, through broker 102's Kafka listener (ElectLeaders
+    # v2, forwarded to the controller): unclean-0 (now led by 102, its ISR grown back by the
+    # leader) goes back to its preferred replica 101.
+    if MISSING is not None:
+        pytest.skip(f"Kafka's tools cannot run: {MISSING}")
+    state = partition(cluster, "unclean")
+    refreshed = alter(cluster, 102, unclean_id, state.leader_epoch, (101, 102), -1)
+    grown = alter(
+        cluster, 102, unclean_id, refreshed.leader_epoch, (101, 102), refreshed.partition_epoch
+    )
+    assert grown.isr == (101, 102)
+    elected = kafka_leader_election(cluster, "--topic", "unclean", "--partition", "0")
+    assert elected.returncode == 0, elected.stdout + elected.stderr
+    assert "Successfully completed leader election (PREFERRED) for partitions unclean-0" in (
+        elected.stdout
+    )
+    assert partition(cluster, "unclean").leader == 101
+    noop = kafka_leader_election(cluster, "--topic", "unclean", "--partition", "0")
+    assert noop.returncode == 0, noop.stdout + noop.stderr
+    assert "Valid replica already elected for partitions unclean-0" in noop.stdout
+    denied = kafka_leader_election(cluster, "--all-topic-partitions", user="alice")
+    assert denied.returncode != 0
+    assert "Not authorized to perform leader election" in denied.stdout
+
+
+def kafka_leader_election(cluster: ProcessCluster, *args: str, user: str = "admin") -> Any:
+    """Kafka 4.4's ``kafka-leader-election.sh --election-type PREFERRED`` against broker 102's
+    SSL Kafka listener, as ``CN=<user>``."""
+    assert cluster.certs is not None
+    return run_tool(
+        LEADER_ELECTION,
+        "--bootstrap-server",
+        cluster.nodes[102].kafka_address("KAFKA"),
+        "--command-config",
+        str(cluster.certs.kafka_client_properties(user)),
+        "--election-type",
+        "PREFERRED",
+        *args,
+    )
