@@ -15,7 +15,9 @@ and 102, mTLS):
 - Kafka 4.4's own kafka-leader-election.sh (``LeaderElectionCommand``) through a broker's Kafka
   listener (ElectLeaders, forwarded to the controller): a preferred election done, then not
   needed, and refused without ALTER on the cluster (skipped without the jars,
-  scripts/kafka/fetch).
+  scripts/kafka/fetch);
+- auto.leader.rebalance.enable, on a cluster of its own with a 1 s check interval: leadership
+  goes back to the preferred replica once the leader has added it back to the ISR.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +36,7 @@ from quorum.admin import TopicCollection
 from quorum.admin.types import NewTopic, TopicPartitionInfo
 from quorum.config import HostPort
 from quorum.errors import ErrorCode
-from quorum.harness import ProcessCluster, free_port, wait_until
+from quorum.harness import ProcessCluster, free_port, process_cluster, wait_until
 from quorum.ids import Uuid
 from quorum.kafka_peer import kafka_missing, run_tool
 from tests.process.test_kafka_data_process import serving_cluster, wait_serving
@@ -265,3 +268,42 @@ def kafka_leader_election(cluster: ProcessCluster, *args: str, user: str = "admi
         "PREFERRED",
         *args,
     )
+
+
+def test_the_controller_moves_leadership_back_to_in_sync_preferred_replicas(
+    tmp_path: Path,
+) -> None:
+    """auto.leader.rebalance.enable (Kafka's default, true) with a 1 s check interval: once the
+    leader has added the returned preferred replica back to the ISR, the active controller
+    elects it without being asked."""
+    settings = {"leader.imbalance.check.interval.seconds": 1}
+    with process_cluster(tmp_path, brokers=2, settings=settings) as small:
+        small.format()
+        small.start_all()
+        small.wait_for_leader(timeout_s=30)
+        with small.admin() as admin:
+            wait_until(
+                lambda: sum(not b.is_fenced for b in admin.describe_cluster().brokers) == 2,
+                30,
+                "both brokers unfenced",
+            )
+        topic_id = create(small, "rebalanced")
+        small.kill(101, signal.SIGTERM)
+        wait_until(lambda: partition(small, "rebalanced").leader == 102, 20, "102 leading")
+        small.start(101)
+        with small.admin() as admin:
+            wait_until(
+                lambda: sum(not b.is_fenced for b in admin.describe_cluster().brokers) == 2,
+                30,
+                "101 unfenced again",
+            )
+        state = partition(small, "rebalanced")
+        assert (state.leader, state.isr) == (102, (102,))
+        refreshed = alter(small, 102, topic_id, state.leader_epoch, (101, 102), -1)
+        grown = alter(
+            small, 102, topic_id, refreshed.leader_epoch, (101, 102), refreshed.partition_epoch
+        )
+        assert grown.isr == (101, 102)
+        wait_until(lambda: partition(small, "rebalanced").leader == 101, 20, "101 leading again")
+        events = [e for n in small.controller_ids for e in small.events(n)]
+        assert any(e.get("event") == "preferred_leaders_elected" for e in events)
