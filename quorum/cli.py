@@ -12,8 +12,8 @@ what it needs. To add a group, write its ``add_..._commands`` and append it to
 
 The groups: here, a node's own (``storage``, ``controller``, ``broker``) and the local cluster
 (``dev``); in ``quorum/cli_admin.py`` those that ask a running cluster (``quorum``, ``topics``,
-``acls``); in ``quorum/cli_offline.py`` those that read a metadata log's files (``log``,
-``metadata``, ``replay``, ``spark``).
+``acls``, ``leader-election``); in ``quorum/cli_offline.py`` those that read a metadata log's
+files (``log``, ``metadata``, ``replay``, ``spark``).
 
 Errors that a person can fix (a bad config, an unformatted directory, a bad id) are raised as
 ``CommandError``, ``ConfigError``, ``MetaPropertiesError`` or ``InvalidUuidError``; ``main``
@@ -28,7 +28,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from quorum.cli_admin import add_acls_commands, add_quorum_commands, add_topics_commands
+from quorum.cli_admin import (
+    add_acls_commands,
+    add_leader_election_commands,
+    add_quorum_commands,
+    add_topics_commands,
+)
 from quorum.cli_common import (
     PROG,
     CommandError,
@@ -375,6 +380,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_quorum_commands,
     add_topics_commands,
     add_acls_commands,
+    add_leader_election_commands,
     add_metadata_commands,
 ]
 

@@ -1,7 +1,8 @@
 """The ``metaquorum`` commands that ask a running cluster, through its admin API: ``quorum``
-(kafka-metadata-quorum: describe, add-controller, remove-controller), ``topics`` (kafka-topics)
-and ``acls`` (kafka-acls). Each handler parses its arguments and calls the tool or the
-``AdminClient`` that does the work; both load gRPC, so they are imported when a handler runs.
+(kafka-metadata-quorum: describe, add-controller, remove-controller), ``topics`` (kafka-topics),
+``acls`` (kafka-acls) and ``leader-election`` (kafka-leader-election). Each handler parses its
+arguments and calls the tool or the ``AdminClient`` that does the work; both load gRPC, so they
+are imported when a handler runs.
 """
 
 # Imported in the handlers: loading gRPC costs every other command about a tenth of a second.
@@ -24,7 +25,12 @@ from quorum.cli_common import (
 )
 from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
 
-__all__ = ["add_acls_commands", "add_quorum_commands", "add_topics_commands"]
+__all__ = [
+    "add_acls_commands",
+    "add_leader_election_commands",
+    "add_quorum_commands",
+    "add_topics_commands",
+]
 
 # ----- quorum ------------------------------------------------------------------------------------
 
@@ -425,4 +431,46 @@ def acls_command(args: argparse.Namespace) -> int:
             return run_acl_command(command, admin, sys.stdout)
     except AdminError as exc:
         sys.stderr.write(f"Error while executing ACL command: {exc}\n")
+        return 1
+
+
+# ----- leader-election ---------------------------------------------------------------------------
+
+
+def add_leader_election_commands(subparsers: Subparsers) -> None:
+    from quorum.tools.leader_election import add_leader_election_arguments
+
+    parser = subparsers.add_parser(
+        "leader-election",
+        help="elect preferred or unclean leaders (kafka-leader-election)",
+        description="Elect partition leaders like kafka-leader-election.sh: PREFERRED moves "
+        "leadership back to each partition's first replica when it is in the ISR; UNCLEAN "
+        "elects a live replica for a partition without a leader. Needs ALTER on the cluster. "
+        "Exits 1 if any partition could not be elected.",
+    )
+    add_leader_election_arguments(parser)
+    add_command_config_argument(parser)
+    parser.set_defaults(handler=leader_election_command)
+
+
+def leader_election_command(args: argparse.Namespace) -> int:
+    from quorum.admin import AdminClient
+    from quorum.errors import AdminError
+    from quorum.security.tls import command_security
+    from quorum.tools.leader_election import (
+        LeaderElectionError,
+        command_from_args,
+        run_leader_election,
+    )
+
+    try:
+        command = command_from_args(args)
+    except LeaderElectionError as exc:
+        raise CommandError(str(exc)) from exc
+    security = command_security(args.command_config)
+    try:
+        with AdminClient(args.bootstrap, security=security) as admin:
+            return run_leader_election(command, admin, sys.stdout, sys.stderr)
+    except AdminError as exc:
+        sys.stderr.write(f"Error while running the leader election: {exc}\n")
         return 1

@@ -80,8 +80,6 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "replica.socket.receive.buffer.bytes",
         "replica.high.watermark.checkpoint.interval.ms",
         "replica.selector.class",
-        "auto.leader.rebalance.enable",
-        "leader.imbalance.check.interval.seconds",
         "leader.imbalance.per.broker.percentage",
     ),
     "group, transaction and share coordinators": (

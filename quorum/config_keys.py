@@ -303,6 +303,20 @@ class NodeConfig:
             "held); topics may override it",
         ),
     )
+    # Kafka's names and defaults (true, 300 s). Kafka's third key of the kind,
+    # leader.imbalance.per.broker.percentage, is accepted and ignored: every imbalanced
+    # partition is elected (quorum/server/controller.py).
+    auto_leader_rebalance_enable: bool = field(
+        default=True,
+        metadata=key(
+            boolean(),
+            "the active controller moves leadership back to preferred replicas that are in sync",
+        ),
+    )
+    leader_imbalance_check_interval_seconds: int = field(
+        default=300,
+        metadata=key(integer(1), "how often the active controller looks for such partitions"),
+    )
     # Kafka's default is unbounded; 500 here, so that with the 4 MiB frame bound at most 2 GiB
     # of requests are held at once (docs/kafka-listener.md).
     max_connections: int = field(

@@ -29,6 +29,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.data_plane import DataPlane
+from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
@@ -201,6 +202,9 @@ class KafkaApis:
             ApiKey.DESCRIBE_QUORUM: quorum.handle,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
+            ApiKey.ELECT_LEADERS: ElectLeadersHandler(
+                authorization, self._read_image, self._forward
+            ).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
             handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions

@@ -109,6 +109,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -158,6 +159,7 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.DELETE_ACLS: (0, 3),
         ApiKey.DESCRIBE_CONFIGS: (0, 4),
         **({ApiKey.CREATE_PARTITIONS: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
+        ApiKey.ELECT_LEADERS: (0, 2),  # forwarded (elect_leaders.py)
         ApiKey.DESCRIBE_QUORUM: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),

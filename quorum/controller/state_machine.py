@@ -61,6 +61,7 @@ from quorum.controller.requests import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeTopic,
+    ElectionType,
     ElectLeadersRequest,
     ElectLeadersResponse,
     RegisterBrokerRequest,
@@ -69,6 +70,7 @@ from quorum.controller.requests import (
     TopicListing,
 )
 from quorum.controller.result import ControllerResult
+from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.batch import DecodedBatch
 from quorum.metadata.delta import MetadataDelta
@@ -363,6 +365,29 @@ class ControllerStateMachine:
         """See ``quorum.controller.elections``; decides against the latest image."""
         self._check_next_offset(next_offset)
         return election_ops.elect_leaders(self._latest, request)
+
+    def rebalance_leaders(
+        self, *, next_offset: int, partitions_max: int = election_ops.ELECT_LEADERS_PARTITIONS_MAX
+    ) -> ControllerResult[tuple[tuple[str, int], ...]]:
+        """Kafka's ``auto.leader.rebalance.enable``: a preferred election for at most
+        ``partitions_max`` of the partitions whose preferred replica is in the ISR and unfenced
+        but does not lead (response: those elected, topic name and partition). Scans every
+        partition of the latest image (O(partitions)), which is why the controller runs it only
+        every ``leader.imbalance.check.interval.seconds``."""
+        self._check_next_offset(next_offset)
+        wanted = election_ops.preferred_imbalance(self._latest)[:partitions_max]
+        if not wanted:
+            return ControllerResult((), ())
+        result = election_ops.elect_leaders(
+            self._latest, ElectLeadersRequest(ElectionType.PREFERRED, wanted)
+        )
+        elected = tuple(
+            (r.topic, r.partition)
+            for r in result.response.results
+            if r.error_code is ErrorCode.NONE
+        )
+        assert len(elected) == len(result.records), (elected, result.records)
+        return ControllerResult(result.records, elected, is_atomic=False)
 
     def next_session_expiry_ms(self) -> int | None:
         """When ``fence_stale_brokers`` may next have work (None: no session to watch)."""

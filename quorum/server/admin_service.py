@@ -747,7 +747,6 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> admin_pb2.ElectLeadersResponse:
         """Kafka's ElectLeaders: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED),
         then the controller's ``elect_leaders`` (quorum/controller/elections.py)."""
-        elect = elect_leaders_from_proto(request)  # ValueError: INVALID_REQUEST
         caller = self._callers.caller(context)
         if not self._authorization.allows(
             caller, self._image(), AclOperation.ALTER, ResourceType.CLUSTER
@@ -758,6 +757,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 f"(metaquorum acls --add --allow-principal {caller.principal} --operation Alter "
                 "--cluster)",
             )
+        elect = elect_leaders_from_proto(request)  # ValueError: INVALID_REQUEST
         answer, offset = await self._write(
             context, lambda sm, next_offset: sm.elect_leaders(elect, next_offset=next_offset)
         )

@@ -17,6 +17,7 @@ import grpc
 import structlog
 
 from quorum.config import NodeConfig
+from quorum.controller.elections import ELECT_LEADERS_PARTITIONS_MAX
 from quorum.controller.state_machine import ControllerConfig, ControllerStateMachine
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
@@ -258,6 +259,40 @@ class ControllerNode:
                 self.timed_out_heartbeats += len(fenced)
                 self.log.warning("brokers_fenced", broker_ids=list(fenced))
 
+    async def _rebalance_leaders(self) -> None:
+        """Kafka's ``auto.leader.rebalance.enable``: every
+        ``leader.imbalance.check.interval.seconds`` the active controller elects the preferred
+        replica of each partition where it is in the ISR and unfenced but does not lead (in
+        runs of at most 10,000 partitions, the next run at once while some are left). Unlike
+        Kafka, no ``leader.imbalance.per.broker.percentage`` threshold: any such partition is
+        elected."""
+        interval_s = self.config.leader_imbalance_check_interval_seconds
+        more = False
+        while True:
+            if not more:
+                await asyncio.sleep(interval_s)
+            more = False
+            if not self.controller_ready():
+                continue
+
+            def operation(
+                next_offset: int,
+            ) -> tuple[tuple[Record, ...], tuple[tuple[str, int], ...]]:
+                result = self.state_machine.rebalance_leaders(next_offset=next_offset)
+                return result.records, result.response
+
+            try:
+                proposal, elected = await self.driver.submit(operation)
+            except (NotLeaderError, ShuttingDownError):
+                continue
+            if proposal is not None:
+                more = len(elected) >= ELECT_LEADERS_PARTITIONS_MAX
+                self.log.info(
+                    "preferred_leaders_elected",
+                    partitions=len(elected),
+                    first=[f"{t}-{p}" for t, p in elected[:10]],
+                )
+
     def _add_servicers(self, server: grpc.aio.Server) -> None:
         raft = self.raft
         callers = CallerResolver(self.config.ssl_principal_mapping_rules)
@@ -308,16 +343,20 @@ class ControllerNode:
         if self.config.controller_quorum_auto_join_enable:  # KIP-853 (Kafka 4.1)
             self.raft.spawn(self.raft.auto_join())
         fence_task = asyncio.create_task(self._fence_stale_brokers(), name="fence-sweep")
+        timers = {fence_task}
+        if self.config.auto_leader_rebalance_enable:
+            timers.add(asyncio.create_task(self._rebalance_leaders(), name="leader-rebalance"))
         stop_task = asyncio.create_task(stop.wait(), name="stop-signal")
         done, _ = await asyncio.wait(
-            {driver_task, stop_task, fence_task}, return_when=asyncio.FIRST_COMPLETED
+            {driver_task, stop_task, *timers}, return_when=asyncio.FIRST_COMPLETED
         )
-        fence_task.cancel()
-        if driver_task in done or fence_task in done:
+        for timer in timers:
+            timer.cancel()
+        if driver_task in done or not timers.isdisjoint(done):
             stop_task.cancel()
             self.driver.stop()
             await self._close()
-            for task in (driver_task, fence_task):
+            for task in (driver_task, *timers):
                 if task.done() and not task.cancelled():
                     task.result()  # a crash of the core is a crash of the process
             return

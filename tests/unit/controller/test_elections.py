@@ -204,3 +204,27 @@ def test_too_many_partitions_is_a_request_level_error() -> None:
     assert result.records == ()
     assert result.response.error_code is ErrorCode.INVALID_REQUEST
     assert "split it" in (result.response.error_message or "")
+
+
+def test_rebalance_elects_in_sync_preferred_replicas_that_do_not_lead() -> None:
+    """auto.leader.rebalance.enable: only partitions whose preferred replica is in the ISR and
+    unfenced; at most ``partitions_max`` per run."""
+    h = cluster()
+    h.now_ms += SESSION_MS + 1
+    keep_alive(h, 2)
+    assert fence(h) == (0, 1)
+    h.heartbeat(0)
+    h.heartbeat(1)
+    # Both partitions are led by 2 now; 0 and 1 are back but out of the ISRs: nothing to do.
+    assert (state(h, 0).leader, state(h, 1).leader) == (2, 2)
+    assert h.sm.rebalance_leaders(next_offset=h.next_offset).records == ()
+    set_isr(h, 0, (0, 1, 2))
+    set_isr(h, 1, (1, 2, 0))
+    first = h.sm.rebalance_leaders(next_offset=h.next_offset, partitions_max=1)
+    assert not first.is_atomic
+    assert h.propose(first) == (("orders", 0),)
+    assert (state(h, 0).leader, state(h, 1).leader) == (0, 2)
+    assert h.propose(h.sm.rebalance_leaders(next_offset=h.next_offset)) == (("orders", 1),)
+    assert state(h, 1).leader == 1
+    assert h.sm.rebalance_leaders(next_offset=h.next_offset).records == ()
+    h.check_replay()

@@ -118,6 +118,14 @@ class Controller:
                     for t in request.topics
                 ],
             )
+        if method == "ElectLeaders":
+            return admin_pb2.ElectLeadersResponse(
+                metadata_offset=self.offset,
+                results=[
+                    admin_pb2.ElectLeadersResult(topic=p.topic, partition=p.partition, leader=1)
+                    for p in request.partitions
+                ],
+            )
         if method == "CreateAcls":
             return admin_pb2.CreateAclsResponse(
                 results=[admin_pb2.AclCreationResult() for _ in request.creations]
