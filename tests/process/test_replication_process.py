@@ -27,6 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quorum.admin import TopicCollection
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from tests.kafka_raw import RawConnection
+from tests.process.test_kafka_data_process import produce_raw
+from tests.record_batches import Record, encode_batch
 
 BROKERS = (101, 102, 103)
 SESSION_TIMEOUT_MS = 9_000  # Kafka's default broker.session.timeout.ms
@@ -141,7 +143,9 @@ def test_a_broker_back_from_down_replicates_the_new_incarnation_from_offset_0(
 ) -> None:
     settings = client(cluster, (101, 103))
     admin = AdminClient(settings)
-    new_topic = NewTopic("orders", 1, replica_assignment=[[101, 102]])
+    new_topic = NewTopic(
+        "orders", 1, replica_assignment=[[101, 102]], config={"min.insync.replicas": "2"}
+    )
     for future in admin.create_topics([new_topic]).values():
         future.result(timeout=30)
     wait_isr(cluster, "orders", {101, 102})
@@ -154,6 +158,17 @@ def test_a_broker_back_from_down_replicates_the_new_incarnation_from_offset_0(
     )
     cluster.kill(102, signal.SIGTERM)  # a controlled shutdown: fenced at once
     wait_isr(cluster, "orders", {101})
+    # One in-sync replica, min.insync.replicas 2: acks=all is refused, nothing appended.
+    assert cluster.certs is not None
+    wire = RawConnection(
+        cluster.nodes[101].kafka_address("KAFKA"),
+        (str(cluster.certs.ca), str(cluster.certs.client_keystore("admin"))),
+    )
+    try:
+        refused = produce_raw(wire, "orders", encode_batch([Record(b"k", b"x", 1, ())]), acks=-1)
+        assert int(refused.error_code) == 19, refused  # NOT_ENOUGH_REPLICAS
+    finally:
+        wire.close()
     for future in admin.delete_topics(["orders"]).values():
         future.result(timeout=30)
     wait_until(lambda: "orders" not in admin.list_topics(timeout=10).topics, 30, "orders deleted")
