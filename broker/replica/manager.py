@@ -103,7 +103,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._followed: dict[Key, int] = {}  # partition -> the leader it is fetched from
         self._waiting: dict[Key, list[tuple[int, asyncio.Future[int]]]] = {}
-        self._altering: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._shrinker: asyncio.Task[None] | None = None
         self._seen: tuple[object, object] | None = None
         self.isr_shrinks = 0
@@ -115,7 +115,7 @@ class ReplicaManager:
         self._shrinker = asyncio.create_task(self._shrink_forever(), name="isr-shrinker")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._shrinker, *self._altering) if t is not None]
+        tasks = [t for t in (self._shrinker, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -208,8 +208,8 @@ class ReplicaManager:
             self._maybe_advance(key)
 
         task = asyncio.create_task(open_log())
-        self._altering.add(task)
-        task.add_done_callback(self._altering.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _fetcher(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)
@@ -306,8 +306,8 @@ class ReplicaManager:
     def _alter(self, leader: PartitionLeader, new_isr: tuple[int, ...], why: str) -> None:
         leader.pending_isr = new_isr
         task = asyncio.create_task(self._send_alter(leader, new_isr, why))
-        self._altering.add(task)
-        task.add_done_callback(self._altering.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _send_alter(
         self, leader: PartitionLeader, new_isr: tuple[int, ...], why: str

@@ -349,7 +349,7 @@ def test_not_leader_names_the_current_leader_and_its_endpoint(harness: DataHarne
 
 def test_acks(harness: DataHarness) -> None:
     assert int(harness.produce("orders", 0, batch(1), acks=-1).error_code) == 0
-    # min.insync.replicas 2 and an ISR of the leader alone (no replication yet)
+    # min.insync.replicas 2 and, without a replica manager, an ISR of the leader alone
     strict = harness.produce("strict", 0, batch(1), acks=-1)
     assert int(strict.error_code) == 19 and "min.insync.replicas" in strict.error_message
     assert int(harness.produce("strict", 0, batch(1), acks=1).error_code) == 0
