@@ -31,6 +31,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quorum.admin import TopicCollection
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from tests.kafka_raw import RawConnection
 from tests.record_batches import Record, decode_batches, encode_batch
@@ -559,36 +560,22 @@ def test_acks_all_waits_for_min_insync_replicas_and_writes_need_write(
         cluster, "two-replicas", on=None, replication=2, configs={"min.insync.replicas": "2"}
     )
     batch = encode_batch([Record(b"k", b"v", 1_700_000_000_000, ())])
-    leader_connection = None
-    for broker in BROKERS:
-        connection = raw(cluster, broker)
-        answers: list[Any] = []
-        wait_until(  # the broker has applied the creation (CreateTopics does not wait for it)
-            lambda c=connection, seen=answers: (
-                seen.append(produce_raw(c, "two-replicas", batch, acks=-1))
-                or int(seen[-1].error_code) != 3
-            ),
-            30,
-            f"broker {broker} knowing two-replicas",
-        )
-        answer = answers[-1]
-        if int(answer.error_code) == 6:  # not this one
-            connection.close()
-            continue
-        # Both replicas in the ISR (the follower fetches from the leader): acks=all is
-        # answered once both hold the batch. Below min.insync.replicas it is refused
-        # (tests/process/test_replication_process.py).
+    with cluster.admin() as admin:
+        described = admin.describe_topics(TopicCollection.of_topic_names(["two-replicas"]))
+        leader = described.all_topic_names()["two-replicas"].partitions[0].leader
+    # Both replicas in the ISR (the follower fetches from the leader): acks=all is answered
+    # once both hold the batch (retried while the leader's directory is being made, answered
+    # NOT_LEADER_OR_FOLLOWER meanwhile). Below min.insync.replicas it is refused
+    # (tests/process/test_replication_process.py).
+    connection = raw(cluster, leader)
+    try:
         wait_until(
-            lambda c=connection: (
-                int(produce_raw(c, "two-replicas", batch, acks=-1).error_code) == 0
-            ),
+            lambda: int(produce_raw(connection, "two-replicas", batch, acks=-1).error_code) == 0,
             30,
             "acks=all accepted with both replicas in sync",
         )
-        leader_connection = connection
-        break
-    assert leader_connection is not None
-    leader_connection.close()
+    finally:
+        connection.close()
     # ACLs: a principal without WRITE is refused, with it allowed.
     create_topic(cluster, "guarded")
     alice = raw(cluster, name="alice")
