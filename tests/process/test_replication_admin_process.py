@@ -61,7 +61,9 @@ def create(cluster: ProcessCluster, name: str, replicas: tuple[int, ...] = (101,
 
 
 def wait_isr(cluster: ProcessCluster, name: str, isr: tuple[int, ...]) -> None:
-    wait_until(lambda: partition(cluster, name).isr == isr, 30, f"the ISR of {name} {isr}")
+    wait_until(
+        lambda: set(partition(cluster, name).isr) == set(isr), 30, f"the ISR of {name} {isr}"
+    )
 
 
 def partition(cluster: ProcessCluster, name: str) -> TopicPartitionInfo:
