@@ -212,6 +212,25 @@ class _PeerContext:
         return self._auth
 
 
+def _context(material: Material, protocol: ssl._SSLMethod) -> ssl.SSLContext:
+    """A TLS context with the node's key, chain and trust store, TLS 1.2 at least."""
+    assert material.key is not None
+    assert material.chain is not None
+    context = ssl.SSLContext(protocol)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # The ssl module loads a key and chain from a file only: one private temporary file,
+    # removed at once.
+    with tempfile.TemporaryDirectory(prefix="metaquorum-tls-") as directory:
+        path = Path(directory) / "keystore.pem"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(material.key + b"\n" + material.chain)
+        context.load_cert_chain(str(path))
+    if material.ca is not None:
+        context.load_verify_locations(cadata=material.ca.decode())
+    return context
+
+
 class KafkaTls:
     """The server side of an SSL Kafka listener: the node's keystore and truststore
     (``PemFiles``, re-read when they change) and ``ssl.client.auth``."""
@@ -229,20 +248,7 @@ class KafkaTls:
         self.context.sni_callback = self._on_client_hello
 
     def _build(self, material: Material) -> ssl.SSLContext:
-        assert material.key is not None
-        assert material.chain is not None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        # The ssl module loads a key and chain from a file only: one private temporary file,
-        # removed at once.
-        with tempfile.TemporaryDirectory(prefix="metaquorum-tls-") as directory:
-            path = Path(directory) / "keystore.pem"
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(material.key + b"\n" + material.chain)
-            context.load_cert_chain(str(path))
-        if material.ca is not None:
-            context.load_verify_locations(cadata=material.ca.decode())
+        context = _context(material, ssl.PROTOCOL_TLS_SERVER)
         context.verify_mode = self._verify_mode
         return context
 
@@ -251,18 +257,7 @@ class KafkaTls:
         same key and chain, the same trust store, the peer's name checked against its
         certificate as Kafka's ``ssl.endpoint.identification.algorithm=https`` does."""
         material, _ = self._files.current()
-        assert material.key is not None and material.chain is not None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        with tempfile.TemporaryDirectory(prefix="metaquorum-tls-") as directory:
-            path = Path(directory) / "keystore.pem"
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(material.key + b"\n" + material.chain)
-            context.load_cert_chain(str(path))
-        if material.ca is not None:
-            context.load_verify_locations(cadata=material.ca.decode())
-        return context
+        return _context(material, ssl.PROTOCOL_TLS_CLIENT)
 
     def _on_client_hello(
         self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext

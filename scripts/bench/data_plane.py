@@ -377,6 +377,19 @@ class Bench:
         return rate
 
 
+def start(cluster: ProcessCluster, brokers: int) -> None:
+    """Format and start every node; wait until ``brokers`` brokers are unfenced."""
+    cluster.format()
+    cluster.start_all()
+    cluster.wait_for_leader(timeout_s=30)
+    with cluster.admin() as admin:
+        wait_until(
+            lambda: sum(not b.is_fenced for b in admin.describe_cluster().brokers) == brokers,
+            60,
+            f"{brokers} broker(s) unfenced",
+        )
+
+
 def failover(bench: Bench, cluster: ProcessCluster) -> tuple[float, float]:
     """kill -9 of the leader under a paced acks=all producer: seconds from the kill, and from
     the election, to the first acknowledgement of a record produced after the kill."""
@@ -434,15 +447,7 @@ def replication(args: argparse.Namespace) -> int:
             kafka_listeners={"KAFKA": "SSL" if args.security == "ssl" else "PLAINTEXT"},
         ) as cluster,
     ):
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        with cluster.admin() as admin:
-            wait_until(
-                lambda: sum(not b.is_fenced for b in admin.describe_cluster().brokers) == 3,
-                60,
-                "three brokers unfenced",
-            )
+        start(cluster, brokers=3)
         bench = Bench(cluster, args.security, args.partitions, replication_factor=3)
         _, rate_all, _ = bench.produce_max("all", args.records)
         from_kill_s, from_election_s = failover(bench, cluster)
@@ -494,15 +499,7 @@ def main() -> int:
             f" {cached:.0f} MB/s to the page cache (512 MiB, 1 MiB writes)",
             flush=True,
         )
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        with cluster.admin() as admin:
-            wait_until(
-                lambda: any(not b.is_fenced for b in admin.describe_cluster().brokers),
-                60,
-                "the broker unfenced",
-            )
+        start(cluster, brokers=1)
         bench = Bench(cluster, args.security, args.partitions)
         print(f"confluent-kafka, {args.partitions} partition(s):", flush=True)
         topic, rate_1, _ = bench.produce_max("1", args.records)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,20 +26,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quorum.admin import TopicCollection
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from tests.kafka_raw import RawConnection
-from tests.process.test_kafka_data_process import produce_raw
+from tests.process.test_kafka_data_process import listening, produce_raw
 from tests.record_batches import Record, encode_batch
 
 BROKERS = (101, 102, 103)
 SESSION_TIMEOUT_MS = 9_000  # Kafka's default broker.session.timeout.ms
-
-
-def listening(address: str) -> bool:
-    host, port = address.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 def client(cluster: ProcessCluster, brokers: tuple[int, ...] = BROKERS) -> dict[str, Any]:
