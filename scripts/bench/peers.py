@@ -34,7 +34,8 @@ Usage: .venv/bin/python scripts/bench/peers.py [--sequential 2000] [--in-flight 
        [--seconds 15] [--failover-runs 5] [--repeat 3] [--security ssl|plaintext] [--only etcd|mq]
        .venv/bin/python scripts/bench/peers.py --peer kafka [--sequential 1000] [--seconds 15]
        [--warm-up-seconds 60] [--propagation 200] [--failover-runs 5] [--idle-seconds 10]
-       [--scale-partitions 100000]
+       [--scale-partitions 100000] [--data | --data-only] [--data-records 300000]
+       [--data-warm-up 100000]
        [--repeat 1] [--security ssl|plaintext] [--only kafka|mq]
 """
 
@@ -624,6 +625,18 @@ def main() -> int:
         type=int,
         default=0,
         help="kafka: also create this many partitions (e.g. 100000)",
+    )
+    parser.add_argument(
+        "--data",
+        action="store_true",
+        help="kafka: then the data half (produce / consume MB/s, kill -9 of a leader broker)",
+    )
+    parser.add_argument("--data-only", action="store_true", help="kafka: the data half alone")
+    parser.add_argument(
+        "--data-records", type=int, default=300_000, help="kafka: records per produce run"
+    )
+    parser.add_argument(
+        "--data-warm-up", type=int, default=100_000, help="kafka: records, not measured"
     )
     args = parser.parse_args()
     # SIGTERM (and SIGINT, which a background job ignores) unwind the clusters' context

@@ -48,6 +48,10 @@ through kio, the codec our broker uses), because librdkafka cannot ask one chose
    (SIGTERM -> a voter caught up to the high watermark again).
 
 Ratios are metaquorum / Kafka of the medians; the floors of issue 33 are printed with them.
+
+The data half (``--data``: after the metadata half, once, whatever ``--repeat`` says;
+``--data-only``: alone) is ``peers_kafka_data.py``: produce and consume MB/s and kill -9 of a
+leader broker, on fresh clusters of its own.
 """
 
 from __future__ import annotations
@@ -672,6 +676,11 @@ def kafka_main(args: argparse.Namespace) -> int:
         return 1
     import confluent_kafka  # noqa: PLC0415
 
+    if args.data_only:
+        from peers_kafka_data import data_main  # noqa: PLC0415 - the data half (issue 33)
+
+        return data_main(args)
+
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; python "
           f"{sys.version.split()[0]}; confluent-kafka {confluent_kafka.version()} (librdkafka "
           f"{confluent_kafka.libversion()[0]}); Apache Kafka {KAFKA_VERSION}; security "
@@ -716,6 +725,9 @@ def kafka_main(args: argparse.Namespace) -> int:
         "ratio = metaquorum / Kafka of the medians; higher is better only for topics/s and "
         "partitions/s"
     )
-    # Hooks for the data plane (produce / consume), once the brokers serve Produce and Fetch:
-    # a measure_produce(side, ...) here, with the same client against both sides' brokers.
+    if args.data:
+        from peers_kafka_data import data_main  # noqa: PLC0415 - the data half (issue 33)
+
+        print()
+        return data_main(args)
     return 0
