@@ -37,8 +37,12 @@ class ControllerClient:
         security: ClientSecurity | None = None,
         *,
         cluster_id: str | None = None,
+        voter_ids: bool = True,
     ) -> None:
-        self._voters = dict(voters)
+        """``voters``: controller id -> address (``controller.quorum.voters``); with
+        ``voter_ids`` False the keys are not controller ids (bootstrap servers) and a
+        NOT_CONTROLLER answer is followed to the endpoint it names."""
+        self._voters = dict(voters) if voter_ids else {}
         self._server_name = (
             None if cluster_id is None else node_server_name(cluster_id, ROLE_CONTROLLER)
         )
@@ -81,8 +85,13 @@ class ControllerClient:
                 continue
             if answer.error_code == ErrorCode.NOT_CONTROLLER:
                 failures.append(f"{address}: NOT_CONTROLLER")
-                if answer.controller_endpoint and answer.controller_endpoint not in tried:
-                    order.insert(0, answer.controller_endpoint)
+                # The leader as this node reaches it: its configured voter address when the
+                # answer names a voter id (the network path this node was given, e.g. through
+                # a proxy), else the endpoint the answer gives.
+                known = self._voters.get(getattr(answer, "controller_id", -1))
+                hint = f"{known.host}:{known.port}" if known else answer.controller_endpoint
+                if hint and hint not in tried:
+                    order.insert(0, hint)
                 continue
             self._preferred = address
             return answer

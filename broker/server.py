@@ -185,6 +185,7 @@ class BrokerNode:
             or dict(enumerate(config.controller_quorum_bootstrap_servers)),
             self.raft.security.client,
             cluster_id=self.raft.cluster_id,
+            voter_ids=bool(config.controller_quorum_voters),
         )
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
