@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -45,18 +46,68 @@ ADMIN_PRINCIPAL = "User:CN=admin"
 T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# The ports the harness hands out (a node's listeners, a test's own servers) come from a range
+# of their own: below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+# default), so neither a bind to port 0 (metrics listeners, the fault proxy's links) nor the
+# local port of an outgoing connection can take one between the moment it is chosen and the
+# moment its node binds it; and above deploy/local's fixed 19xxx ports (``dev up``). Each
+# pytest-xdist worker (PYTEST_XDIST_WORKER=gwN of PYTEST_XDIST_WORKER_COUNT) picks from a slice
+# of its own, so two workers never choose the same port, and within a process the slice is
+# walked in turn from a random point, so a port comes back only after the whole slice did
+# (docs/testing.md#layout). A port found bound (another program's) is skipped.
+PORT_RANGE = (20_000, 32_000)
 
 
-def _hold_port(held: list[socket.socket]) -> int:
-    """A free port on 127.0.0.1, kept bound (in ``held``) until the caller closes it."""
+class _PortSlice:
+    def __init__(self) -> None:
+        low, high = PORT_RANGE
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        index, count = 0, 1
+        if worker.startswith("gw") and worker[2:].isdigit():
+            index = int(worker[2:])
+            count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), index + 1)
+        size = (high - low) // count
+        self.low = low + index * size
+        self.size = size
+        self.offset = random.SystemRandom().randrange(size)  # the tests' seeded random untouched
+        self.lock = threading.Lock()
+
+    def bind(self, sock: socket.socket) -> int:
+        with self.lock:
+            for _ in range(self.size):
+                port = self.low + self.offset
+                self.offset = (self.offset + 1) % self.size
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+        raise OSError(f"no free port in {self.low}-{self.low + self.size - 1}")
+
+
+_PORTS: _PortSlice | None = None
+
+
+def hold_port(held: list[socket.socket]) -> int:
+    """A free port on 127.0.0.1 from this process's slice (``PORT_RANGE``), kept bound (in
+    ``held``) until the caller closes it."""
+    global _PORTS  # one slice per process, made on first use (once xdist set its variables)
+    if _PORTS is None:
+        _PORTS = _PortSlice()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     held.append(sock)
-    sock.bind(("127.0.0.1", 0))
-    return int(sock.getsockname()[1])
+    return _PORTS.bind(sock)
+
+
+def free_port() -> int:
+    """A free port on 127.0.0.1 from this process's slice, released: for a server the caller
+    starts at once (no other test process can be handed it meanwhile)."""
+    held: list[socket.socket] = []
+    try:
+        return hold_port(held)
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def resident_mib(pid: int) -> float:
@@ -367,7 +418,7 @@ class ProcessCluster:
         assert self.security in ("ssl", "plaintext"), self.security
         if self.security == "ssl":
             self.certs = ClusterCerts(self.root / "certs", self.cluster_id)
-        ports = {n: _hold_port(held) for n in range(1, self.voters + 1)}
+        ports = {n: hold_port(held) for n in range(1, self.voters + 1)}
         for node_id, port in ports.items():
             data_dir = self.root / f"controller-{node_id}"
             config = self.root / f"controller-{node_id}.toml"
@@ -386,8 +437,8 @@ class ProcessCluster:
                 node_id, port, config, data_dir, self.root / f"controller-{node_id}.log"
             )
         for node_id in range(101, 101 + self.brokers):
-            port = _hold_port(held)
-            kafka_ports = {name: _hold_port(held) for name in self.kafka_listeners}
+            port = hold_port(held)
+            kafka_ports = {name: hold_port(held) for name in self.kafka_listeners}
             data_dir = self.root / f"broker-{node_id}"
             config = self.root / f"broker-{node_id}.toml"
             self.write_config(

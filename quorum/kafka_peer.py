@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quorum.harness import CLUSTER_ID, REPO, ClusterCerts, wait_until
+from quorum.harness import CLUSTER_ID, REPO, ClusterCerts, hold_port, wait_until
 
 KAFKA_VERSION = "4.4.0"
 FETCH_SCRIPT = REPO / "scripts" / "kafka" / "fetch"
@@ -241,13 +241,6 @@ def compile_driver() -> Path:
     return out
 
 
-def _hold_port(held: list[socket.socket]) -> int:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    held.append(sock)
-    sock.bind(("127.0.0.1", 0))
-    return int(sock.getsockname()[1])
-
-
 @dataclass
 class KafkaNode:
     node_id: int
@@ -311,8 +304,8 @@ class KafkaCluster:
             self.certs = ClusterCerts(self.root / "certs", self.cluster_id)
         held: list[socket.socket] = []
         try:
-            controller_ports = {n: _hold_port(held) for n in range(1, self.controllers + 1)}
-            broker_ports = {n: _hold_port(held) for n in range(101, 101 + self.brokers)}
+            controller_ports = {n: hold_port(held) for n in range(1, self.controllers + 1)}
+            broker_ports = {n: hold_port(held) for n in range(101, 101 + self.brokers)}
         finally:
             for sock in held:
                 sock.close()

@@ -44,7 +44,11 @@ NODE_CHANNEL_OPTIONS: Final[list[tuple[str, Any]]] = [
     # (``AioChannels``) then really connects anew instead of sharing the waiting subchannel.
     ("grpc.use_local_subchannel_pool", 1),
 ]
+# gRPC binds a server's port with SO_REUSEPORT unless told not to: a second node (or any gRPC
+# server) started on a port a live node listens on then bound it too and took a share of its
+# connections, silently. Without it that start fails with "the port is in use" (StartupError).
 SERVER_OPTIONS: Final[list[tuple[str, Any]]] = [
+    ("grpc.so_reuseport", 0),
     ("grpc.max_receive_message_length", REQUEST_BYTES_MAX),
     ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),

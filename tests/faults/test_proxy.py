@@ -98,6 +98,7 @@ def test_bytes_pass_intact(proxied: tuple[FaultProxy, int]) -> None:
     assert proxy.link("a", "b").bytes_forwarded >= 2 * len(payload)
 
 
+@pytest.mark.timing  # the heal's reset within 2 s
 def test_a_blackhole_is_silence_both_ways_and_the_heal_resets(
     proxied: tuple[FaultProxy, int],
 ) -> None:
@@ -123,6 +124,7 @@ def test_a_blackhole_is_silence_both_ways_and_the_heal_resets(
         assert round_trip(after, b"after") == b"after"
 
 
+@pytest.mark.timing  # within 1.5 s
 def test_a_reset_closes_at_once_and_refuses_new_connections(
     proxied: tuple[FaultProxy, int],
 ) -> None:

@@ -34,9 +34,20 @@ def _record(report: Report) -> None:
             out.write(report.summary() + "\n")
 
 
+def _marks(scenario: Scenario) -> list[pytest.MarkDecorator]:
+    """``timing`` for a scenario that must see no election (``Scenario.no_election``): a fetch
+    timeout missed on a machine busy with other tests would depose the leader, which no fault
+    caused; scripts/test runs these one at a time (docs/testing.md#layout)."""
+    return [pytest.mark.timing] if scenario.no_election else []
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    ("index", "scenario"), list(enumerate(SCENARIOS)), ids=[s.name for s in SCENARIOS]
+    ("index", "scenario"),
+    [
+        pytest.param(index, scenario, id=scenario.name, marks=_marks(scenario))
+        for index, scenario in enumerate(SCENARIOS)
+    ],
 )
 def test_scenario(index: int, scenario: Scenario, tmp_path: Path) -> None:
     if scenario.fiu and (reason := fiu_available()):
@@ -51,6 +62,7 @@ def test_scenario(index: int, scenario: Scenario, tmp_path: Path) -> None:
     assert report.acknowledged_writes > 0, "the workload acknowledged no write"
 
 
+@pytest.mark.timing  # whether a run exposes the bug depends on timing (below)
 @pytest.mark.timeout(360)
 @pytest.mark.parametrize(
     ("index", "control"),

@@ -406,6 +406,7 @@ class MillionRecords:
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # a throughput floor: produced in 120 s, read back in 180 s
 def test_a_million_1kb_records_read_back_byte_for_byte(cluster: ProcessCluster) -> None:
     """confluent-kafka writes 1,000,000 records of 1 KB (acks=1) and reads them back from
     offset 0: every offset, key, value, header and timestamp as written. 40 s on the 2 shared

@@ -118,6 +118,7 @@ def test_idle_connections_beyond_the_per_address_limit_lock_out_no_other_client(
     assert len(refusals) == 1  # the rest of that reason throttled
 
 
+@pytest.mark.timing  # closed within 5 s of connections.max.idle.ms
 def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
     cluster: ProcessCluster,
 ) -> None:

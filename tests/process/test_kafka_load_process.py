@@ -40,7 +40,8 @@ from quorum.admin import NewTopic
 from quorum.harness import ADMIN_PRINCIPAL, REPO, ProcessCluster, process_cluster, wait_until
 from tests.kafka_raw import RawConnection, metadata_values
 
-pytestmark = [pytest.mark.slow]
+# timing: a client's latency and the broker's loop are bounded, and it must stay unfenced.
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 BROKER = 101
 LOAD_SECONDS = 30.0

@@ -29,7 +29,8 @@ from quorum.ids import METADATA_TOPIC_ID
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc, raft_pb2, raft_pb2_grpc
 from quorum.security.tls import ClientSecurity
 
-pytestmark = [pytest.mark.slow]
+# timing: the loop's CPU per turn is measured, and no election may happen meanwhile.
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 REQUESTS = 20
 TOPICS_PER_REQUEST = 1_000

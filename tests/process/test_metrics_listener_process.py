@@ -108,6 +108,7 @@ def test_only_get_metrics_is_served(node: tuple[ProcessCluster, tuple[str, int]]
 
 @pytest.mark.process
 @pytest.mark.slow
+@pytest.mark.timing  # closed within 5 s of the read timeout
 def test_a_half_sent_request_is_closed_after_the_read_timeout(
     node: tuple[ProcessCluster, tuple[str, int]],
 ) -> None:
@@ -126,6 +127,7 @@ def test_a_half_sent_request_is_closed_after_the_read_timeout(
 
 @pytest.mark.process
 @pytest.mark.slow
+@pytest.mark.timing  # the scrape within the read timeout
 def test_half_open_connections_neither_stop_a_scrape_nor_hold_threads(
     node: tuple[ProcessCluster, tuple[str, int]],
 ) -> None:

@@ -39,6 +39,7 @@ def committed_prefixes(
     ]
 
 
+@pytest.mark.timing  # the failover within FAILOVER_S_MAX
 def test_election_replication_and_kill_9_failover(tmp_path: Path) -> None:
     with process_cluster(tmp_path) as cluster:
         cluster.format()
@@ -96,6 +97,7 @@ def test_election_replication_and_kill_9_failover(tmp_path: Path) -> None:
         assert any(r["type"] == "LEADER_CHANGE" for r in prefixes[0])
 
 
+@pytest.mark.timing  # the handover within 500 ms
 def test_sigterm_leader_hands_over_fast(tmp_path: Path) -> None:
     with process_cluster(tmp_path) as cluster:
         cluster.format()
