@@ -73,6 +73,7 @@ def cut_off(cluster: ProcessCluster, proxy: FaultProxy) -> Callable[[], None]:
 FAULTS = {"kill-9": kill_9, "sigstop": sigstop, "cut-off-from-controllers": cut_off}
 
 
+@pytest.mark.timing  # new leaders within the session timeout plus 5 s
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_the_leader_lost_under_acks_all_loses_no_acknowledged_record(
