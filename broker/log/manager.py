@@ -240,16 +240,27 @@ class LogManager:
 
     # ----- checkpoints, retention, close ---------------------------------------------------------
 
+    def _entry_of(self, key: tuple[Uuid, int]) -> tuple[_LogDir, tuple[str, int]] | None:
+        """The log dir state and (topic, partition) entry of an open log (under the lock)."""
+        path = self._paths[key]
+        parsed = parse_partition_dir(path.name)
+        state = self._dirs.get(path.parent)
+        return None if parsed is None or state is None else (state, parsed)
+
+    def _key_of(self, log: PartitionLog) -> tuple[Uuid, int] | None:
+        return next((key for key, open_log in self._logs.items() if open_log is log), None)
+
+    @staticmethod
+    def _record(state: _LogDir, parsed: tuple[str, int], log: PartitionLog) -> None:
+        state.recovery_points[parsed] = log.recovery_point
+        state.log_starts[parsed] = log.log_start_offset
+        state.high_watermarks[parsed] = log.high_watermark
+
     def _refresh_entries(self) -> None:
         for key, log in self._logs.items():
-            path = self._paths[key]
-            parsed = parse_partition_dir(path.name)
-            state = self._dirs.get(path.parent)
-            if parsed is None or state is None:
-                continue
-            state.recovery_points[parsed] = log.recovery_point
-            state.log_starts[parsed] = log.log_start_offset
-            state.high_watermarks[parsed] = log.high_watermark
+            entry = self._entry_of(key)
+            if entry is not None:
+                self._record(*entry, log)
 
     def write_checkpoints(self) -> None:
         """Write every log dir's three checkpoint files (atomically)."""
@@ -274,16 +285,12 @@ class LogManager:
 
     def _persist_log_start(self, log: PartitionLog) -> None:
         with self._lock:
-            for key, open_log in self._logs.items():
-                if open_log is log:
-                    path = self._paths[key]
-                    parsed = parse_partition_dir(path.name)
-                    state = self._dirs.get(path.parent)
-                    if parsed is not None and state is not None:
-                        state.log_starts[parsed] = log.log_start_offset
-                        write_offset_checkpoint(
-                            state.path / LOG_START_OFFSET_CHECKPOINT, state.log_starts
-                        )
+            key = self._key_of(log)
+            entry = None if key is None else self._entry_of(key)
+            if entry is not None:
+                state, parsed = entry
+                state.log_starts[parsed] = log.log_start_offset
+                write_offset_checkpoint(state.path / LOG_START_OFFSET_CHECKPOINT, state.log_starts)
 
     def _persist_after_truncation(self, log: PartitionLog) -> None:
         """A log was truncated (``PartitionLog.truncate_to``): write its dir's checkpoints, so
@@ -292,22 +299,18 @@ class LogManager:
         log's dir). A failure is logged: opening then checks the last segment, as after a
         crash."""
         with self._lock:
-            for key, open_log in self._logs.items():
-                if open_log is not log:
-                    continue
-                path = self._paths[key]
-                parsed = parse_partition_dir(path.name)
-                state = self._dirs.get(path.parent)
-                if parsed is None or state is None:
-                    return
-                state.recovery_points[parsed] = log.recovery_point
-                state.log_starts[parsed] = log.log_start_offset
-                state.high_watermarks[parsed] = log.high_watermark
-                try:
-                    state.write()
-                except OSError as exc:
-                    self._log.warning("checkpoints_not_written", dir=str(path), error=str(exc))
+            key = self._key_of(log)
+            entry = None if key is None else self._entry_of(key)
+            if key is None or entry is None:
                 return
+            state, parsed = entry
+            self._record(state, parsed, log)
+            try:
+                state.write()
+            except OSError as exc:
+                self._log.warning(
+                    "checkpoints_not_written", dir=str(self._paths[key]), error=str(exc)
+                )
 
     def close(self) -> None:
         """Flush every log (the recovery point becomes its end), write the checkpoints, close."""
