@@ -91,10 +91,10 @@ class ProduceWorkload:
         self.failures: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="produce-workload", daemon=True)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def _delivered(self, error: Any, message: Any) -> None:
-        with self._lock:
+        with self.lock:
             if error is not None:
                 self.failures[error.name()] += 1
                 return
@@ -130,7 +130,7 @@ class ProduceWorkload:
         self.producer.flush(40)
 
     def acks(self) -> int:
-        with self._lock:
+        with self.lock:
             return len(self.ack_times)
 
 
@@ -383,18 +383,23 @@ def storage_error_while(run: DataRun, cause: str) -> None:
     connection = run.raw()
     try:
         before = {p: int(fetch_raw(connection, p).high_watermark) for p in range(PARTITIONS)}
-        answer = wait_until(
-            lambda: (
-                a
-                if int(
-                    (a := produce_raw(connection, 0, [Record(b"k", b"x" * 900, 1, ())])).error_code
-                )
-                == KAFKA_STORAGE_ERROR
-                else None
-            ),
-            10,
-            "a Produce answered KAFKA_STORAGE_ERROR",
-        )
+        probes = itertools.count()
+
+        def probe() -> Any:
+            """One record produced to partition 0; the disk may still hold room for it (the
+            fill leaves what tmpfs rounds away), and then it is an acknowledged record the
+            checker must find at its offset like the workload's."""
+            assert run.workload is not None
+            value = b"probe-%d-" % next(probes) + b"x" * 900
+            with run.workload.lock:
+                run.workload.sent[0].append(value)
+            answer = produce_raw(connection, 0, [Record(b"k", value, 1, ())])
+            if int(answer.error_code) == 0:
+                with run.workload.lock:
+                    run.workload.acknowledged[0][int(answer.base_offset)] = value
+            return answer if int(answer.error_code) == KAFKA_STORAGE_ERROR else None
+
+        answer = wait_until(probe, 10, "a Produce answered KAFKA_STORAGE_ERROR")
         run.note(f"Produce answered KAFKA_STORAGE_ERROR: {answer.error_message}")
         assert cause in str(answer.error_message), answer.error_message
         for partition in range(PARTITIONS):
