@@ -14,7 +14,12 @@ import pytest
 
 from quorum.ids import Uuid
 from quorum.metadata.delta import replay_records
-from quorum.metadata.records import AccessControlEntryRecord, PartitionChangeRecord
+from quorum.metadata.records import (
+    AccessControlEntryRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+)
 from quorum.security.authorization import RequestAuthorization
 from tests.unit.kafka.test_kafka_data import STRICT, DataHarness, batch, image
 
@@ -69,6 +74,19 @@ def test_refusals_per_partition(harness: DataHarness) -> None:
     assert "holds no replica" in found[("elsewhere", 0)].error_message
     assert int(found[("nope", 0)].error_code) == 3
     assert int(found[("bad name!", 0)].error_code) == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_a_replica_whose_log_is_not_here_yet(harness: DataHarness) -> None:
+    # A new topic with a replica on broker 1, whose directory reconciliation has not made.
+    fresh = Uuid.random()
+    records = [TopicRecord("fresh", fresh), PartitionRecord(fresh, 0, (1,), (1,), 1, 0)]
+    offset = harness.image.offset
+    harness.image = replay_records(
+        harness.image, [(offset + 1 + i, r) for i, r in enumerate(records)]
+    )
+    (answer,) = describe(harness, [("fresh", [0])]).values()
+    assert int(answer.error_code) == 6  # NOT_LEADER_OR_FOLLOWER: clients retry
+    assert "retry shortly" in answer.error_message
 
 
 def test_a_follower_answers_from_its_own_log(harness: DataHarness) -> None:
