@@ -33,9 +33,11 @@ from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
+from broker.kafka.log_dirs import DescribeLogDirsHandler
 from broker.kafka.offsets import OffsetsHandler
 from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
 from broker.kafka.producer_id import InitProducerIdHandler
+from broker.kafka.producers import DescribeProducersHandler
 from broker.kafka.protocol import (
     API_VERSIONS,
     CREATE_PARTITIONS_FORWARDABLE,
@@ -48,6 +50,7 @@ from broker.kafka.protocol import (
     our_uuid,
 )
 from broker.kafka.quorum_api import DescribeQuorumHandler, QuorumUnreachableError
+from broker.kafka.transactions import TransactionsHandler
 from quorum.controller.acls import describe_acls
 from quorum.controller.configs import TOPIC_CONFIG_DEFAULTS
 from quorum.controller.names import legal_name_error, quote
@@ -185,6 +188,7 @@ class KafkaApis:
         init_producer_id = InitProducerIdHandler(
             authorization, self._read_image, next_producer_id, broker_id=broker_id
         )
+        transactions = TransactionsHandler(authorization)
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -205,6 +209,14 @@ class KafkaApis:
             ApiKey.ELECT_LEADERS: ElectLeadersHandler(
                 authorization, self._read_image, self._forward
             ).handle,
+            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(
+                self.data, authorization, self._read_image
+            ).handle,
+            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(
+                self.data, authorization, self._read_image
+            ).handle,
+            ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
+            ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
             handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions

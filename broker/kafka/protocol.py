@@ -108,10 +108,14 @@ class ApiKey(IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
@@ -163,6 +167,10 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.DESCRIBE_QUORUM: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v0 is gone from Kafka 4 (KIP-896); log_dirs.py
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # producers.py
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # no transactions here (transactions.py)
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
     }
 )
 
@@ -184,6 +192,8 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.DESCRIBE_CONFIGS: METADATA_TOPICS_MAX,  # resources (topics)
         ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
+        ApiKey.DESCRIBE_LOG_DIRS: METADATA_TOPICS_MAX,  # topics
+        ApiKey.DESCRIBE_PRODUCERS: METADATA_TOPICS_MAX,  # topics
     }
 )
 # The data APIs: their first field is not their topics (Produce's transactional id, the

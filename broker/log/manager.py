@@ -216,6 +216,16 @@ class LogManager:
         with self._lock:
             return [(key[0], key[1], log) for key, log in self._logs.items()]
 
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        """The log dirs, in the order of the configuration."""
+        return tuple(self._dirs)
+
+    def open_logs_by_path(self) -> dict[Path, PartitionLog]:
+        """The open logs by their partition directory (DescribeLogDirs reads their sizes)."""
+        with self._lock:
+            return {self._paths[key]: log for key, log in self._logs.items() if not log.closed}
+
     # ----- directories moved to deleting/ (broker/logdirs.py's hook) ------------------------------
 
     def before_move_aside(self, path: Path) -> None:

@@ -62,6 +62,7 @@ from broker.log.errors import (
 from broker.log.index import INDEX_INTERVAL_BYTES, NO_TIMESTAMP
 from broker.log.loader import load_producer_state, load_segments, snapshot_path
 from broker.log.producer_state import (
+    ActiveProducer,
     ProducerState,
     snapshot_offsets,
 )
@@ -215,6 +216,12 @@ class PartitionLog:
 
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers this log remembers (Kafka's ``UnifiedLog.activeProducers``), least
+        recently appended to first."""
+        with self._lock:
+            return self.producers.active()
 
     def _check_usable(self) -> None:
         if self.closed:

@@ -61,6 +61,7 @@ __all__ = [
     "OUT_OF_ORDER_SEQUENCE_NUMBER",
     "PRODUCER_ID_EXPIRATION_MS",
     "SNAPSHOT_SUFFIX",
+    "ActiveProducer",
     "BatchMetadata",
     "ProducerState",
     "ProducerStateError",
@@ -98,6 +99,17 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """What DescribeProducers reports of one producer: its epoch, and the last sequence and
+    timestamp of its newest batch (-1 when it has none)."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 @dataclass(slots=True)
@@ -139,6 +151,18 @@ class ProducerState:
         """(epoch, retained batches oldest first) of ``producer_id``, or None (tests)."""
         producer = self._producers.get(producer_id)
         return None if producer is None else (producer.epoch, tuple(producer.batches))
+
+    def active(self) -> list[ActiveProducer]:
+        """Every producer remembered, least recently appended to first."""
+        return [
+            ActiveProducer(
+                producer_id,
+                producer.epoch,
+                producer.batches[-1].last_seq if producer.batches else -1,
+                producer.batches[-1].timestamp if producer.batches else -1,
+            )
+            for producer_id, producer in self._producers.items()
+        ]
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Check a producer's batch before it is appended: the retained batch it repeats (do

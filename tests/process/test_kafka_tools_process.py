@@ -3,11 +3,12 @@ docs/kafka-listener.md#kafkas-own-tools). The tools are Kafka 4.4's Java main cl
 ``kafka-topics.sh``, ``kafka-acls.sh``, ``kafka-configs.sh``, ``kafka-metadata-quorum.sh``,
 ``kafka-cluster.sh``, ``kafka-broker-api-versions.sh``, ``kafka-consumer-groups.sh``,
 ``kafka-features.sh``, and on the data plane ``kafka-dump-log.sh`` (on our segments and
-indexes), ``kafka-console-producer.sh``, ``kafka-console-consumer.sh`` and
-``kafka-get-offsets.sh``, and Kafka's Java AdminClient through a small driver
-(``scripts/kafka/AdminDriver.java``) for the calls by topic id. Each runs against one broker's
-SSL Kafka listener, as ``CN=admin`` over mTLS (``ssl.keystore.type=PEM``), and what it prints is
-compared with what ``metaquorum``'s own commands print.
+indexes), ``kafka-console-producer.sh``, ``kafka-console-consumer.sh``,
+``kafka-get-offsets.sh``, ``kafka-log-dirs.sh`` and ``kafka-transactions.sh``, and Kafka's Java
+AdminClient through a small driver (``scripts/kafka/AdminDriver.java``) for the calls by topic
+id. Each runs against one broker's SSL Kafka listener, as ``CN=admin`` over mTLS
+(``ssl.keystore.type=PEM``), and what it prints is compared with what ``metaquorum``'s own
+commands print.
 
 Where a tool fails against our brokers, the test still asserts what the tool should do, and is
 marked ``xfail(strict=True)`` with the reason; it counts as expected only when the tool fails
@@ -22,6 +23,7 @@ the cache, the module skips with one line saying why. One cluster for the module
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -766,3 +768,70 @@ def test_kafka_get_offsets_is_list_offsets_as_our_clients_see_it(
     assert theirs("-3") == ours(OffsetSpec.max_timestamp()) == timestamps.index(newest)
     first_at = next(i for i, t in enumerate(timestamps) if t >= middle)
     assert theirs(str(middle)) == ours(OffsetSpec.for_timestamp(middle)) == first_at
+
+
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+
+
+def test_kafka_log_dirs_describe_is_the_leader_s_log_dir(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """kafka-log-dirs --describe (DescribeLogDirs) lists the leader's log dir by its absolute
+    path, with the produced partition at the size of its segment on disk, lag 0, not future."""
+    name, _ = produced
+    segment = leader_segment(cluster, name)
+    leader = int(mq_describe(cluster, name)["layout"][0][0])  # type: ignore[index]
+    out = tool(cluster, LOG_DIRS, "--describe", "--broker-list", str(leader), "--topic-list", name)
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    ((broker,),) = [report["brokers"]]
+    assert broker["broker"] == leader
+    (log_dir,) = broker["logDirs"]
+    assert log_dir["error"] is None
+    assert log_dir["logDir"] == os.path.abspath(segment.parent.parent)
+    assert log_dir["partitions"] == [
+        {
+            "partition": f"{name}-0",
+            "size": segment.stat().st_size,
+            "offsetLag": 0,
+            "isFuture": False,
+        }
+    ]
+
+
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+
+
+def transactions(cluster: ProcessCluster, *args: str) -> str:
+    """kafka-transactions (its connection options come before its subcommand); its stdout."""
+    result = run_tool(
+        TRANSACTIONS,
+        "--bootstrap-server",
+        kafka_address(cluster),
+        "--command-config",
+        client_properties(cluster),
+        *args,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "Exception" not in result.stderr, output[-3000:]
+    return result.stdout
+
+
+def test_kafka_transactions_describe_producers_and_list(cluster: ProcessCluster) -> None:
+    """kafka-transactions describe-producers (DescribeProducers) shows the idempotent producer
+    that wrote to the partition, with its last sequence; kafka-transactions list
+    (ListTransactions to every broker) lists no transaction: there are none here."""
+    name = "tools-producers"
+    mq_create(cluster, name, partitions=1, rf=1)
+    wait_visible_on_brokers(cluster, name)
+    producer = Producer({**confluent_config(cluster), "enable.idempotence": True})
+    for index in range(3):
+        producer.produce(name, value=f"v{index}".encode(), partition=0)
+        assert producer.flush(30) == 0  # one batch per flush: sequences 0, 1, 2
+    out = transactions(cluster, "describe-producers", "--topic", name, "--partition", "0")
+    header, *rows = [line.split() for line in out.strip().splitlines()]
+    assert header[:4] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence"]
+    ((producer_id, epoch, coordinator_epoch, last_sequence, _, txn_start),) = rows
+    assert int(producer_id) >= 0 and int(epoch) >= 0
+    assert (coordinator_epoch, last_sequence, txn_start) == ("-1", "2", "None")
+    listed = transactions(cluster, "list")
+    assert listed.strip().splitlines()[1:] == [], listed

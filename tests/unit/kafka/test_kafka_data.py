@@ -81,7 +81,14 @@ def image(acls: list[AccessControlEntryRecord] | None = None) -> MetadataImage:
 
 
 class DataHarness:
-    def __init__(self, root: Path, *, authorization: RequestAuthorization | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        authorization: RequestAuthorization | None = None,
+        more_log_dirs: tuple[Path, ...] = (),
+    ) -> None:
+        """The partitions of broker 1 are in ``root``; ``more_log_dirs`` are log dirs too."""
         self.root = root
         self.image = image()
         for name, (topic_id, partitions, replicas, _) in TOPICS.items():
@@ -91,7 +98,7 @@ class DataHarness:
                 directory = root / f"{name}-{p}"
                 directory.mkdir(parents=True)
                 (directory / "partition.metadata").write_bytes(partition_metadata.render(topic_id))
-        self.logs = LogManager([root], structlog.get_logger("test"))
+        self.logs = LogManager([root, *more_log_dirs], structlog.get_logger("test"))
         self.apis = KafkaApis(
             broker_id=1,
             cluster_id="MkU3OEVBNTcwNTJENDM2Qg",
