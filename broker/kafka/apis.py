@@ -28,6 +28,7 @@ import structlog
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as KioErrorCode
 
+from broker.kafka.alter_configs import AlterConfigsHandler
 from broker.kafka.data_plane import DataPlane
 from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
@@ -204,6 +205,10 @@ class KafkaApis:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
             ApiKey.ELECT_LEADERS: ElectLeadersHandler(
                 authorization, self._read_image, self._forward
+            ).handle,
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self._forward, incremental=False).handle,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
+                self._forward, incremental=True
             ).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:

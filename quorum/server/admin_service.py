@@ -22,6 +22,7 @@ and heartbeat only as itself (docs/security.md#what-a-node-may-claim).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import ClassVar, Final, Protocol, TypeAlias, TypeVar
 
@@ -31,7 +32,9 @@ import structlog
 from quorum import limits
 from quorum.config import HostPort
 from quorum.controller.acls import describe_acls
+from quorum.controller.alter_configs import AlterConfigsRequest, AlterConfigsResult
 from quorum.controller.describe import describe_topics, list_topics_page
+from quorum.controller.names import quote
 from quorum.controller.requests import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -45,6 +48,7 @@ from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import ConfigResourceType
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
@@ -75,6 +79,7 @@ from quorum.wire.admin import (
     topic_id_to_proto,
     topic_refs_from_proto,
 )
+from quorum.wire.alter_configs import add_alter_configs_results, alter_configs_from_proto
 
 __all__ = [
     "DEADLINE_MARGIN_S",
@@ -731,6 +736,70 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if answer.error_code is ErrorCode.NONE:
             add_alter_partition_results(response, answer)
             response.metadata_offset = offset
+        return response
+
+    async def AlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterConfigsResponse:
+        response = admin_pb2.AlterConfigsResponse()
+        return await self._guard(response, context, self._alter_configs(request, context, response))
+
+    async def _alter_configs(
+        self,
+        request: admin_pb2.AlterConfigsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.AlterConfigsResponse,
+    ) -> admin_pb2.AlterConfigsResponse:
+        """Kafka's IncrementalAlterConfigs / AlterConfigs: ALTER_CONFIGS on each topic (else
+        TOPIC_AUTHORIZATION_FAILED, whether or not it exists), then the controller's
+        ``alter_configs`` (quorum/controller/alter_configs.py). A resource named twice is left
+        to the controller (INVALID_REQUEST), as Kafka checks that first."""
+        _check_count(len(request.resources), limits.ALTER_CONFIGS_RESOURCES_MAX, "alter-configs")
+        alter = alter_configs_from_proto(request)
+        caller = self._callers.caller(context)
+        image = self._write_image()
+        refused: dict[int, str] = {}
+        if image is not None:
+            named = Counter((r.resource_type, r.resource_name) for r in alter.resources)
+            topics = [
+                (
+                    r.resource_name
+                    if r.resource_type == ConfigResourceType.TOPIC
+                    and named[(r.resource_type, r.resource_name)] == 1
+                    else None,
+                    quote(r.resource_name),
+                )
+                for r in alter.resources
+            ]
+            refused = self._topic_refusals(caller, image, AclOperation.ALTER_CONFIGS, topics)
+        allowed = AlterConfigsRequest(
+            tuple(r for i, r in enumerate(alter.resources) if i not in refused),
+            validate_only=alter.validate_only,
+            incremental=alter.incremental,
+        )
+        if allowed.resources or not refused:
+            answer, offset = await self._write(
+                context, lambda sm, next_offset: sm.alter_configs(allowed, next_offset=next_offset)
+            )
+            results = iter(answer.results)
+        else:
+            results, offset = iter(()), self._image().offset
+        add_alter_configs_results(
+            response,
+            tuple(
+                AlterConfigsResult(
+                    r.resource_type,
+                    r.resource_name,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    refused[index],
+                )
+                if index in refused
+                else next(results)
+                for index, r in enumerate(alter.resources)
+            ),
+        )
+        self._header(response)
+        response.metadata_offset = offset
         return response
 
     async def ElectLeaders(
