@@ -1,0 +1,103 @@
+"""IncrementalAlterConfigs end to end (quorum/controller/alter_configs.py): confluent-kafka's
+``AdminClient.incremental_alter_configs`` against a real cluster's Kafka listener (forwarded to
+the active controller), and this project's ``AdminClient.incremental_alter_configs`` against
+the controllers; the changes read back with DescribeConfigs and from the controllers' image.
+The cluster is the data-plane tests' (tests/process/test_kafka_data_process.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from quorum.admin import AlterConfigOp
+from quorum.admin import AlterConfigOpType as OpType
+from quorum.errors import InvalidConfigError, InvalidRequestError
+from quorum.harness import ProcessCluster, wait_until
+from tests.process.test_kafka_data_process import create_topic, serving_cluster, ssl_config
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    with serving_cluster(tmp_path_factory.mktemp("alter-configs")) as cluster:
+        yield cluster
+
+
+def described(admin: AdminClient, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    (future,) = admin.describe_configs([resource]).values()
+    entries = future.result(timeout=30)
+    return {name: entry.value for name, entry in entries.items() if not entry.is_default}
+
+
+def test_confluent_kafka_sets_appends_and_deletes_topic_configs(cluster: ProcessCluster) -> None:
+    create_topic(cluster, "altered", configs={"segment.ms": "60000"})
+    admin = AdminClient(ssl_config(cluster))
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        "altered",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry(
+                "cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND
+            ),
+            ConfigEntry("segment.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    assert described(admin, "altered") == {
+        "retention.ms": "3600000",
+        "cleanup.policy": "delete,compact",
+    }
+
+
+def test_confluent_kafka_hears_invalid_config_with_the_key(cluster: ProcessCluster) -> None:
+    create_topic(cluster, "refused-config")
+    admin = AdminClient(ssl_config(cluster))
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        "refused-config",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "retention.ms" in error.str()
+
+
+def test_admin_client_alters_through_the_controllers(cluster: ProcessCluster) -> None:
+    create_topic(cluster, "altered-by-grpc")
+    with cluster.admin() as admin:
+        result = admin.incremental_alter_configs(
+            {"altered-by-grpc": [AlterConfigOp("max.message.bytes", "2048")]}
+        )
+        result.all()
+        refused = admin.incremental_alter_configs(
+            {"altered-by-grpc": [AlterConfigOp("retention.ms", "1", OpType.APPEND)]}
+        )
+        with pytest.raises(InvalidRequestError, match="list-typed"):
+            refused.all()
+        bad = admin.incremental_alter_configs(
+            {"altered-by-grpc": [AlterConfigOp("max.message.bytes", "-1")]}
+        )
+        with pytest.raises(InvalidConfigError, match=r"max\.message\.bytes"):
+            bad.all()
+    kafka_admin = AdminClient(ssl_config(cluster))
+    wait_until(
+        lambda: described(kafka_admin, "altered-by-grpc") == {"max.message.bytes": "2048"},
+        timeout_s=30,
+        what="the broker serves the altered config",
+    )
