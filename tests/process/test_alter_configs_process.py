@@ -101,3 +101,24 @@ def test_admin_client_alters_through_the_controllers(cluster: ProcessCluster) ->
         timeout_s=30,
         what="the broker serves the altered config",
     )
+
+
+def test_without_alter_configs_on_the_topic_it_is_refused_until_granted(
+    cluster: ProcessCluster,
+) -> None:
+    create_topic(cluster, "guarded-configs")
+    mallory = AdminClient(ssl_config(cluster, name="mallory"))
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        "guarded-configs",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    (future,) = mallory.incremental_alter_configs([resource]).values()
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "ALTER_CONFIGS" in error.str()
+    assert described(AdminClient(ssl_config(cluster)), "guarded-configs") == {}
