@@ -122,3 +122,32 @@ def test_without_alter_configs_on_the_topic_it_is_refused_until_granted(
     assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "ALTER_CONFIGS" in error.str()
     assert described(AdminClient(ssl_config(cluster)), "guarded-configs") == {}
+
+
+def test_metaquorum_configs_alters_and_describes_with_kafkas_lines(
+    cluster: ProcessCluster,
+) -> None:
+    create_topic(cluster, "cli-configs")
+    base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "topics")
+    base += ("--entity-name", "cli-configs")
+    out = cluster.run_cli(
+        "configs",
+        *base,
+        "--alter",
+        "--add-config",
+        "retention.ms=1000,cleanup.policy=[compact,delete]",
+    ).stdout
+    assert out == "Completed updating config for topic cli-configs.\n"
+    cluster.run_cli("configs", *base, "--alter", "--delete-config", "retention.ms")
+    out = cluster.run_cli("configs", *base, "--describe").stdout
+    assert out.splitlines() == [
+        "Dynamic configs for topic cli-configs are:",
+        "  cleanup.policy=compact,delete sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+    ]
+    refused = cluster.run_cli(
+        "configs", *base, "--alter", "--add-config", "retention.ms=soon", check=False
+    )
+    assert refused.returncode == 1
+    assert "Error while executing config command" in refused.stderr
+    assert "retention.ms" in refused.stderr
