@@ -6,9 +6,11 @@ Forwarded to the active controller as ``AdminService/AlterConfigs`` with the cli
 (KIP-590, ``broker/kafka/forwarding.py``), as CreateTopics is; the controller authorizes
 (ALTER_CONFIGS on each topic, else TOPIC_AUTHORIZATION_FAILED) and decides
 (``quorum/controller/alter_configs.py``): INVALID_CONFIG, INVALID_REQUEST (a resource named
-twice, APPEND / SUBTRACT on a config that is not a list, a type other than TOPIC),
-UNKNOWN_TOPIC_OR_PARTITION. AlterConfigs carries no op: its configs replace the topic's whole
-set. A forwarding failure (NOT_CONTROLLER, REQUEST_TIMED_OUT) answers every resource.
+twice, APPEND / SUBTRACT on a config that is not a list, a named broker),
+UNKNOWN_TOPIC_OR_PARTITION. A broker resource with the empty name is the cluster-wide default
+(ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED). AlterConfigs carries no op:
+its configs replace the resource's whole set. A forwarding failure (NOT_CONTROLLER,
+REQUEST_TIMED_OUT) answers every resource.
 """
 
 from __future__ import annotations

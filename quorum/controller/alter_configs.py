@@ -1,4 +1,8 @@
-"""IncrementalAlterConfigs and AlterConfigs on TOPIC resources: validate, return ConfigRecords.
+"""IncrementalAlterConfigs and AlterConfigs: validate, return ConfigRecords.
+
+TOPIC resources, and the cluster-wide default (a BROKER resource with the empty name, Kafka's
+``kafka-configs --entity-type brokers --entity-default``) for the configs the controller reads
+from it (``SUPPORTED_CLUSTER_CONFIGS``: ``unclean.leader.election.enable``).
 
 A pure function of (image, request), as ``topics.create_topics``: it never mutates the image;
 the ``ConfigRecord``s it returns change it only when replayed. A set config is a
@@ -12,7 +16,8 @@ Per resource, in this order (the first failing check decides the code):
 check                                code                           note
 ===================================  =============================  ===========================
 resource named twice in the request  INVALID_REQUEST (each)         Kafka: duplicate resource
-resource type other than TOPIC       INVALID_REQUEST                BROKER: not yet
+resource type not TOPIC or BROKER    INVALID_REQUEST
+BROKER with a name (one broker)      INVALID_REQUEST                only the cluster default
 no live topic of that name           UNKNOWN_TOPIC_OR_PARTITION
 a key given twice for the resource   INVALID_REQUEST                Kafka's message
 an op other than SET/DELETE/APPEND/  INVALID_REQUEST
@@ -26,11 +31,12 @@ unknown name, bad or null value      INVALID_CONFIG                 as CreateTop
 replication factor
 ===================================  =============================  ===========================
 
-AlterConfigs (the legacy API, key 33) replaces a topic's whole set: the given configs are set,
+AlterConfigs (the legacy API, key 33) replaces a resource's whole set: the given configs are set,
 every other set config is deleted. IncrementalAlterConfigs (key 44) applies SET, DELETE,
 APPEND (add list items not present, starting from the current value or the default) and
 SUBTRACT (remove list items). Authorization (ALTER_CONFIGS on the topic,
-TOPIC_AUTHORIZATION_FAILED) is checked before, by the caller. ``validate_only``: the same
+TOPIC_AUTHORIZATION_FAILED; on the cluster for a BROKER resource, CLUSTER_AUTHORIZATION_FAILED)
+is checked before, by the caller. ``validate_only``: the same
 answers, no records. All records of a request go in one atomic batch.
 """
 
@@ -39,10 +45,12 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass
+from typing import Final
 
 from quorum.controller.configs import (
     CONFIG_INTERNAL,
     CONFIG_MIN_INSYNC_REPLICAS,
+    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE,
     SUPPORTED_TOPIC_CONFIGS,
     TOPIC_CONFIG_DEFAULTS,
     validate_topic_configs,
@@ -55,6 +63,7 @@ from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRe
 
 __all__ = [
     "LIST_TYPED_TOPIC_CONFIGS",
+    "SUPPORTED_CLUSTER_CONFIGS",
     "AlterConfigOp",
     "AlterConfigsRequest",
     "AlterConfigsResource",
@@ -63,6 +72,14 @@ __all__ = [
     "AlterableConfig",
     "alter_configs",
 ]
+
+SUPPORTED_CLUSTER_CONFIGS: Final = {
+    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: SUPPORTED_TOPIC_CONFIGS[
+        CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE
+    ],
+}
+"""The cluster-wide defaults (BROKER resource, empty name) that can be set: those the
+controller reads (``configs.unclean_leader_election_enabled``). Parsers as the topic's."""
 
 LIST_TYPED_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
 """The supported topic configs of Kafka's type LIST: the only ones APPEND and SUBTRACT take."""
@@ -144,7 +161,17 @@ def alter_configs(
                     f"{resource.resource_type} is named more than once; name each resource "
                     "at most once per request",
                 )
-            changes = _topic_changes(image, resource, incremental=request.incremental)
+            if resource.resource_type == ConfigResourceType.TOPIC:
+                changes = _topic_changes(image, resource, incremental=request.incremental)
+            elif resource.resource_type == ConfigResourceType.BROKER:
+                changes = _cluster_changes(image, resource, incremental=request.incremental)
+            else:
+                raise _Refusal(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Resource type {resource.resource_type} cannot be altered here; only TOPIC "
+                    f"({ConfigResourceType.TOPIC}) and BROKER ({ConfigResourceType.BROKER}, "
+                    "the cluster-wide default) resources are supported",
+                )
         except _Refusal as refusal:
             results.append(
                 AlterConfigsResult(
@@ -155,7 +182,7 @@ def alter_configs(
         results.append(AlterConfigsResult(resource.resource_type, resource.resource_name))
         if not request.validate_only:
             records.extend(
-                ConfigRecord(ConfigResourceType.TOPIC, resource.resource_name, key, value)
+                ConfigRecord(resource.resource_type, resource.resource_name, key, value)
                 for key, value in changes
             )
     return ControllerResult(tuple(records), AlterConfigsResponse(tuple(results)))
@@ -165,37 +192,18 @@ def _topic_changes(
     image: MetadataImage, resource: AlterConfigsResource, *, incremental: bool
 ) -> list[tuple[str, str | None]]:
     """The (key, new value or None) pairs that change the topic's configs, sorted by key."""
-    if resource.resource_type != ConfigResourceType.TOPIC:
-        raise _Refusal(
-            ErrorCode.INVALID_REQUEST,
-            f"Resource type {resource.resource_type} cannot be altered here; only TOPIC "
-            f"({ConfigResourceType.TOPIC}) resources are supported",
-        )
     topic = image.topic_by_name(resource.resource_name)
     if topic is None:
         raise _Refusal(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             f"Topic {quote(resource.resource_name)} does not exist",
         )
-    names = Counter(config.name for config in resource.configs)
-    repeated = sorted(name for name, count in names.items() if count > 1)
-    if repeated:
-        raise _Refusal(
-            ErrorCode.INVALID_REQUEST,
-            f"Error due to duplicate config keys: {', '.join(quote(n) for n in repeated)}; "
-            "give each key at most once per resource",
-        )
+    _check_keys_once(resource)
     current = dict(topic.configs)
     wanted: dict[str, str | None] = {} if incremental else dict.fromkeys(current)
     sets: list[tuple[str, str | None]] = []
     for config in resource.configs:
-        op = config.op if incremental else AlterConfigOp.SET
-        if op not in tuple(AlterConfigOp):
-            raise _Refusal(
-                ErrorCode.INVALID_REQUEST,
-                f"Unknown operation {op} for config {quote(config.name)}; use SET (0), "
-                "DELETE (1), APPEND (2) or SUBTRACT (3)",
-            )
+        op = _op(config, incremental=incremental)
         if config.name == CONFIG_INTERNAL:
             raise _Refusal(
                 ErrorCode.INVALID_CONFIG,
@@ -234,6 +242,77 @@ def _topic_changes(
             f"{replication_factor} of topic {quote(topic.name)}: writes with acks=all could "
             f"never succeed. Lower it to at most {replication_factor}",
         )
+    return sorted((key, value) for key, value in wanted.items() if current.get(key) != value)
+
+
+def _check_keys_once(resource: AlterConfigsResource) -> None:
+    names = Counter(config.name for config in resource.configs)
+    repeated = sorted(name for name, count in names.items() if count > 1)
+    if repeated:
+        raise _Refusal(
+            ErrorCode.INVALID_REQUEST,
+            f"Error due to duplicate config keys: {', '.join(quote(n) for n in repeated)}; "
+            "give each key at most once per resource",
+        )
+
+
+def _op(config: AlterableConfig, *, incremental: bool) -> AlterConfigOp:
+    if not incremental:
+        return AlterConfigOp.SET
+    if config.op not in tuple(AlterConfigOp):
+        raise _Refusal(
+            ErrorCode.INVALID_REQUEST,
+            f"Unknown operation {config.op} for config {quote(config.name)}; use SET (0), "
+            "DELETE (1), APPEND (2) or SUBTRACT (3)",
+        )
+    return AlterConfigOp(config.op)
+
+
+def _cluster_changes(
+    image: MetadataImage, resource: AlterConfigsResource, *, incremental: bool
+) -> list[tuple[str, str | None]]:
+    """The changes of the cluster-wide default (a BROKER resource with the empty name), sorted
+    by key. Per-broker configs are not supported yet: nothing would read them."""
+    name = resource.resource_name
+    if name:
+        what = "a broker id" if name.isascii() and name.isdigit() else "not a broker id"
+        raise _Refusal(
+            ErrorCode.INVALID_REQUEST,
+            f"Broker resource {quote(name)} ({what}) cannot be altered: only the cluster-wide "
+            "default (the empty broker name, kafka-configs --entity-default) is supported",
+        )
+    _check_keys_once(resource)
+    current = dict(image.cluster_configs)
+    wanted: dict[str, str | None] = {} if incremental else dict.fromkeys(current)
+    supported = ", ".join(sorted(SUPPORTED_CLUSTER_CONFIGS))
+    for config in resource.configs:
+        op = _op(config, incremental=incremental)
+        if op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise _Refusal(
+                ErrorCode.INVALID_REQUEST,
+                f"{op.name} is only for list-typed configs, and no supported cluster config "
+                f"is one ({supported}); use SET or DELETE",
+            )
+        if config.name not in SUPPORTED_CLUSTER_CONFIGS:
+            raise _Refusal(
+                ErrorCode.INVALID_CONFIG,
+                f"Unknown cluster config name: {quote(config.name)} (supported: {supported})",
+            )
+        if op == AlterConfigOp.DELETE:
+            wanted[config.name] = None
+            continue
+        if config.value is None:
+            raise _Refusal(
+                ErrorCode.INVALID_CONFIG,
+                f"Null value not supported for cluster configs: {config.name}",
+            )
+        try:
+            wanted[config.name] = SUPPORTED_CLUSTER_CONFIGS[config.name](config.value)
+        except ValueError as exc:
+            raise _Refusal(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {quote(config.value)} for configuration {config.name}: {exc}",
+            ) from None
     return sorted((key, value) for key, value in wanted.items() if current.get(key) != value)
 
 

@@ -22,7 +22,6 @@ and heartbeat only as itself (docs/security.md#what-a-node-may-claim).
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import ClassVar, Final, Protocol, TypeAlias, TypeVar
 
@@ -34,7 +33,6 @@ from quorum.config import HostPort
 from quorum.controller.acls import describe_acls
 from quorum.controller.alter_configs import AlterConfigsRequest, AlterConfigsResult
 from quorum.controller.describe import describe_topics, list_topics_page
-from quorum.controller.names import quote
 from quorum.controller.requests import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -48,12 +46,12 @@ from quorum.controller.state_machine import ControllerStateMachine
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import ConfigResourceType
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
+from quorum.server.alter_configs_auth import alter_configs_refusals
 from quorum.server.driver import (
     OperationQueueFullError,
     RaftDriver,
@@ -750,28 +748,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         context: grpc.aio.ServicerContext,
         response: admin_pb2.AlterConfigsResponse,
     ) -> admin_pb2.AlterConfigsResponse:
-        """Kafka's IncrementalAlterConfigs / AlterConfigs: ALTER_CONFIGS on each topic (else
-        TOPIC_AUTHORIZATION_FAILED, whether or not it exists), then the controller's
-        ``alter_configs`` (quorum/controller/alter_configs.py). A resource named twice is left
-        to the controller (INVALID_REQUEST), as Kafka checks that first."""
+        """Kafka's IncrementalAlterConfigs / AlterConfigs: authorized per resource
+        (quorum/server/alter_configs_auth.py), then the controller's ``alter_configs``
+        (quorum/controller/alter_configs.py)."""
         _check_count(len(request.resources), limits.ALTER_CONFIGS_RESOURCES_MAX, "alter-configs")
         alter = alter_configs_from_proto(request)
         caller = self._callers.caller(context)
         image = self._write_image()
-        refused: dict[int, str] = {}
-        if image is not None:
-            named = Counter((r.resource_type, r.resource_name) for r in alter.resources)
-            topics = [
-                (
-                    r.resource_name
-                    if r.resource_type == ConfigResourceType.TOPIC
-                    and named[(r.resource_type, r.resource_name)] == 1
-                    else None,
-                    quote(r.resource_name),
-                )
-                for r in alter.resources
-            ]
-            refused = self._topic_refusals(caller, image, AclOperation.ALTER_CONFIGS, topics)
+        refused = (
+            {}
+            if image is None
+            else alter_configs_refusals(self._authorization, caller, image, alter)
+        )
         allowed = AlterConfigsRequest(
             tuple(r for i, r in enumerate(alter.resources) if i not in refused),
             validate_only=alter.validate_only,
@@ -787,12 +775,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         add_alter_configs_results(
             response,
             tuple(
-                AlterConfigsResult(
-                    r.resource_type,
-                    r.resource_name,
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    refused[index],
-                )
+                AlterConfigsResult(r.resource_type, r.resource_name, *refused[index])
                 if index in refused
                 else next(results)
                 for index, r in enumerate(alter.resources)

@@ -22,7 +22,7 @@ from quorum.admin import AlterConfigOp
 from quorum.admin import AlterConfigOpType as OpType
 from quorum.errors import InvalidConfigError, InvalidRequestError
 from quorum.harness import ProcessCluster, wait_until
-from tests.process.test_kafka_data_process import create_topic, serving_cluster, ssl_config
+from tests.process.test_kafka_data_process import create_topic, raw, serving_cluster, ssl_config
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +151,40 @@ def test_metaquorum_configs_alters_and_describes_with_kafkas_lines(
     assert refused.returncode == 1
     assert "Error while executing config command" in refused.stderr
     assert "retention.ms" in refused.stderr
+
+
+def test_the_cluster_wide_default_needs_alter_configs_on_the_cluster(
+    cluster: ProcessCluster,
+) -> None:
+    # confluent-kafka refuses an empty broker name locally, so over the raw wire (API key 44).
+    def set_default(name: str, value: str) -> tuple[int, str]:
+        values = {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": "",
+                    "configs": [
+                        {
+                            "name": "unclean.leader.election.enable",
+                            "config_operation": 0,
+                            "value": value,
+                        }
+                    ],
+                }
+            ],
+            "validate_only": False,
+        }
+        connection = raw(cluster, name=name)
+        try:
+            (answer,) = connection.ask(44, 1, values).responses
+        finally:
+            connection.close()
+        return int(answer.error_code), answer.error_message or ""
+
+    code, message = set_default("mallory", "true")
+    assert code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert "ALTER_CONFIGS on the cluster" in message
+    assert set_default("admin", "false") == (0, "")
+    code, message = set_default("admin", "maybe")
+    assert code == KafkaError.INVALID_CONFIG
+    assert "unclean.leader.election.enable: must be true or false" in message

@@ -206,7 +206,7 @@ class AdminServiceServicer:
     def AlterConfigs(self, request, context):
         """Change topics' configs (Kafka's IncrementalAlterConfigs, or AlterConfigs when
         `incremental` is false): written as ConfigRecords (a deletion: a null value), answered once
-        committed. Needs ALTER_CONFIGS on each topic.
+        committed. Needs ALTER_CONFIGS on each topic (on the cluster for BROKER resources).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -22,6 +22,7 @@ from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from tests.unit.controller.test_controller_topics import Harness
 
 TOPIC = ConfigResourceType.TOPIC
+BROKER = ConfigResourceType.BROKER
 SET, DELETE, APPEND, SUBTRACT = (
     AlterConfigOp.SET,
     AlterConfigOp.DELETE,
@@ -180,13 +181,65 @@ def test_a_resource_named_twice_is_invalid_request_and_others_proceed(h: Harness
     assert configs(h) == {} and configs(h, "u") == {"retention.ms": "2"}
 
 
-def test_broker_resources_are_not_yet_supported(h: Harness) -> None:
-    resource = AlterConfigsResource(ConfigResourceType.BROKER, "", ())
+def cluster_result(
+    h: Harness, *configs: tuple[str, int, str | None], name: str = "", incremental: bool = True
+) -> ControllerResult[AlterConfigsResponse]:
+    resource = AlterConfigsResource(
+        BROKER, name, tuple(AlterableConfig(k, op, v) for k, op, v in configs)
+    )
+    return h.sm.alter_configs(
+        AlterConfigsRequest((resource,), incremental=incremental), next_offset=h.next_offset
+    )
+
+
+def cluster_refused(h: Harness, *configs: tuple[str, int, str | None], name: str = "") -> Any:
+    (result,) = h.expect_refused(lambda: cluster_result(h, *configs, name=name)).results
+    return result.error_code, result.error_message or ""
+
+
+def test_the_cluster_default_is_set_and_deleted_as_a_broker_config(h: Harness) -> None:
+    result = cluster_result(h, ("unclean.leader.election.enable", SET, "TRUE"))
+    assert result.records == (ConfigRecord(BROKER, "", "unclean.leader.election.enable", "true"),)
+    h.propose(result)
+    assert dict(h.sm.latest_image.cluster_configs) == {"unclean.leader.election.enable": "true"}
+    result = cluster_result(h, ("unclean.leader.election.enable", DELETE, None))
+    assert result.records == (ConfigRecord(BROKER, "", "unclean.leader.election.enable", None),)
+    h.propose(result)
+    assert dict(h.sm.latest_image.cluster_configs) == {}
+    h.check_replay()
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "code", "text"),
+    [
+        (("unclean.leader.election.enable", SET, "1"), "1", ErrorCode.INVALID_REQUEST,
+         "'1' (a broker id) cannot be altered: only the cluster-wide default"),
+        (("unclean.leader.election.enable", SET, "1"), "x", ErrorCode.INVALID_REQUEST,
+         "(not a broker id)"),
+        (("unclean.leader.election.enable", SET, "yes"), "", ErrorCode.INVALID_CONFIG,
+         "Invalid value 'yes' for configuration unclean.leader.election.enable: must be true"),
+        (("unclean.leader.election.enable", SET, None), "", ErrorCode.INVALID_CONFIG,
+         "Null value not supported for cluster configs"),
+        (("retention.ms", SET, "1"), "", ErrorCode.INVALID_CONFIG,
+         "Unknown cluster config name: 'retention.ms' (supported: unclean.leader.election"),
+        (("unclean.leader.election.enable", APPEND, "true"), "", ErrorCode.INVALID_REQUEST,
+         "APPEND is only for list-typed configs"),
+    ],
+)  # fmt: skip
+def test_bad_cluster_configs(
+    h: Harness, config: tuple[str, int, str | None], name: str, code: ErrorCode, text: str
+) -> None:
+    assert cluster_refused(h, config, name=name)[0] == code
+    assert text in cluster_refused(h, config, name=name)[1]
+
+
+def test_other_resource_types_are_invalid_request(h: Harness) -> None:
+    resource = AlterConfigsResource(8, "x", ())
     response = h.expect_refused(
         lambda: h.sm.alter_configs(AlterConfigsRequest((resource,)), next_offset=h.next_offset)
     )
     assert response.results[0].error_code == ErrorCode.INVALID_REQUEST
-    assert "only TOPIC (2)" in (response.results[0].error_message or "")
+    assert "only TOPIC (2) and BROKER (4" in (response.results[0].error_message or "")
 
 
 def test_legacy_alter_configs_replaces_the_whole_set(h: Harness) -> None:
