@@ -587,25 +587,52 @@ class AdminClient:
             )
         if not entries:
             return AlterConfigsResult({}, NO_OFFSET)
+        resources = tuple(
+            AlterConfigsResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                tuple(AlterableConfig(c.name, c.op, c.value) for c in ops),
+            )
+            for topic, ops in entries
+        )
+        return self._alter_configs(resources, validate_only, timeout_s)
+
+    def alter_cluster_configs(
+        self,
+        configs: Iterable[AlterConfigOp],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> int:
+        """Change the cluster-wide defaults (Kafka's ``incrementalAlterConfigs`` on the broker
+        resource with the empty name, ``kafka-configs --entity-type brokers --entity-default``):
+        ``unclean.leader.election.enable`` only, SET or DELETE. Needs ALTER_CONFIGS on the
+        cluster. Raises the error (``InvalidConfigError``, ...); returns the metadata offset that
+        committed the change."""
+        resource = AlterConfigsResource(
+            ConfigResourceType.BROKER,
+            "",
+            tuple(AlterableConfig(c.name, c.op, c.value) for c in configs),
+        )
+        result = self._alter_configs((resource,), validate_only, timeout_s)
+        result.all()
+        return result.metadata_offset
+
+    def _alter_configs(
+        self,
+        resources: tuple[AlterConfigsResource, ...],
+        validate_only: bool,
+        timeout_s: float | None,
+    ) -> AlterConfigsResult:
         deadline = self._deadline(timeout_s)
         request = alter_configs_to_proto(
-            AlterConfigsRequest(
-                tuple(
-                    AlterConfigsResource(
-                        ConfigResourceType.TOPIC,
-                        topic,
-                        tuple(AlterableConfig(c.name, c.op, c.value) for c in ops),
-                    )
-                    for topic, ops in entries
-                ),
-                validate_only=validate_only,
-            )
+            AlterConfigsRequest(resources, validate_only=validate_only)
         )
         response = self._router.call("AlterConfigs", request, deadline, mutation=True)
-        if len(response.results) != len(entries):
+        if len(response.results) != len(resources):
             raise UnknownServerError(
                 f"malformed answer: {len(response.results)} AlterConfigs results for "
-                f"{len(entries)} topics"
+                f"{len(resources)} resources"
             )
         return AlterConfigsResult(
             {

@@ -8,8 +8,10 @@ AdminClient's ``incremental_alter_configs`` and ``describe_topics``.
     Dynamic configs for topic orders are:
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}
 
-Only ``--entity-type topics`` for now (brokers: the controller does not alter broker configs
-yet).
+``--entity-type brokers --entity-default --alter`` changes the cluster-wide default
+(``unclean.leader.election.enable``) and prints Kafka's ``Completed updating default config for
+brokers in the cluster.``; one broker's configs and describing broker configs are not
+supported yet.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class ConfigsError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ConfigsCommand:
-    topic: str
+    topic: str | None
+    """The topic, or None for the cluster-wide default (brokers, ``--entity-default``)."""
     describe: bool
     changes: tuple[AlterConfigOp, ...] = ()
 
@@ -56,9 +59,18 @@ def add_configs_arguments(parser: argparse.ArgumentParser) -> None:
         help="the controllers' listeners, tried in turn",
     )
     parser.add_argument(
-        "--entity-type", required=True, metavar="topics", help="only topics for now"
+        "--entity-type",
+        required=True,
+        metavar="topics|brokers",
+        help="topics, or brokers with --entity-default (the cluster-wide default)",
     )
     parser.add_argument("--entity-name", metavar="NAME", help="the topic")
+    parser.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="with --entity-type brokers: the cluster-wide default "
+        "(unclean.leader.election.enable)",
+    )
     parser.add_argument("--alter", action="store_true", help="change the topic's configs")
     parser.add_argument("--describe", action="store_true", help="the configs set on the topic")
     parser.add_argument(
@@ -96,31 +108,47 @@ def parse_add_config(entries: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def command_from_args(args: argparse.Namespace) -> ConfigsCommand:
-    if args.entity_type != "topics":
-        raise ConfigsError(
-            f"--entity-type {args.entity_type!r} is not supported: only topics for now"
-        )
-    if not args.entity_name:
-        raise ConfigsError("--entity-name is required: the topic")
     if args.alter == args.describe:
         raise ConfigsError("give exactly one of --alter and --describe")
+    topic: str | None
+    if args.entity_type == "topics":
+        if not args.entity_name or args.entity_default:
+            raise ConfigsError("--entity-type topics takes --entity-name: the topic")
+        topic = args.entity_name
+    elif args.entity_type == "brokers":
+        if args.entity_name is not None or not args.entity_default:
+            raise ConfigsError(
+                "--entity-type brokers takes --entity-default (the cluster-wide default); "
+                "one broker's configs are not supported yet"
+            )
+        if args.describe:
+            raise ConfigsError("--describe of broker configs is not supported yet")
+        topic = None
+    else:
+        raise ConfigsError(
+            f"--entity-type {args.entity_type!r} is not supported: topics or brokers"
+        )
     if args.describe:
         if args.add_config or args.delete_config:
             raise ConfigsError("--add-config and --delete-config go with --alter")
-        return ConfigsCommand(args.entity_name, describe=True)
+        return ConfigsCommand(topic, describe=True)
     sets = parse_add_config(args.add_config)
     deletes = [k.strip() for entry in args.delete_config for k in entry.split(",") if k.strip()]
     if not sets and not deletes:
         raise ConfigsError("--alter needs --add-config or --delete-config")
     changes = [AlterConfigOp(k, v) for k, v in sets]
     changes += [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in deletes]
-    return ConfigsCommand(args.entity_name, describe=False, changes=tuple(changes))
+    return ConfigsCommand(topic, describe=False, changes=tuple(changes))
 
 
 def run_configs(command: ConfigsCommand, admin: Any, out: IO[str], err: IO[str]) -> int:
     """Run through ``admin`` (an ``AdminClient``) and print Kafka's lines; exit 0, or 1 with
     Kafka's error line."""
     try:
+        if command.topic is None:
+            admin.alter_cluster_configs(list(command.changes))
+            out.write("Completed updating default config for brokers in the cluster.\n")
+            return 0
         if command.describe:
             described = admin.describe_topics(TopicCollection.of_topic_names([command.topic]))
             configs = described.all_topic_names()[command.topic].configs

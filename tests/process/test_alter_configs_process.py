@@ -188,3 +188,18 @@ def test_the_cluster_wide_default_needs_alter_configs_on_the_cluster(
     code, message = set_default("admin", "maybe")
     assert code == KafkaError.INVALID_CONFIG
     assert "unclean.leader.election.enable: must be true or false" in message
+
+
+def test_metaquorum_configs_sets_the_cluster_wide_default(cluster: ProcessCluster) -> None:
+    base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
+    out = cluster.run_cli(
+        "configs", *base, "--entity-default", "--alter",
+        "--add-config", "unclean.leader.election.enable=true",
+    ).stdout  # fmt: skip
+    assert out == "Completed updating default config for brokers in the cluster.\n"
+    with cluster.admin() as admin:
+        with pytest.raises(InvalidConfigError, match="Unknown cluster config name"):
+            admin.alter_cluster_configs([AlterConfigOp("retention.ms", "1")])
+        admin.alter_cluster_configs(
+            [AlterConfigOp("unclean.leader.election.enable", None, OpType.DELETE)]
+        )

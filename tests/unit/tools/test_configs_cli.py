@@ -46,7 +46,7 @@ def test_describe() -> None:
         (["--entity-name", "t", "--alter"], "needs --add-config or --delete-config"),
         (["--entity-name", "t"], "exactly one of --alter and --describe"),
         (["--entity-name", "t", "--describe", "--add-config", "a=b"], "go with --alter"),
-        (["--alter", "--add-config", "a=b"], "--entity-name is required"),
+        (["--alter", "--add-config", "a=b"], "takes --entity-name"),
     ],
 )
 def test_bad_arguments_say_what_to_give(args: list[str], text: str) -> None:
@@ -54,10 +54,25 @@ def test_bad_arguments_say_what_to_give(args: list[str], text: str) -> None:
         parse(*args)
 
 
-def test_only_topics() -> None:
-    parser = build_parser()
-    args = parser.parse_args(
-        ["configs", "--bootstrap-server", "h:1", "--entity-type", "brokers", "--describe"]
+def brokers(*args: str) -> ConfigsCommand:
+    base = ["configs", "--bootstrap-server", "h:1", "--entity-type", "brokers"]
+    return command_from_args(build_parser().parse_args([*base, *args]))
+
+
+def test_brokers_take_the_cluster_wide_default_only() -> None:
+    command = brokers(
+        "--entity-default", "--alter", "--add-config", "unclean.leader.election.enable=true"
     )
-    with pytest.raises(ConfigsError, match="only topics"):
-        command_from_args(args)
+    assert command == ConfigsCommand(
+        None, False, (AlterConfigOp("unclean.leader.election.enable", "true"),)
+    )
+    with pytest.raises(ConfigsError, match="one broker's configs are not supported yet"):
+        brokers("--entity-name", "1", "--alter", "--add-config", "a=b")
+    with pytest.raises(ConfigsError, match="--describe of broker configs"):
+        brokers("--entity-default", "--describe")
+    with pytest.raises(ConfigsError, match="topics or brokers"):
+        command_from_args(
+            build_parser().parse_args(
+                ["configs", "--bootstrap-server", "h:1", "--entity-type", "users", "--describe"]
+            )
+        )
