@@ -27,6 +27,7 @@ from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
 
 __all__ = [
     "add_acls_commands",
+    "add_configs_commands",
     "add_leader_election_commands",
     "add_quorum_commands",
     "add_topics_commands",
@@ -473,4 +474,41 @@ def leader_election_command(args: argparse.Namespace) -> int:
             return run_leader_election(command, admin, sys.stdout, sys.stderr)
     except AdminError as exc:
         sys.stderr.write(f"Error while running the leader election: {exc}\n")
+        return 1
+
+
+# ----- configs -----------------------------------------------------------------------------------
+
+
+def add_configs_commands(subparsers: Subparsers) -> None:
+    from quorum.tools.configs import add_configs_arguments
+
+    parser = subparsers.add_parser(
+        "configs",
+        help="alter or describe topic configs (kafka-configs)",
+        description="Alter or describe a topic's configs like kafka-configs.sh: --alter with "
+        "--add-config k=v[,k2=v2] and --delete-config k[,k2], or --describe. Altering needs "
+        "ALTER_CONFIGS on the topic. Exits 1 on a refusal.",
+    )
+    add_configs_arguments(parser)
+    add_command_config_argument(parser)
+    parser.set_defaults(handler=configs_command)
+
+
+def configs_command(args: argparse.Namespace) -> int:
+    from quorum.admin import AdminClient
+    from quorum.errors import AdminError
+    from quorum.security.tls import command_security
+    from quorum.tools.configs import ConfigsError, command_from_args, run_configs
+
+    try:
+        command = command_from_args(args)
+    except ConfigsError as exc:
+        raise CommandError(str(exc)) from exc
+    security = command_security(args.command_config)
+    try:
+        with AdminClient(args.bootstrap, security=security) as admin:
+            return run_configs(command, admin, sys.stdout, sys.stderr)
+    except AdminError as exc:
+        sys.stderr.write(f"Error while executing config command: {exc}\n")
         return 1

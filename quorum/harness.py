@@ -530,7 +530,7 @@ class ProcessCluster:
 
     def run_cli(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """``run_cli`` with ``--command-config`` added to the commands that connect."""
-        if args and args[0] in ("topics", "quorum", "acls"):
+        if args and args[0] in ("topics", "quorum", "acls", "configs"):
             args = (*args, *self.command_config())
         return run_cli(*args, **kwargs)
 

@@ -31,6 +31,8 @@ TOPIC_NAME_CHARS_MAX: Final = 249
 # An admin request holds at most 1,000 topics (our choice, docs/conventions.md#limits); Kafka has no
 # such cap, only MAX_RECORDS_PER_USER_OP = 10,000 records, our RECORDS_PER_BATCH_MAX.
 CREATE_TOPICS_TOPICS_MAX: Final = 1_000
+# Resources one AlterConfigs / IncrementalAlterConfigs request may name (our choice, as above).
+ALTER_CONFIGS_RESOURCES_MAX: Final = 1_000
 DELETE_TOPICS_TOPICS_MAX: Final = 1_000
 DESCRIBE_TOPICS_TOPICS_MAX: Final = 1_000
 CREATE_PARTITIONS_TOPICS_MAX: Final = 1_000

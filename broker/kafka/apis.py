@@ -28,6 +28,7 @@ import structlog
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as KioErrorCode
 
+from broker.kafka.alter_configs import AlterConfigsHandler
 from broker.kafka.data_plane import DataPlane
 from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
@@ -217,6 +218,10 @@ class KafkaApis:
             ).handle,
             ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
             ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self._forward, incremental=False).handle,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
+                self._forward, incremental=True
+            ).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
             handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions

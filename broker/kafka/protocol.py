@@ -58,6 +58,7 @@ from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import (
     ACL_REQUEST_ENTRIES_MAX,
+    ALTER_CONFIGS_RESOURCES_MAX,
     CREATE_PARTITIONS_TOPICS_MAX,
     CREATE_TOPICS_TOPICS_MAX,
     DELETE_TOPICS_TOPICS_MAX,
@@ -108,9 +109,11 @@ class ApiKey(IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -162,8 +165,10 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.CREATE_ACLS: (0, 3),
         ApiKey.DELETE_ACLS: (0, 3),
         ApiKey.DESCRIBE_CONFIGS: (0, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),  # forwarded (alter_configs.py)
         **({ApiKey.CREATE_PARTITIONS: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
         ApiKey.ELECT_LEADERS: (0, 2),  # forwarded (elect_leaders.py)
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded (alter_configs.py)
         ApiKey.DESCRIBE_QUORUM: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
@@ -190,6 +195,8 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.CREATE_ACLS: ACL_REQUEST_ENTRIES_MAX,  # creations
         ApiKey.DELETE_ACLS: ACL_REQUEST_ENTRIES_MAX,  # filters
         ApiKey.DESCRIBE_CONFIGS: METADATA_TOPICS_MAX,  # resources (topics)
+        ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESOURCES_MAX,  # resources
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: ALTER_CONFIGS_RESOURCES_MAX,  # resources
         ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_LOG_DIRS: METADATA_TOPICS_MAX,  # topics

@@ -83,6 +83,7 @@ from quorum.admin.messages import (
     NO_OFFSET,
 )
 from quorum.admin.results import (
+    AlterConfigsResult,
     CreateAclsResult,
     CreatePartitionsResult,
     CreateTopicsResult,
@@ -97,6 +98,8 @@ from quorum.admin.routing import (
     parse_bootstrap,
 )
 from quorum.admin.types import (
+    AlterConfigOp,
+    AlterConfigOpType,
     BrokerNode,
     ClusterDescription,
     ControllerNode,
@@ -174,6 +177,9 @@ __all__ = [
     "AdminError",
     "AdminTimeoutError",
     "AdminTransportError",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "AlterConfigsResult",
     "BrokerNode",
     "BrokerNotAvailableError",
     "ClusterDescription",

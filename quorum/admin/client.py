@@ -27,6 +27,7 @@ from quorum.admin.messages import (
     with_zero_id_errors,
 )
 from quorum.admin.results import (
+    AlterConfigsResult,
     CreateAclsResult,
     CreatePartitionsResult,
     CreateTopicsResult,
@@ -38,6 +39,7 @@ from quorum.admin.results import (
 )
 from quorum.admin.routing import CHANNEL_OPTIONS, Router, parse_bootstrap
 from quorum.admin.types import (
+    AlterConfigOp,
     BrokerNode,
     ClusterDescription,
     ControllerNode,
@@ -54,6 +56,11 @@ from quorum.admin.types import (
     TopicOutcome,
     TopicPartition,
 )
+from quorum.controller.alter_configs import (
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+)
 from quorum.controller.elections import ELECT_LEADERS_PARTITIONS_MAX
 from quorum.controller.requests import ElectionType
 from quorum.errors import (
@@ -64,10 +71,13 @@ from quorum.errors import (
     error_for,
 )
 from quorum.ids import ZERO_UUID, Uuid
+from quorum.limits import ALTER_CONFIGS_RESOURCES_MAX
+from quorum.metadata.records import ConfigResourceType
 from quorum.rpc.v1 import admin_pb2, raft_pb2
 from quorum.security.acls import AclBinding, AclBindingFilter
 from quorum.security.tls import ClientSecurity, SyncChannels
 from quorum.wire.acls import binding_from_proto, binding_to_proto, filter_to_proto
+from quorum.wire.alter_configs import alter_configs_to_proto
 from quorum.wire.quorum_description import (
     QuorumDescription,
     describe_quorum_from_proto,
@@ -558,6 +568,81 @@ class AdminClient:
             for f, r in zip(wanted, response.filter_results, strict=True)
         )
         return DeleteAclsResult(deleted, response.metadata_offset)
+
+    def incremental_alter_configs(
+        self,
+        configs: Mapping[str, Iterable[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> AlterConfigsResult:
+        """Change topics' configs (Kafka's ``incrementalAlterConfigs``): ``{topic:
+        [AlterConfigOp(name, value, op), ...]}`` with op SET, DELETE, APPEND or SUBTRACT
+        (APPEND / SUBTRACT only for list configs such as ``cleanup.policy``). Topics succeed
+        or fail one by one; needs ALTER_CONFIGS on each topic."""
+        entries = list(configs.items())
+        if len(entries) > ALTER_CONFIGS_RESOURCES_MAX:
+            raise ValueError(
+                f"{len(entries)} topics in one call; at most {ALTER_CONFIGS_RESOURCES_MAX}"
+            )
+        if not entries:
+            return AlterConfigsResult({}, NO_OFFSET)
+        resources = tuple(
+            AlterConfigsResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                tuple(AlterableConfig(c.name, c.op, c.value) for c in ops),
+            )
+            for topic, ops in entries
+        )
+        return self._alter_configs(resources, validate_only, timeout_s)
+
+    def alter_cluster_configs(
+        self,
+        configs: Iterable[AlterConfigOp],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> int:
+        """Change the cluster-wide defaults (Kafka's ``incrementalAlterConfigs`` on the broker
+        resource with the empty name, ``kafka-configs --entity-type brokers --entity-default``):
+        ``unclean.leader.election.enable`` only, SET or DELETE. Needs ALTER_CONFIGS on the
+        cluster. Raises the error (``InvalidConfigError``, ...); returns the metadata offset that
+        committed the change."""
+        resource = AlterConfigsResource(
+            ConfigResourceType.BROKER,
+            "",
+            tuple(AlterableConfig(c.name, c.op, c.value) for c in configs),
+        )
+        result = self._alter_configs((resource,), validate_only, timeout_s)
+        result.all()
+        return result.metadata_offset
+
+    def _alter_configs(
+        self,
+        resources: tuple[AlterConfigsResource, ...],
+        validate_only: bool,
+        timeout_s: float | None,
+    ) -> AlterConfigsResult:
+        deadline = self._deadline(timeout_s)
+        request = alter_configs_to_proto(
+            AlterConfigsRequest(resources, validate_only=validate_only)
+        )
+        response = self._router.call("AlterConfigs", request, deadline, mutation=True)
+        if len(response.results) != len(resources):
+            raise UnknownServerError(
+                f"malformed answer: {len(response.results)} AlterConfigs results for "
+                f"{len(resources)} resources"
+            )
+        return AlterConfigsResult(
+            {
+                r.resource_name: None
+                if r.error_code == 0
+                else error_for(r.error_code, r.error_message)
+                for r in response.results
+            },
+            response.metadata_offset,
+        )
 
     def elect_leaders(
         self,

@@ -23,6 +23,7 @@ from quorum.ids import Uuid
 from quorum.security.acls import AclBinding, AclBindingFilter
 
 __all__ = [
+    "AlterConfigsResult",
     "CreateAclsResult",
     "CreatePartitionsResult",
     "CreateTopicsResult",
@@ -220,6 +221,28 @@ class ListTopicsResult:
 
     def names_to_listings(self) -> dict[str, TopicListing]:
         return {t.name: t for t in self.topics}
+
+
+class AlterConfigsResult:
+    """Per-topic outcomes of ``incremental_alter_configs`` (Kafka's ``AlterConfigsResult``):
+    ``values()`` maps each topic, in request order, to None (altered) or its error
+    (``InvalidConfigurationError``, ``UnknownTopicOrPartitionError``, ...)."""
+
+    def __init__(self, outcomes: Mapping[str, AdminError | None], metadata_offset: int) -> None:
+        self._outcomes = dict(outcomes)
+        self.metadata_offset = metadata_offset
+
+    def values(self) -> dict[str, AdminError | None]:
+        return dict(self._outcomes)
+
+    def all(self) -> None:
+        """Raises the first failure in order; returns if every topic was altered."""
+        for error in self._outcomes.values():
+            if error is not None:
+                raise error
+
+    def __repr__(self) -> str:
+        return f"AlterConfigsResult({self._outcomes!r}, metadata_offset={self.metadata_offset})"
 
 
 class ElectLeadersResult:

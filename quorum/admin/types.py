@@ -9,10 +9,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
+from quorum.controller.alter_configs import AlterConfigOp as AlterConfigOpType
 from quorum.errors import AdminError
 from quorum.ids import Uuid
 
 __all__ = [
+    "AlterConfigOp",
+    "AlterConfigOpType",
     "BrokerNode",
     "ClusterDescription",
     "ControllerNode",
@@ -108,6 +111,17 @@ class NewTopic:
     replication_factor: int | None = None
     configs: Mapping[str, str] = field(default_factory=dict)
     replica_assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One change of ``incremental_alter_configs`` (Kafka's ``AlterConfigOp``): ``op`` SET
+    (to ``value``), DELETE (``value`` ignored), APPEND or SUBTRACT (comma-separated items of a
+    list config)."""
+
+    name: str
+    value: str | None
+    op: AlterConfigOpType = AlterConfigOpType.SET
 
 
 @dataclass(frozen=True, slots=True)

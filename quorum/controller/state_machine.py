@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from quorum.controller import acls as acl_ops
+from quorum.controller import alter_configs as alter_config_ops
 from quorum.controller import alter_partition as alter_partition_ops
 from quorum.controller import brokers as broker_ops
 from quorum.controller import elections as election_ops
@@ -257,6 +258,13 @@ class ControllerStateMachine:
         """See ``quorum.controller.topics.delete_topics``; validates against the latest image."""
         self._check_next_offset(next_offset)
         return topic_ops.delete_topics(self._latest, request)
+
+    def alter_configs(
+        self, request: alter_config_ops.AlterConfigsRequest, *, next_offset: int
+    ) -> ControllerResult[alter_config_ops.AlterConfigsResponse]:
+        """See ``quorum.controller.alter_configs``; validates against the latest image."""
+        self._check_next_offset(next_offset)
+        return alter_config_ops.alter_configs(self._latest, request)
 
     def create_acls(
         self, bindings: Sequence[AclBinding], *, next_offset: int, new_acl_id: Callable[[], Uuid]

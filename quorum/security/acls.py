@@ -72,6 +72,7 @@ class AclOperation(enum.IntEnum):
     ALTER = 7
     DESCRIBE = 8
     CLUSTER_ACTION = 9
+    ALTER_CONFIGS = 11  # IncrementalAlterConfigs, AlterConfigs (on a topic)
     IDEMPOTENT_WRITE = 12  # InitProducerId without a transactional id (on the cluster)
 
 

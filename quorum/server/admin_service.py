@@ -31,6 +31,7 @@ import structlog
 from quorum import limits
 from quorum.config import HostPort
 from quorum.controller.acls import describe_acls
+from quorum.controller.alter_configs import AlterConfigsRequest, AlterConfigsResult
 from quorum.controller.describe import describe_topics, list_topics_page
 from quorum.controller.requests import (
     CreatePartitionsRequest,
@@ -50,6 +51,7 @@ from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
+from quorum.server.alter_configs_auth import alter_configs_refusals
 from quorum.server.driver import (
     OperationQueueFullError,
     RaftDriver,
@@ -75,6 +77,7 @@ from quorum.wire.admin import (
     topic_id_to_proto,
     topic_refs_from_proto,
 )
+from quorum.wire.alter_configs import add_alter_configs_results, alter_configs_from_proto
 
 __all__ = [
     "DEADLINE_MARGIN_S",
@@ -731,6 +734,55 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if answer.error_code is ErrorCode.NONE:
             add_alter_partition_results(response, answer)
             response.metadata_offset = offset
+        return response
+
+    async def AlterConfigs(
+        self, request: admin_pb2.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.AlterConfigsResponse:
+        response = admin_pb2.AlterConfigsResponse()
+        return await self._guard(response, context, self._alter_configs(request, context, response))
+
+    async def _alter_configs(
+        self,
+        request: admin_pb2.AlterConfigsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.AlterConfigsResponse,
+    ) -> admin_pb2.AlterConfigsResponse:
+        """Kafka's IncrementalAlterConfigs / AlterConfigs: authorized per resource
+        (quorum/server/alter_configs_auth.py), then the controller's ``alter_configs``
+        (quorum/controller/alter_configs.py)."""
+        _check_count(len(request.resources), limits.ALTER_CONFIGS_RESOURCES_MAX, "alter-configs")
+        alter = alter_configs_from_proto(request)
+        caller = self._callers.caller(context)
+        image = self._write_image()
+        refused = (
+            {}
+            if image is None
+            else alter_configs_refusals(self._authorization, caller, image, alter)
+        )
+        allowed = AlterConfigsRequest(
+            tuple(r for i, r in enumerate(alter.resources) if i not in refused),
+            validate_only=alter.validate_only,
+            incremental=alter.incremental,
+        )
+        if allowed.resources or not refused:
+            answer, offset = await self._write(
+                context, lambda sm, next_offset: sm.alter_configs(allowed, next_offset=next_offset)
+            )
+            results = iter(answer.results)
+        else:
+            results, offset = iter(()), self._image().offset
+        add_alter_configs_results(
+            response,
+            tuple(
+                AlterConfigsResult(r.resource_type, r.resource_name, *refused[index])
+                if index in refused
+                else next(results)
+                for index, r in enumerate(alter.resources)
+            ),
+        )
+        self._header(response)
+        response.metadata_offset = offset
         return response
 
     async def ElectLeaders(

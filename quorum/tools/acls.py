@@ -76,7 +76,11 @@ def add_acl_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _operation(text: str) -> AclOperation:
     key = text.replace("-", "_").upper()
-    key = {"CLUSTERACTION": "CLUSTER_ACTION", "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE"}.get(key, key)
+    key = {
+        "CLUSTERACTION": "CLUSTER_ACTION",
+        "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE",
+        "ALTERCONFIGS": "ALTER_CONFIGS",
+    }.get(key, key)
     try:
         operation = AclOperation[key]
     except KeyError:

@@ -61,11 +61,6 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
 # The reasons a tool fails against our brokers today, each with the signature it prints.
-NO_ALTER_CONFIGS = (
-    "IncrementalAlterConfigs (API 44) is not served: topic configs are set at creation only. "
-    "Needs: config changes (a ConfigRecord through the controller)",
-    "INCREMENTAL_ALTER_CONFIGS API is not supported",
-)
 NO_BROKER_CONFIGS = (
     "DescribeConfigs answers topic resources only; broker resources (type 4) are "
     "INVALID_REQUEST. Needs: broker configs in the image",
@@ -430,13 +425,19 @@ def test_kafka_configs_describe_topic_is_what_metaquorum_describes(
     assert "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=120000}" in out
 
 
-@xfail_for(NO_ALTER_CONFIGS)
 def test_kafka_configs_alter_topic(cluster: ProcessCluster) -> None:
     mq_create(cluster, "cfg-alter")
     wait_visible_on_brokers(cluster, "cfg-alter")
+    out = tool(cluster, CONFIGS, "--alter", "--entity-type", "topics", "--entity-name",
+               "cfg-alter", "--add-config", "retention.ms=1000,cleanup.policy=compact")  # fmt: skip
+    assert out.strip() == "Completed updating config for topic cfg-alter."
+    assert mq_describe(cluster, "cfg-alter")["configs"] == {
+        "retention.ms": "1000",
+        "cleanup.policy": "compact",
+    }
     tool(cluster, CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", "cfg-alter",
-         "--add-config", "retention.ms=1000", known=NO_ALTER_CONFIGS)  # fmt: skip
-    assert mq_describe(cluster, "cfg-alter")["configs"] == {"retention.ms": "1000"}
+         "--delete-config", "retention.ms")  # fmt: skip
+    assert mq_describe(cluster, "cfg-alter")["configs"] == {"cleanup.policy": "compact"}
 
 
 @xfail_for(NO_BROKER_CONFIGS)

@@ -516,6 +516,64 @@ class AlterPartitionPartitionResult(_message.Message):
     partition_epoch: int
     def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
 
+class AlterConfigsRequest(_message.Message):
+    __slots__ = ("resources", "validate_only", "incremental")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
+    resources: _containers.RepeatedCompositeFieldContainer[AlterConfigsResource]
+    validate_only: bool
+    incremental: bool
+    def __init__(self, resources: _Optional[_Iterable[_Union[AlterConfigsResource, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., incremental: _Optional[bool] = ...) -> None: ...
+
+class AlterConfigsResource(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "configs")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    configs: _containers.RepeatedCompositeFieldContainer[AlterableConfig]
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[AlterableConfig, _Mapping]]] = ...) -> None: ...
+
+class AlterableConfig(_message.Message):
+    __slots__ = ("name", "op", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    op: int
+    value: str
+    def __init__(self, name: _Optional[str] = ..., op: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+
+class AlterConfigsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    results: _containers.RepeatedCompositeFieldContainer[AlterConfigsResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., results: _Optional[_Iterable[_Union[AlterConfigsResult, _Mapping]]] = ...) -> None: ...
+
+class AlterConfigsResult(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "error_code", "error_message")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    error_code: int
+    error_message: str
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("election_type", "all_partitions", "partitions")
     ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]

@@ -91,6 +91,11 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterConfigs = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/AlterConfigs',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/quorum.rpc.v1.AdminService/CreateAcls',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
@@ -198,6 +203,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterConfigs(self, request, context):
+        """Change topics' configs (Kafka's IncrementalAlterConfigs, or AlterConfigs when
+        `incremental` is false): written as ConfigRecords (a deletion: a null value), answered once
+        committed. Needs ALTER_CONFIGS on each topic (on the cluster for BROKER resources).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Add ACLs (Kafka's CreateAcls; docs/authorization.md): written as AccessControlEntryRecords,
         answered once committed. Needs ALTER on the cluster.
@@ -277,6 +291,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterConfigs,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -593,6 +612,33 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/ElectLeaders',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/AlterConfigs',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

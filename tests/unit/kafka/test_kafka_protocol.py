@@ -130,9 +130,28 @@ class Controller:
             return admin_pb2.CreateAclsResponse(
                 results=[admin_pb2.AclCreationResult() for _ in request.creations]
             )
-        return admin_pb2.DeleteAclsResponse(
-            filter_results=[admin_pb2.DeleteAclsFilterResult() for _ in request.filters]
-        )
+        if method == "CreatePartitions":
+            return admin_pb2.CreatePartitionsResponse(
+                metadata_offset=self.offset,
+                results=[
+                    admin_pb2.CreatePartitionsTopicResult(name=t.name) for t in request.topics
+                ],
+            )
+        if method == "AlterConfigs":
+            return admin_pb2.AlterConfigsResponse(
+                metadata_offset=self.offset,
+                results=[
+                    admin_pb2.AlterConfigsResult(
+                        resource_type=r.resource_type, resource_name=r.resource_name
+                    )
+                    for r in request.resources
+                ],
+            )
+        if method == "DeleteAcls":
+            return admin_pb2.DeleteAclsResponse(
+                filter_results=[admin_pb2.DeleteAclsFilterResult() for _ in request.filters]
+            )
+        raise AssertionError(f"the stand-in controller does not answer {method}: teach it")
 
 
 class Harness:
