@@ -25,9 +25,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AclBindingFilter as ConfluentFilter
+from confluent_kafka.admin import AclOperation as ConfluentOperation
+from confluent_kafka.admin import AclPermissionType as ConfluentPermission
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import NewPartitions as ConfluentNewPartitions
 from confluent_kafka.admin import NewTopic as ConfluentNewTopic
+from confluent_kafka.admin import ResourcePatternType as ConfluentPattern
+from confluent_kafka.admin import ResourceType as ConfluentResource
 from kafka import KafkaAdminClient
 from kafka.admin import (
     ACL,
@@ -346,6 +351,48 @@ def test_acls_apply_to_kafka_clients_and_writes_carry_the_client_principal(
     finally:
         alice.close()
         admin.close()
+
+
+def test_describe_acls_without_describe_on_the_cluster_is_refused_and_librdkafka_drops_it(
+    cluster: ProcessCluster,
+) -> None:
+    """The broker answers DescribeAcls from a principal without DESCRIBE on the cluster with
+    CLUSTER_AUTHORIZATION_FAILED (31), which kafka-python reports. confluent-kafka reports the
+    same answer as an empty list without an error: librdkafka's DescribeAcls response parser
+    reads the top-level error code and drops it. Both clients ask the same broker, so the
+    difference is the client's (docs/kafka-listener.md#what-the-answers-mean-here)."""
+    alice = kafka_python(cluster, "alice")
+    try:
+        everything = ACLFilter(
+            principal=None,
+            host="*",
+            operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY,
+            resource_pattern=ResourcePatternFilter(
+                ResourceType.ANY, None, ACLResourcePatternType.ANY
+            ),
+        )
+        try:
+            _, error = alice.describe_acls(everything)
+            code = error.errno
+        except Exception as raised:  # kafka-python raises the broker's error in some versions
+            code = getattr(raised, "errno", None)
+        assert code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, code
+    finally:
+        alice.close()
+    client = confluent(cluster, "alice")  # held: a collected client fails its futures
+    listed = client.describe_acls(
+        ConfluentFilter(
+            ConfluentResource.ANY,
+            None,
+            ConfluentPattern.ANY,
+            None,
+            None,
+            ConfluentOperation.ANY,
+            ConfluentPermission.ANY,
+        )
+    ).result(20)
+    assert listed == [], listed  # no error raised: the 31 was dropped by the client
 
 
 def test_a_plaintext_kafka_listener_serves_user_anonymous(cluster: ProcessCluster) -> None:
