@@ -629,6 +629,19 @@ class ProcessCluster:
     ) -> tuple[int, int, int]:
         return wait_until(lambda: self.leader(among), timeout_s, "a leader")
 
+    def wait_for_agreed_leader(self, timeout_s: float = 20) -> tuple[int, int, int]:
+        """A leader every live controller names, in the same epoch: unlike ``wait_for_leader``,
+        not a candidate's win that a split vote at start-up may still overtake."""
+
+        def agreed() -> tuple[int, int, int] | None:
+            seen = [self.leader([n]) for n in self.controller_ids if self.nodes[n].alive]
+            first = seen[0] if seen else None
+            if first is not None and all(s is not None and s[:2] == first[:2] for s in seen):
+                return first
+            return None
+
+        return wait_until(agreed, timeout_s, "a leader every live controller names")
+
     def log_dump(self, node_id: int) -> list[dict[str, Any]]:
         result = run_cli("log", "dump", str(self.nodes[node_id].metadata_dir))
         return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]

@@ -20,7 +20,7 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -156,6 +156,24 @@ def as_base64(value: uuid.UUID | str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def confluent_described(
+    admin: Any, name: str, ready: Callable[[Any], bool] = lambda d: True
+) -> Any:
+    """The topic's description once a broker answers it and ``ready`` holds: librdkafka asks
+    any broker, and each answers from its own image (brokers are not linearizable)."""
+
+    def attempt() -> Any:
+        try:
+            (described,) = (
+                f.result(20) for f in admin.describe_topics(TopicCollection([name])).values()
+            )
+        except KafkaException:
+            return None
+        return described if ready(described) else None
+
+    return wait_until(attempt, 10, f"{name} described")
+
+
 def confluent_id(topic_id: Any) -> str:
     """Kafka's form of a confluent-kafka ``Uuid``, from its bits: its ``str()`` is librdkafka's
     base64 with the standard alphabet ('+', '/'), where Kafka's is URL-safe ('-', '_')."""
@@ -229,10 +247,9 @@ def test_confluent_kafka_admin_client(cluster: ProcessCluster) -> None:
     admin = confluent(cluster)
     for future in admin.create_topics([ConfluentNewTopic("ck-orders", 2, 2)]).values():
         future.result(20)
-    assert "ck-orders" in admin.list_topics(timeout=20).topics
-    (description,) = (
-        f.result(20) for f in admin.describe_topics(TopicCollection(["ck-orders"])).values()
-    )
+    # Forwarded through one broker; librdkafka may ask the other, which applies it a little later.
+    wait_until(lambda: "ck-orders" in admin.list_topics(timeout=20).topics, 10, "ck-orders listed")
+    description = confluent_described(admin, "ck-orders")
     first_id = confluent_id(description.topic_id)
     assert first_id == cli_topic_id(cluster, "ck-orders")
     assert [p.id for p in description.partitions] == [0, 1]
@@ -248,8 +265,8 @@ def test_confluent_kafka_admin_client(cluster: ProcessCluster) -> None:
         future.result(20)
     for future in admin.create_topics([ConfluentNewTopic("ck-orders", 1, 1)]).values():
         future.result(20)
-    (recreated,) = (
-        f.result(20) for f in admin.describe_topics(TopicCollection(["ck-orders"])).values()
+    recreated = confluent_described(
+        admin, "ck-orders", lambda d: confluent_id(d.topic_id) != first_id
     )
     assert confluent_id(recreated.topic_id) != first_id
     assert confluent_id(recreated.topic_id) == cli_topic_id(cluster, "ck-orders")
@@ -291,7 +308,9 @@ def test_confluent_kafka_admin_client(cluster: ProcessCluster) -> None:
 
     for future in admin.delete_topics(["ck-orders"]).values():
         future.result(20)
-    assert "ck-orders" not in admin.list_topics(timeout=20).topics
+    wait_until(
+        lambda: "ck-orders" not in admin.list_topics(timeout=20).topics, 10, "ck-orders gone"
+    )
 
 
 # ----- authorization through the Kafka listener -------------------------------------------------

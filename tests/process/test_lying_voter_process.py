@@ -86,7 +86,7 @@ def test_a_controller_certificate_cannot_jump_the_epoch(tmp_path: Path) -> None:
     with process_cluster(tmp_path) as cluster:
         cluster.format()
         cluster.start_all()
-        leader, epoch, _ = cluster.wait_for_leader(timeout_s=30)
+        leader, epoch, _ = cluster.wait_for_agreed_leader(timeout_s=30)
         holder, other = [n for n in cluster.controller_ids if n != leader]
         security = cluster.node_security(holder)
         answers = []
@@ -206,7 +206,7 @@ def test_brokers_drop_a_write_the_quorum_lost(tmp_path: Path) -> None:
     with process_cluster(tmp_path, brokers=2) as cluster:
         cluster.format()
         cluster.start_all()
-        leader, epoch, _ = cluster.wait_for_leader(timeout_s=30)
+        leader, epoch, _ = cluster.wait_for_agreed_leader(timeout_s=30)
         admin = cluster.admin(timeout_s=30)
         wait_until(
             lambda: sum(1 for b in admin.describe_cluster().brokers if not b.is_fenced) == 2,  # type: ignore[attr-defined]
@@ -292,7 +292,7 @@ def test_a_controller_that_applied_the_lost_write_stops_with_one_message(tmp_pat
     with process_cluster(tmp_path, settings=settings) as cluster:
         cluster.format()
         cluster.start_all()
-        leader, epoch, _ = cluster.wait_for_leader(timeout_s=30)
+        leader, epoch, _ = cluster.wait_for_agreed_leader(timeout_s=30)
         holder, other = [n for n in cluster.controller_ids if n != leader]
         cluster.kill(other)
         cluster.kill(holder)
