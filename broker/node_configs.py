@@ -7,32 +7,21 @@ of them the file gave (``STATIC_BROKER_CONFIG``) rather than left at the default
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Final
 
 from quorum.config import NodeConfig
 from quorum.config_keys import KEYS, SPECS
 from quorum.controller.broker_configs import DYNAMIC_BROKER_CONFIGS, ConfigType
+from quorum.controller.describe_configs import NodeConfigEntry
 from quorum.limits import INT32_MAX
 
-__all__ = ["SENSITIVE_NODE_CONFIGS", "NodeConfigEntry", "node_config_entries", "static_configs"]
+__all__ = ["SENSITIVE_NODE_CONFIGS", "node_config_entries", "static_configs"]
 
 SENSITIVE_NODE_CONFIGS: Final = frozenset({"ssl.keystore.key"})
 """Keys whose value DescribeConfigs never shows (Kafka's type PASSWORD: ``ssl.keystore.key``,
 like ``ssl.key.password``): answered with a null value, ``is_sensitive`` true."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeConfigEntry:
-    name: str
-    value: str | None
-    """Kafka's string form; None: no value (a key without default) or sensitive."""
-    given: bool
-    """The file, the environment or an override gave it (else the default)."""
-    config_type: int
-    sensitive: bool
-    doc: str
 
 
 def _kafka_string(value: object) -> str | None:

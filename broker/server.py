@@ -57,11 +57,12 @@ from broker.log.config import LogConfig
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
-from broker.node_configs import static_configs
+from broker.node_configs import node_config_entries, static_configs
 from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
 from quorum.controller.broker_configs import merged_broker_configs, topic_defaults
+from quorum.controller.describe_configs import Describer
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
@@ -781,6 +782,7 @@ class BrokerNode:
                 callers=CallerResolver(self.config.ssl_principal_mapping_rules),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
                 caught_up=self._not_caught_up,
+                describer=Describer(self.broker_id, node_config_entries(self.config)),
             ),
             server,
         )

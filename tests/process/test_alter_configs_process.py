@@ -196,6 +196,38 @@ def test_the_cluster_wide_default_needs_alter_configs_on_the_cluster(
     assert "unclean.leader.election.enable: must be true or false" in message
 
 
+def test_metaquorum_configs_alters_and_describes_one_broker(cluster: ProcessCluster) -> None:
+    base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
+    one = (*base, "--entity-name", "101")
+    out = cluster.run_cli("configs", *one, "--alter", "--add-config", "log.segment.bytes=8192")
+    assert out.stdout == "Completed updating config for broker 101.\n"
+    try:
+        assert cluster.run_cli("configs", *one, "--describe").stdout.splitlines() == [
+            "Dynamic configs for broker 101 are:",
+            "  log.segment.bytes=8192 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.segment.bytes=8192, DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+        ]
+        everything = cluster.run_cli("configs", *one, "--describe", "--all").stdout
+        assert everything.splitlines()[0] == "All configs for broker 101 are:"
+        assert "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:" in everything
+        refused = cluster.run_cli(
+            "configs", *one, "--alter", "--add-config", "node.id=7", check=False
+        )
+        assert refused.returncode == 1
+        assert "Cannot update these configs dynamically: Set(node.id)" in refused.stderr
+        # and the broker applies it: what it describes itself
+        wait_until(
+            lambda: broker_configs(cluster, 101, "101")["log.segment.bytes"] == ("8192", 2),
+            30,
+            "broker 101 has its value",
+        )
+    finally:
+        cluster.run_cli("configs", *one, "--alter", "--delete-config", "log.segment.bytes")
+    assert cluster.run_cli("configs", *one, "--describe").stdout == (
+        "Dynamic configs for broker 101 are:\n"
+    )
+
+
 def test_metaquorum_configs_sets_the_cluster_wide_default(cluster: ProcessCluster) -> None:
     base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
     out = cluster.run_cli(

@@ -449,7 +449,7 @@ def test_kafka_configs_describe_broker(cluster: ProcessCluster) -> None:
 
 def test_kafka_configs_alter_broker_and_the_default(cluster: ProcessCluster) -> None:
     """kafka-configs --alter for one broker and for the cluster-wide default, then what it
-    describes for each, and a read-only key refused."""
+    describes for each (metaquorum configs describes the same), and a read-only key refused."""
     out = tool(cluster, CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "102",
                "--add-config", "log.retention.ms=86400000", broker=102)  # fmt: skip
     assert out.strip() == "Completed updating config for broker 102."
@@ -476,6 +476,11 @@ def test_kafka_configs_alter_broker_and_the_default(cluster: ProcessCluster) -> 
             "  log.retention.ms=172800000 sensitive=false synonyms="
             "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000}",
         ]
+        mine = mq(cluster, "configs", "--entity-type", "brokers", "--entity-name", "102",
+                  "--describe")  # fmt: skip
+        assert mine.splitlines() == ["Dynamic configs for broker 102 are:", expected]
+        mine = mq(cluster, "configs", "--entity-type", "brokers", "--entity-default", "--describe")
+        assert mine == default
         refused = run_tool(
             CONFIGS, "--bootstrap-server", kafka_address(cluster, 101), "--command-config",
             client_properties(cluster), "--alter", "--entity-type", "brokers", "--entity-name",
