@@ -228,6 +228,22 @@ def test_metaquorum_configs_alters_and_describes_one_broker(cluster: ProcessClus
     )
 
 
+def test_the_admin_client_reads_its_own_broker_config_writes(cluster: ProcessCluster) -> None:
+    """Read-your-writes over gRPC: describe_configs carries the offset of the client's own
+    last write (min_metadata_offset), so whichever controller answers has applied it."""
+    with cluster.admin() as admin:
+        for value in ("1000", "2000", "3000"):
+            admin.alter_cluster_configs([AlterConfigOp("log.retention.ms", value)], broker_id=102)
+            (outcome,) = admin.describe_configs([(4, "102")])
+            configs = {c.name: (c.value, c.source) for c in outcome.configs}
+            assert configs["log.retention.ms"] == (value, 2)  # DYNAMIC_BROKER_CONFIG
+        admin.alter_cluster_configs(
+            [AlterConfigOp("log.retention.ms", None, OpType.DELETE)], broker_id=102
+        )
+        (outcome,) = admin.describe_configs([(4, "102")])
+        assert {c.name: c.value for c in outcome.configs}["log.retention.ms"] is None
+
+
 def test_metaquorum_configs_sets_the_cluster_wide_default(cluster: ProcessCluster) -> None:
     base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
     out = cluster.run_cli(
