@@ -445,6 +445,10 @@ def test_kafka_configs_describe_broker(cluster: ProcessCluster) -> None:
     assert lines[0] == "All configs for broker 101 are:"
     assert "  node.id=101 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=101}" in lines
     assert any(line.startswith("  log.retention.hours=168 sensitive=false ") for line in lines)
+    # Every broker (each asked itself) and the default.
+    every = tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers")
+    assert "Dynamic configs for broker 101 are:" in every.splitlines()
+    assert "Dynamic configs for broker 102 are:" in every.splitlines()
 
 
 def test_kafka_configs_alter_broker_and_the_default(cluster: ProcessCluster) -> None:
