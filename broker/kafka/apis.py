@@ -213,9 +213,11 @@ class KafkaApis:
             ).handle,
             ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
             ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
-            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self._forward, incremental=False).handle,
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(
+                self._forward, incremental=False, broker_id=broker_id
+            ).handle,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
-                self._forward, incremental=True
+                self._forward, incremental=True, broker_id=broker_id
             ).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
