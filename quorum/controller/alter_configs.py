@@ -276,11 +276,14 @@ def _broker_changes(
     default (the empty name), sorted by key (``broker_configs.DYNAMIC_BROKER_CONFIGS``). A
     broker need not be registered to be configured (as Kafka's)."""
     name = resource.resource_name
-    if name and not (name.isascii() and name.isdigit() and int(name) <= INT32_MAX):
+    # Canonical digits only: "007" would be stored apart from "7", where no broker reads it.
+    if name and not (
+        name.isascii() and name.isdigit() and str(int(name)) == name and int(name) <= INT32_MAX
+    ):
         raise _Refusal(
             ErrorCode.INVALID_REQUEST,
             f"Invalid broker name {quote(name)}: a broker resource is named by a broker id "
-            "(an integer), or empty for the cluster-wide default",
+            "(an integer, without leading zeros), or empty for the cluster-wide default",
         )
     _check_keys_once(resource)
     current = dict(image.broker_configs.get(name, {}))

@@ -216,6 +216,8 @@ def test_the_cluster_default_is_set_and_deleted_as_a_broker_config(h: Harness) -
          "Invalid broker name 'x': a broker resource is named by a broker id"),
         (("unclean.leader.election.enable", SET, "1"), "-1", ErrorCode.INVALID_REQUEST,
          "Invalid broker name '-1'"),
+        (("log.retention.ms", SET, "1"), "0101", ErrorCode.INVALID_REQUEST,
+         "Invalid broker name '0101'"),
         (("unclean.leader.election.enable", SET, "yes"), "", ErrorCode.INVALID_CONFIG,
          "Invalid value 'yes' for configuration unclean.leader.election.enable: must be true"),
         (("unclean.leader.election.enable", SET, None), "", ErrorCode.INVALID_CONFIG,
