@@ -637,8 +637,8 @@ class AdminClient:
         ``error_message``; ``quorum.errors.error_for`` makes it an ``AdminError``), in order.
         TOPIC (2) resources by name, BROKER (4) by id or "" for the cluster-wide defaults.
         Served from the answering node's image: a controller knows no broker's file, so it
-        describes a broker's dynamic configs only (a broker describes its own fully). Needs
-        DESCRIBE_CONFIGS on each topic (on the cluster for brokers)."""
+        describes a broker's dynamic configs only (``describe_broker_configs`` asks the broker
+        itself). Needs DESCRIBE_CONFIGS on each topic (on the cluster for brokers)."""
         wanted = list(resources)
         if len(wanted) > ALTER_CONFIGS_RESOURCES_MAX:
             raise ValueError(
@@ -662,6 +662,60 @@ class AdminClient:
                 f"{len(wanted)} resources"
             )
         return describe_configs_outcomes_from_proto(response.results)
+
+    def describe_broker_configs(
+        self,
+        broker_id: int,
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_s: float | None = None,
+    ) -> DescribeConfigsOutcome:
+        """One broker's configs, asked of that broker as Kafka's AdminClient asks it (its
+        gRPC listener, from ``describe_cluster``): every key of its configuration, with its
+        file's values (STATIC_BROKER_CONFIG). If the broker is not registered, fenced or does
+        not answer, the controllers' view (``describe_configs``: its dynamic configs only)."""
+        deadline = self._deadline(timeout_s)
+        resource = (ConfigResourceType.BROKER, str(broker_id))
+        node = next(
+            (
+                b
+                for b in self.describe_cluster(
+                    timeout_s=max(deadline - self._clock(), 0.001)
+                ).brokers
+                if b.broker_id == broker_id and not b.is_fenced and b.host
+            ),
+            None,
+        )
+        if node is not None:
+            request = admin_pb2.DescribeConfigsRequest(
+                resources=[
+                    admin_pb2.DescribeConfigsResource(
+                        resource_type=resource[0], resource_name=resource[1]
+                    )
+                ],
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+            offset = self._read_offset(None)
+            if offset >= 0:
+                request.min_metadata_offset = offset
+            try:
+                response = self._router.call_at(
+                    f"{node.host}:{node.port}", "DescribeConfigs", request, deadline
+                )
+            except AdminTransportError:
+                pass  # the controllers' view below
+            else:
+                (outcome,) = describe_configs_outcomes_from_proto(response.results)
+                return outcome
+        (outcome,) = self.describe_configs(
+            [resource],
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+            timeout_s=max(deadline - self._clock(), 0.001),
+        )
+        return outcome
 
     def _alter_configs(
         self,

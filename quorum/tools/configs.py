@@ -18,9 +18,10 @@ config), with their synonyms::
       replicas=2}
 
 (one line each, wrapped here).
-Described by the node answering (a controller of ``--bootstrap-server``): it knows no broker's
-file, so a broker's ``--all`` lists its dynamic configs only, without ``STATIC_BROKER_CONFIG``
-synonyms; Kafka's kafka-configs against the broker's Kafka listener shows those.
+A broker's configs are asked of that broker (its gRPC listener, as Kafka's AdminClient asks the
+broker itself), so its file's values show as ``STATIC_BROKER_CONFIG``; if it cannot be reached,
+a controller answers from its image: the dynamic configs only, no ``STATIC_BROKER_CONFIG``.
+Topics and the cluster-wide default are described by a controller of ``--bootstrap-server``.
 """
 
 from __future__ import annotations
@@ -206,7 +207,10 @@ def _describe(command: ConfigsCommand, admin: Any, out: IO[str]) -> None:
         resource = (ConfigResourceType.BROKER, "")
         header = ""
         wanted = CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
-    (outcome,) = admin.describe_configs([resource], include_synonyms=True)
+    if command.broker_id is not None:
+        outcome = admin.describe_broker_configs(command.broker_id, include_synonyms=True)
+    else:
+        (outcome,) = admin.describe_configs([resource], include_synonyms=True)
     if outcome.error_code != ErrorCode.NONE:
         raise error_for(outcome.error_code, outcome.error_message or "")
     if not header:

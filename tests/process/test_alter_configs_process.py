@@ -210,6 +210,10 @@ def test_metaquorum_configs_alters_and_describes_one_broker(cluster: ProcessClus
         everything = cluster.run_cli("configs", *one, "--describe", "--all").stdout
         assert everything.splitlines()[0] == "All configs for broker 101 are:"
         assert "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:" in everything
+        # Asked of broker 101 itself: its file's keys too, as kafka-configs shows them.
+        assert "  node.id=101 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=101}" in (
+            everything.splitlines()
+        )
         refused = cluster.run_cli(
             "configs", *one, "--alter", "--add-config", "node.id=7", check=False
         )
