@@ -16,6 +16,7 @@ from typing import NoReturn, TypeVar
 import grpc
 
 from quorum.config import HostPort
+from quorum.controller.describe_configs import Describer
 from quorum.metadata.image import MetadataImage
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import CallerResolver
@@ -38,9 +39,11 @@ class BrokerAdminServicer(AdminServicer):
         caught_up: Callable[[], str | None] = lambda: None,
         callers: CallerResolver | None = None,
         authorization: RequestAuthorization | None = None,
+        describer: Describer | None = None,
     ) -> None:
         """``caught_up``: None once the image has caught up with the metadata log since the
-        process started, else why not."""
+        process started, else why not. ``describer``: DescribeConfigs with this broker's own
+        configuration (None: as a controller, from the image alone)."""
         super().__init__(
             driver,
             cluster_id=cluster_id,
@@ -50,6 +53,8 @@ class BrokerAdminServicer(AdminServicer):
             authorization=authorization,
         )
         self._caught_up = caught_up
+        if describer is not None:
+            self.describer = describer
 
     def _write_image(self) -> None:
         return None  # nothing is written here: no topic is authorized for it

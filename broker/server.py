@@ -53,17 +53,21 @@ import structlog
 from broker.admin_service import BrokerAdminServicer
 from broker.alter_partition import AlterPartitionClient
 from broker.controller_client import ControllerClient, ControllerUnavailableError
+from broker.log.config import LogConfig
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
 from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
+from broker.node_configs import node_config_entries, static_configs
 from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
 from quorum.config import SSL, NodeConfig
+from quorum.controller.broker_configs import merged_broker_configs, topic_defaults
+from quorum.controller.describe_configs import Describer
 from quorum.errors import ErrorCode
 from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch
 from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage
+from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.raft.messages import SnapshotId
 from quorum.raft.node import Ready
 from quorum.raft.prefix_divergence import PrefixDivergence
@@ -245,7 +249,12 @@ class BrokerNode:
 
             self._broker_loop: BrokerLoop = BrokerLoop()
             # One data plane (its writer and reader threads) for every Kafka listener.
-            self.data_plane: DataPlane = DataPlane(self.partition_logs, broker_id=self.broker_id)
+            self.data_plane: DataPlane = DataPlane(
+                self.partition_logs,
+                broker_id=self.broker_id,
+                image=lambda: self.image,
+                static_configs=static_configs(config),
+            )
             limits = self._kafka_limits()
             self.kafka_listeners = [
                 KafkaListenerServer(
@@ -587,6 +596,7 @@ class BrokerNode:
             # Read from the listeners' thread: one int the broker's loop replaces whole.
             kraft_version=lambda: self.driver.node.kraft_version,
             next_producer_id=lambda: broker_loop.run(self.producer_ids.next_id()),
+            node_config=self.config,
         )
 
     async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:
@@ -629,6 +639,17 @@ class BrokerNode:
                 )
             files = PemFiles(keystore, config.ssl_truststore_location)
         return KafkaTls(files, self.config.ssl_client_auth)
+
+    def _log_config(self, topic: TopicImage) -> LogConfig:
+        """A topic's log config now: its configs over this broker's dynamic and static
+        defaults (``DataPlane.config``, which caches; a broker without a Kafka listener
+        resolves them at each retention check)."""
+        if self.config.kafka_listeners:
+            return self.data_plane.config(topic)
+        merged = merged_broker_configs(
+            self.image.broker_configs, self.broker_id, static_configs(self.config)
+        )
+        return LogConfig.of(topic.configs, topic_defaults(merged))
 
     async def serve_kafka(self) -> None:
         """Open the Kafka listeners once caught up, in their own thread; keep them until
@@ -761,6 +782,7 @@ class BrokerNode:
                 callers=CallerResolver(self.config.ssl_principal_mapping_rules),
                 authorization=RequestAuthorization.from_config(self.config, self.cluster_id),
                 caught_up=self._not_caught_up,
+                describer=Describer(self.broker_id, node_config_entries(self.config)),
             ),
             server,
         )
@@ -803,7 +825,12 @@ class BrokerNode:
             asyncio.create_task(self.reconcile_forever(), name="reconcile"),
             asyncio.create_task(
                 maintain_logs(
-                    self.partition_logs, lambda: self.image, self.broker_id, self.caught_up
+                    self.partition_logs,
+                    lambda: self.image,
+                    self.broker_id,
+                    self.caught_up,
+                    config=self._log_config,
+                    retention_check_interval_ms=self.config.log_retention_check_interval_ms,
                 ),
                 name="maintain-logs",
             ),

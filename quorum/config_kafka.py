@@ -1,9 +1,10 @@
 """Kafka broker and controller keys that a KRaft config holds but that mean nothing here.
 
 A ``server.properties`` written for Kafka carries keys for the parts of a Kafka node this
-project does not have: the network and request threads, the partition data path (segments,
-retention, flushing, the cleaner), replication of partition data, the group, transaction and
-share coordinators and their internal topics, quotas, SASL, JMX metrics reporters, ZooKeeper.
+project does not have: the network and request threads, the parts of Kafka's partition logs
+not built here (rolling by time, flushing, the cleaner), settings of replication it does not
+have, the group, transaction and share coordinators and their internal topics, quotas, SASL,
+JMX metrics reporters, ZooKeeper.
 ``quorum/config_load.py`` accepts every key listed here and ignores its value, and a node warns
 once, naming them all, so an operator can start from the config they have
 (docs/operating.md#kafka-configuration-compatibility); docs/operating.md#configuration-keys
@@ -37,17 +38,11 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "max.connection.creation.rate",
         "request.timeout.ms",
     ),
-    "partition data (brokers here keep partition directories, not records)": (
-        "log.segment.bytes",
+    "partition data (log settings this project's partition logs do not have)": (
         "log.segment.delete.delay.ms",
         "log.roll.hours",
         "log.roll.ms",
         "log.roll.jitter.hours",
-        "log.retention.hours",
-        "log.retention.minutes",
-        "log.retention.ms",
-        "log.retention.bytes",
-        "log.retention.check.interval.ms",
         "log.flush.interval.messages",
         "log.flush.interval.ms",
         "log.flush.scheduler.interval.ms",
@@ -71,7 +66,6 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "log.local.retention.bytes",
         "message.max.bytes",
         "compression.type",
-        "min.insync.replicas",
         "remote.log.storage.system.enable",
     ),
     "replication of partition data (settings this project does not have)": (

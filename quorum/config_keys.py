@@ -535,12 +535,67 @@ class NodeConfig:
         ),
     )
 
+    # The partition logs' defaults for topics that do not set their own (Kafka's names and
+    # defaults). Each is also a dynamic broker config (kafka-configs --entity-type brokers,
+    # per broker or cluster-wide), which takes precedence over the file's value
+    # (quorum/controller/broker_configs.py, docs/kafka-listener.md#broker-configs).
+    log_retention_ms: int | None = field(
+        default=None,
+        metadata=key(
+            integer(-1, INT64_MAX),
+            "how long a topic without `retention.ms` keeps a segment (-1: forever); "
+            "wins over the two below",
+            default_doc="none (`log.retention.minutes`, else `log.retention.hours`)",
+        ),
+    )
+    log_retention_minutes: int | None = field(
+        default=None,
+        metadata=key(
+            integer(-1),
+            "the same in minutes, when `log.retention.ms` is not given",
+            default_doc="none (`log.retention.hours`)",
+        ),
+    )
+    log_retention_hours: int = field(
+        default=168,
+        metadata=key(integer(-1), "the same in hours, when neither of the two above is given"),
+    )
+    log_retention_bytes: int = field(
+        default=-1,
+        metadata=key(
+            integer(-1, INT64_MAX),
+            "a topic without `retention.bytes` deletes old segments past this size (-1: never)",
+        ),
+    )
+    log_segment_bytes: int = field(
+        default=1_073_741_824,
+        metadata=key(integer(14), "a topic without `segment.bytes` rolls segments at this size"),
+    )
+    min_insync_replicas: int = field(
+        default=1,
+        metadata=key(
+            integer(1),
+            "a topic without `min.insync.replicas` refuses acks=all writes with fewer in-sync "
+            "replicas",
+        ),
+    )
+    # Kafka's name and default (5 minutes).
+    log_retention_check_interval_ms: int = field(
+        default=300_000,
+        metadata=key(
+            integer(1, INT64_MAX), "how often a broker deletes segments past their retention"
+        ),
+    )
+
     # Not keys: where the config came from.
     # The file this config was read from, if any (for messages that tell a person what to edit).
     config_file: Path | None = field(default=None, compare=False)
     # Kafka keys the config held that mean nothing here (quorum/config_kafka.py), sorted; a
     # node warns once at start-up naming them.
     ignored_keys: tuple[str, ...] = field(default=(), compare=False)
+    # The keys the file, the environment or an override gave (a broker reports them as
+    # STATIC_BROKER_CONFIG in DescribeConfigs; the others as Kafka's DEFAULT_CONFIG).
+    given_keys: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         for name, attribute in KEYS.items():

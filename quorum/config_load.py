@@ -85,6 +85,7 @@ def _build(settings: Mapping[str, _Setting], config_file: Path | None) -> NodeCo
         **parsed,  # type: ignore[arg-type]
         config_file=config_file,
         ignored_keys=tuple(sorted(ignored)),
+        given_keys=frozenset(key for key in settings if key in KEYS),
     )
 
 

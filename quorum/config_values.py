@@ -61,7 +61,7 @@ class Kind:
 
     def check(self, key: str, value: object) -> None:
         """A typed value's own bounds; what depends on other keys is config_rules.py's."""
-        if self.bounds is not None:
+        if self.bounds is not None and value is not None:  # None: an optional key not given
             check_int(key, value, minimum=self.bounds[0], maximum=self.bounds[1])
 
 

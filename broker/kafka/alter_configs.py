@@ -6,9 +6,11 @@ Forwarded to the active controller as ``AdminService/AlterConfigs`` with the cli
 (KIP-590, ``broker/kafka/forwarding.py``), as CreateTopics is; the controller authorizes
 (ALTER_CONFIGS on each topic, else TOPIC_AUTHORIZATION_FAILED) and decides
 (``quorum/controller/alter_configs.py``): INVALID_CONFIG, INVALID_REQUEST (a resource named
-twice, APPEND / SUBTRACT on a config that is not a list, a named broker),
-UNKNOWN_TOPIC_OR_PARTITION. A broker resource with the empty name is the cluster-wide default
-(ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED). AlterConfigs carries no op:
+twice, APPEND / SUBTRACT on a config that is not a list, a broker config that cannot change
+live), UNKNOWN_TOPIC_OR_PARTITION. A broker resource is one broker's dynamic configs, by its id, or
+with the empty name the cluster-wide default (ALTER_CONFIGS on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED); one naming another broker is refused here, INVALID_REQUEST, as
+Kafka's brokers refuse it (its clients send it to that broker). AlterConfigs carries no op:
 its configs replace the resource's whole set. A forwarding failure (NOT_CONTROLLER,
 REQUEST_TIMED_OUT) answers every resource.
 """
@@ -21,6 +23,7 @@ from typing import Any, Final
 from broker.kafka.forwarding import FORWARD_TIMEOUT_MS_MAX
 from broker.kafka.protocol import Request
 from quorum.errors import ErrorCode
+from quorum.metadata.records import ConfigResourceType
 from quorum.rpc.v1 import admin_pb2
 
 __all__ = ["AlterConfigsHandler"]
@@ -33,18 +36,41 @@ _TIMEOUT_MS: Final = FORWARD_TIMEOUT_MS_MAX
 
 
 class AlterConfigsHandler:
-    def __init__(self, forward: Forward, *, incremental: bool) -> None:
+    def __init__(
+        self, forward: Forward, *, incremental: bool, broker_id: int | None = None
+    ) -> None:
         """``forward``: ``KafkaApis._forward`` (moves the connection's read-your-writes offset).
-        ``incremental``: IncrementalAlterConfigs (each config's op), else AlterConfigs."""
+        ``incremental``: IncrementalAlterConfigs (each config's op), else AlterConfigs.
+        ``broker_id``: this broker; a BROKER resource naming another one is refused here
+        (Kafka's ``ConfigAdminManager``: its clients send a broker's resource to that broker)."""
         self._forward = forward
         self._incremental = incremental
+        self._broker_id = broker_id
+
+    def _refusal(self, resource_type: int, name: str) -> str | None:
+        """Why a resource is not this broker's to forward (INVALID_REQUEST), or None."""
+        if resource_type != ConfigResourceType.BROKER or not name or self._broker_id is None:
+            return None
+        if not (name.isascii() and name.isdigit()):
+            return f"Broker id must be an integer, but it is: {name}"
+        if int(name) != self._broker_id:
+            return (
+                f"Unexpected broker id, expected {self._broker_id}, but received {name}: send "
+                f"broker {name}'s configs to broker {name} (Kafka's clients do)"
+            )
+        return None
 
     async def handle(self, request: Request, session: Any) -> dict[str, Any]:
         body = request.body
         pb = admin_pb2.AlterConfigsRequest(
             validate_only=bool(body.validate_only), incremental=self._incremental
         )
-        for resource in body.resources:
+        refused: dict[int, str] = {}
+        for index, resource in enumerate(body.resources):
+            reason = self._refusal(int(resource.resource_type), resource.resource_name)
+            if reason is not None:
+                refused[index] = reason
+                continue
             entry = pb.resources.add(
                 resource_type=int(resource.resource_type), resource_name=resource.resource_name
             )
@@ -55,23 +81,25 @@ class AlterConfigsHandler:
                 )
                 if config.value is not None:
                     item.value = config.value
-        if not pb.resources:
-            return {"responses": []}
-        answer, failure = await self._forward("AlterConfigs", pb, session, _TIMEOUT_MS)
-        if answer is None:
-            assert failure is not None
-            code, message = failure
-            return {
-                "responses": [
-                    _result(r.resource_type, r.resource_name, code, message) for r in pb.resources
-                ]
-            }
-        return {
-            "responses": [
-                _result(r.resource_type, r.resource_name, r.error_code, r.error_message or None)
-                for r in answer.results
-            ]
-        }
+        answer, failure = None, None
+        if pb.resources:
+            answer, failure = await self._forward("AlterConfigs", pb, session, _TIMEOUT_MS)
+        results = iter(answer.results if answer is not None else ())
+        responses = []
+        for index, resource in enumerate(body.resources):
+            resource_type, name = int(resource.resource_type), resource.resource_name
+            if index in refused:
+                responses.append(
+                    _result(resource_type, name, ErrorCode.INVALID_REQUEST, refused[index])
+                )
+            elif failure is not None:
+                responses.append(_result(resource_type, name, failure[0], failure[1]))
+            else:
+                r = next(results)
+                responses.append(
+                    _result(r.resource_type, r.resource_name, r.error_code, r.error_message or None)
+                )
+        return {"responses": responses}
 
 
 def _result(resource_type: int, name: str, code: int, message: str | None) -> dict[str, Any]:

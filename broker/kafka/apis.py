@@ -1,7 +1,8 @@
 """What the Kafka listener answers: one handler per served API (Kafka's ``KafkaApis``).
 
 The data APIs (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch) have modules of their own
-(``produce.py``, ``fetch.py``, ``offsets.py``, over ``data_plane.py``); this one registers them
+(``produce.py``, ``fetch.py``, ``offsets.py``, over ``data_plane.py``), as do DescribeConfigs
+(``describe_configs.py``) and the config writes (``alter_configs.py``); this one registers them
 beside the metadata and admin APIs it serves itself.
 
 Reads (Metadata, DescribeCluster, DescribeConfigs, DescribeTopicPartitions, DescribeAcls) are
@@ -30,6 +31,11 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.alter_configs import AlterConfigsHandler
 from broker.kafka.data_plane import DataPlane
+from broker.kafka.describe_configs import (
+    CONFIG_SOURCE_DEFAULT,
+    CONFIG_SOURCE_DYNAMIC_TOPIC,
+    DescribeConfigsHandler,
+)
 from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
@@ -52,9 +58,10 @@ from broker.kafka.protocol import (
 )
 from broker.kafka.quorum_api import DescribeQuorumHandler, QuorumUnreachableError
 from broker.kafka.transactions import TransactionsHandler
+from quorum.config import NodeConfig
 from quorum.controller.acls import describe_acls
 from quorum.controller.configs import TOPIC_CONFIG_DEFAULTS
-from quorum.controller.names import legal_name_error, quote
+from quorum.controller.names import legal_name_error
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.metadata.image import MetadataImage, TopicImage
@@ -94,26 +101,6 @@ DESCRIBE_TOPIC_PARTITIONS_PARTITIONS_MAX: Final = 2_000
 READ_YOUR_WRITES_WAIT_MS_MAX: Final = 10_000
 # Kafka's DescribeCluster endpoint types (KIP-919): a broker describes brokers only.
 ENDPOINT_TYPE_BROKERS: Final = 1
-# Kafka's ConfigResource.Type codes and DescribeConfigs' config sources and types.
-RESOURCE_TYPE_TOPIC: Final = 2
-CONFIG_SOURCE_DYNAMIC_TOPIC: Final = 1
-CONFIG_SOURCE_DEFAULT: Final = 5
-CONFIG_TYPE_STRING, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_LIST = 2, 3, 5, 7
-TOPIC_CONFIG_TYPES: Final = {
-    "cleanup.policy": CONFIG_TYPE_LIST,
-    "compression.type": CONFIG_TYPE_STRING,
-    "max.message.bytes": CONFIG_TYPE_INT,
-    "min.insync.replicas": CONFIG_TYPE_INT,
-    "retention.bytes": CONFIG_TYPE_LONG,
-    "retention.ms": CONFIG_TYPE_LONG,
-    "segment.bytes": CONFIG_TYPE_INT,
-    "segment.ms": CONFIG_TYPE_LONG,
-    "message.timestamp.type": CONFIG_TYPE_STRING,
-    "message.timestamp.before.max.ms": CONFIG_TYPE_LONG,
-    "message.timestamp.after.max.ms": CONFIG_TYPE_LONG,
-    "unclean.leader.election.enable": 1,  # Kafka's ConfigType BOOLEAN
-}
-assert set(TOPIC_CONFIG_TYPES) == set(TOPIC_CONFIG_DEFAULTS)
 # KIP-511: what ApiVersions v3+ accepts as a client software name or version.
 SOFTWARE_NAME_RE: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -162,6 +149,7 @@ class KafkaApis:
         describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
         kraft_version: Callable[[], int] = lambda: 0,
         next_producer_id: Callable[[], Awaitable[int]] | None = None,
+        node_config: NodeConfig | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
@@ -170,7 +158,8 @@ class KafkaApis:
         controller to ask, answered as unreachable).
         ``kraft_version``: the KIP-853 level the broker's Raft observer has in force.
         ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
-        None: answered COORDINATOR_LOAD_IN_PROGRESS)."""
+        None: answered COORDINATOR_LOAD_IN_PROGRESS). ``node_config``: this broker's
+        configuration, which DescribeConfigs reports (``describe_configs.py``)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -203,7 +192,13 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: self._describe_acls,
             ApiKey.CREATE_ACLS: self._create_acls,
             ApiKey.DELETE_ACLS: self._delete_acls,
-            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(
+                broker_id=broker_id,
+                authorization=authorization,
+                read_image=self._read_image,
+                denied=self._denied,
+                node_config=node_config,
+            ).handle,
             ApiKey.DESCRIBE_QUORUM: quorum.handle,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self._describe_topic_partitions,
@@ -218,9 +213,11 @@ class KafkaApis:
             ).handle,
             ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
             ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
-            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self._forward, incremental=False).handle,
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(
+                self._forward, incremental=False, broker_id=broker_id
+            ).handle,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
-                self._forward, incremental=True
+                self._forward, incremental=True, broker_id=broker_id
             ).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
@@ -562,82 +559,6 @@ class KafkaApis:
                 }
                 break
         return {"topics": topics, "next_cursor": next_cursor}
-
-    # ----- DescribeConfigs ------------------------------------------------------------------
-
-    async def _describe_configs(self, request: Request, session: Session) -> dict[str, Any]:
-        """Topic configs: the ones set at creation (source DYNAMIC_TOPIC_CONFIG) and every
-        other supported one with its default (DEFAULT_CONFIG). Needs DESCRIBE on the topic
-        (this project's ACLs have no DESCRIBE_CONFIGS). Other resource types: INVALID_REQUEST."""
-        body = request.body
-        image = await self._read_image(session)
-        caller = session.caller
-        include_synonyms = bool(getattr(body, "include_synonyms", False))
-        results = []
-        for resource in body.resources:
-            result: dict[str, Any] = {
-                "resource_type": resource.resource_type,
-                "resource_name": resource.resource_name,
-                "configs": [],
-                "error_message": None,
-            }
-            name = resource.resource_name
-            if resource.resource_type != RESOURCE_TYPE_TOPIC:
-                results.append(
-                    result
-                    | {
-                        "error_code": ErrorCode.INVALID_REQUEST,
-                        "error_message": f"resource type {resource.resource_type} is not served "
-                        "here: this listener describes topic configs (type 2) only",
-                    }
-                )
-                continue
-            if not self._allows_topic(caller, image, AclOperation.DESCRIBE, name):
-                results.append(
-                    result
-                    | {
-                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                        "error_message": self._denied(
-                            caller, AclOperation.DESCRIBE, f"topic {quote(name)}"
-                        ),
-                    }
-                )
-                continue
-            topic = image.topic_by_name(name)
-            if topic is None:
-                results.append(
-                    result
-                    | {
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        "error_message": f"Topic {quote(name)} does not exist",
-                    }
-                )
-                continue
-            keys = resource.configuration_keys
-            configs = []
-            for key in sorted(set(TOPIC_CONFIG_DEFAULTS) | set(topic.configs)):
-                if keys is not None and key not in keys:
-                    continue
-                explicit = key in topic.configs
-                value = topic.configs[key] if explicit else TOPIC_CONFIG_DEFAULTS[key]
-                source = CONFIG_SOURCE_DYNAMIC_TOPIC if explicit else CONFIG_SOURCE_DEFAULT
-                configs.append(
-                    {
-                        "name": key,
-                        "value": value,
-                        "read_only": False,
-                        "is_default": not explicit,
-                        "config_source": source,
-                        "is_sensitive": False,
-                        "synonyms": [{"name": key, "value": value, "source": source}]
-                        if include_synonyms
-                        else [],
-                        "config_type": TOPIC_CONFIG_TYPES.get(key, CONFIG_TYPE_STRING),
-                        "documentation": None,
-                    }
-                )
-            results.append(result | {"error_code": ErrorCode.NONE, "configs": configs})
-        return {"results": results}
 
     # ----- writes, forwarded to the active controller --------------------------------------
 

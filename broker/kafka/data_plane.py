@@ -25,7 +25,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -37,6 +37,7 @@ from broker.log.config import LogConfig
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
 from broker.log.manager import InconsistentTopicIdError, LogManager, LogNotHereError
 from broker.log.partition_log import PartitionLog
+from quorum.controller.broker_configs import merged_broker_configs, topic_defaults
 from quorum.ids import Uuid
 from quorum.metadata.image import MetadataImage, PartitionImage, TopicImage
 
@@ -51,6 +52,7 @@ T = TypeVar("T")
 # this many topics the cache is cleared (our choice: METADATA_TOPICS_MAX's order).
 CONFIG_CACHE_TOPICS_MAX: Final = 10_000
 NO_LEADER_EPOCH: Final = -1
+EMPTY_BROKER_CONFIGS: Final[Mapping[str, Mapping[str, str]]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +84,28 @@ def log_error(exc: Exception, *, by_id: bool) -> PartitionError:
 
 
 class DataPlane:
-    def __init__(self, logs: LogManager | None, *, broker_id: int) -> None:
+    def __init__(
+        self,
+        logs: LogManager | None,
+        *,
+        broker_id: int,
+        image: Callable[[], MetadataImage] | None = None,
+        static_configs: Mapping[str, str] | None = None,
+    ) -> None:
         """``logs`` None: a broker without partition logs (tests of the admin APIs), whose data
-        requests are answered NOT_LEADER_OR_FOLLOWER."""
+        requests are answered NOT_LEADER_OR_FOLLOWER. ``image``: the broker's current image,
+        whose dynamic broker configs (this broker's, then the cluster-wide default) come before
+        ``static_configs`` (the broker configs its file gave, Kafka's names) as the defaults of
+        topic configs (``quorum/controller/broker_configs.py``; None: no dynamic configs)."""
         self.logs = logs
         self.broker_id = broker_id
+        self._image = image
+        self._static_configs = dict(static_configs or {})
+        # (the image's broker_configs mapping, the topic defaults resolved from it)
+        self._defaults: tuple[Any, Mapping[str, str]] | None = None
         self._writer = concurrent.futures.ThreadPoolExecutor(1, "kafka-log-writer")
         self._reader = concurrent.futures.ThreadPoolExecutor(1, "kafka-log-reader")
-        self._configs: dict[Uuid, tuple[Any, LogConfig]] = {}
+        self._configs: dict[Uuid, tuple[Any, Any, LogConfig]] = {}
         self._parked: dict[tuple[Uuid, int], set[asyncio.Event]] = {}
         self.metrics = DataPlaneMetrics()  # bytes in and out, request times (metrics.py)
         # Replication (broker/replica/): set by the broker once its listeners' loop runs; None
@@ -146,14 +162,33 @@ class DataPlane:
 
     # ----- what every partition is asked first ---------------------------------------------------
 
-    def config(self, topic: TopicImage) -> LogConfig:
-        cached = self._configs.get(topic.topic_id)
-        if cached is not None and cached[0] is topic.configs:
+    def topic_defaults(self) -> Mapping[str, str]:
+        """What a topic config that the topic does not set is here: the dynamic broker configs
+        of the current image (this broker's, then the cluster-wide default), then the file's,
+        then Kafka's defaults; resolved again only when the image's broker configs change."""
+        broker_configs = (
+            self._image().broker_configs if self._image is not None else EMPTY_BROKER_CONFIGS
+        )
+        cached = self._defaults
+        if cached is not None and cached[0] is broker_configs:
             return cached[1]
+        defaults = topic_defaults(
+            merged_broker_configs(broker_configs, self.broker_id, self._static_configs)
+        )
+        self._defaults = (broker_configs, defaults)
+        return defaults
+
+    def config(self, topic: TopicImage) -> LogConfig:
+        """The log config of ``topic`` now: its own configs over ``topic_defaults``. A change of
+        either reaches the next append, fetch and retention check (nothing else holds it)."""
+        defaults = self.topic_defaults()
+        cached = self._configs.get(topic.topic_id)
+        if cached is not None and cached[0] is topic.configs and cached[1] is defaults:
+            return cached[2]
         if len(self._configs) >= CONFIG_CACHE_TOPICS_MAX:
             self._configs.clear()
-        config = LogConfig.of(topic.configs)
-        self._configs[topic.topic_id] = (topic.configs, config)
+        config = LogConfig.of(topic.configs, defaults)
+        self._configs[topic.topic_id] = (topic.configs, defaults, config)
         return config
 
     def leader_check(

@@ -1,6 +1,7 @@
 """A partition log's configuration: the topic's configs from the metadata image, each with
-Kafka's default when the topic does not set it (``quorum/controller/configs.py`` validates them
-at creation and holds the defaults). Pure.
+the broker's default when the topic does not set it: the dynamic broker configs and the
+broker's file resolved by ``quorum/controller/broker_configs.py`` (``topic_defaults``), else
+Kafka's (``quorum/controller/configs.py`` validates topic configs and holds those). Pure.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ class LogConfig:
     timestamps: TimestampRules = TimestampRules()
 
     @classmethod
-    def of(cls, configs: Mapping[str, str]) -> LogConfig:
-        """The config of a topic whose configs (validated and normalised) are ``configs``."""
+    def of(cls, configs: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> LogConfig:
+        """The config of a topic whose configs (validated and normalised) are ``configs``, on a
+        broker whose defaults for topic configs are ``defaults`` (None: Kafka's)."""
 
         def value(name: str) -> str:
-            return configs.get(name, TOPIC_CONFIG_DEFAULTS[name])
+            found = configs.get(name)
+            if found is None and defaults is not None:
+                found = defaults.get(name)
+            return TOPIC_CONFIG_DEFAULTS[name] if found is None else found
 
         return cls(
             segment_bytes=int(value("segment.bytes")),

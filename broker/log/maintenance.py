@@ -1,11 +1,14 @@
 """The partition logs' periodic work on a broker: the log dirs' checkpoint files every
-``LOG_CHECKPOINT_INTERVAL_MS`` and retention every ``RETENTION_CHECK_INTERVAL_MS`` (Kafka's
-defaults), over the partitions the image has this broker lead, each in a worker thread so the
-broker's loop (heartbeats, metadata fetching) never waits for a disk."""
+``LOG_CHECKPOINT_INTERVAL_MS`` and retention every ``log.retention.check.interval.ms`` (Kafka's
+defaults: 60 s and 5 minutes), over the partitions the image has this broker lead, each in a
+worker thread so the broker's loop (heartbeats, metadata fetching) never waits for a disk.
+Each retention check reads the topics' log configs anew (the topic's configs over the broker's
+dynamic and static defaults), so a config change applies at the next check."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from broker.log.config import LogConfig
@@ -15,15 +18,21 @@ from broker.log.manager import (
     LogManager,
     LogTarget,
 )
-from quorum.metadata.image import MetadataImage
+from quorum.metadata.image import MetadataImage, TopicImage
 
 __all__ = ["led_partitions", "maintain_logs"]
 
 
-def led_partitions(image: MetadataImage, broker_id: int) -> list[LogTarget]:
-    """Every partition ``image`` has ``broker_id`` lead, with its topic's log config."""
+def led_partitions(
+    image: MetadataImage,
+    broker_id: int,
+    config: Callable[[TopicImage], LogConfig] = lambda topic: LogConfig.of(topic.configs),
+) -> list[LogTarget]:
+    """Every partition ``image`` has ``broker_id`` lead, with its topic's log config
+    (``config``: ``DataPlane.config`` on a broker; by default the topic's configs over Kafka's
+    defaults)."""
     return [
-        LogTarget(topic.topic_id, topic.name, partition.partition, LogConfig.of(topic.configs))
+        LogTarget(topic.topic_id, topic.name, partition.partition, config(topic))
         for topic in image.topics_by_id.values()
         for partition in topic.partitions.values()
         if partition.leader == broker_id
@@ -35,14 +44,22 @@ async def maintain_logs(
     image: Callable[[], MetadataImage],
     broker_id: int,
     caught_up: asyncio.Event,
+    *,
+    config: Callable[[TopicImage], LogConfig] = lambda topic: LogConfig.of(topic.configs),
+    retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
 ) -> None:
     """Run until cancelled, once the broker caught up (its image then says what it leads)."""
     await caught_up.wait()
-    retention_every = max(RETENTION_CHECK_INTERVAL_MS // LOG_CHECKPOINT_INTERVAL_MS, 1)
-    turn = 0
+    now_s = time.monotonic()
+    next_checkpoint_s = now_s + LOG_CHECKPOINT_INTERVAL_MS / 1000
+    next_retention_s = now_s + retention_check_interval_ms / 1000
     while True:
-        await asyncio.sleep(LOG_CHECKPOINT_INTERVAL_MS / 1000)  # a period, not a wait for state
-        turn += 1
-        if turn % retention_every == 0:
-            await asyncio.to_thread(logs.run_retention, led_partitions(image(), broker_id))
-        await asyncio.to_thread(logs.write_checkpoints)
+        # Periods, not waits for a state.
+        await asyncio.sleep(max(min(next_checkpoint_s, next_retention_s) - time.monotonic(), 0))
+        now_s = time.monotonic()
+        if now_s >= next_retention_s:
+            next_retention_s = now_s + retention_check_interval_ms / 1000
+            await asyncio.to_thread(logs.run_retention, led_partitions(image(), broker_id, config))
+        if now_s >= next_checkpoint_s:
+            next_checkpoint_s = now_s + LOG_CHECKPOINT_INTERVAL_MS / 1000
+            await asyncio.to_thread(logs.write_checkpoints)

@@ -61,6 +61,7 @@ from quorum.controller.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,
 )
+from quorum.controller.describe_configs import DescribeConfigsOutcome
 from quorum.controller.elections import ELECT_LEADERS_PARTITIONS_MAX
 from quorum.controller.requests import ElectionType
 from quorum.errors import (
@@ -78,6 +79,7 @@ from quorum.security.acls import AclBinding, AclBindingFilter
 from quorum.security.tls import ClientSecurity, SyncChannels
 from quorum.wire.acls import binding_from_proto, binding_to_proto, filter_to_proto
 from quorum.wire.alter_configs import alter_configs_to_proto
+from quorum.wire.describe_configs import describe_configs_outcomes_from_proto
 from quorum.wire.quorum_description import (
     QuorumDescription,
     describe_quorum_from_proto,
@@ -601,22 +603,119 @@ class AdminClient:
         self,
         configs: Iterable[AlterConfigOp],
         *,
+        broker_id: int | None = None,
         validate_only: bool = False,
         timeout_s: float | None = None,
     ) -> int:
-        """Change the cluster-wide defaults (Kafka's ``incrementalAlterConfigs`` on the broker
-        resource with the empty name, ``kafka-configs --entity-type brokers --entity-default``):
-        ``unclean.leader.election.enable`` only, SET or DELETE. Needs ALTER_CONFIGS on the
-        cluster. Raises the error (``InvalidConfigError``, ...); returns the metadata offset that
-        committed the change."""
+        """Change dynamic broker configs (Kafka's ``incrementalAlterConfigs`` on a broker
+        resource): one broker's (``broker_id``, ``kafka-configs --entity-type brokers
+        --entity-name ID``) or, with None, the cluster-wide defaults (the empty name,
+        ``--entity-default``); the keys of ``quorum.controller.broker_configs``, SET or DELETE.
+        Needs ALTER_CONFIGS on the cluster. Raises the error (``InvalidConfigError``,
+        ``InvalidRequestError`` for a key that cannot change live, ...); returns the metadata
+        offset that committed the change."""
         resource = AlterConfigsResource(
             ConfigResourceType.BROKER,
-            "",
+            "" if broker_id is None else str(broker_id),
             tuple(AlterableConfig(c.name, c.op, c.value) for c in configs),
         )
         result = self._alter_configs((resource,), validate_only, timeout_s)
         result.all()
         return result.metadata_offset
+
+    def describe_configs(
+        self,
+        resources: Iterable[tuple[int, str]],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        min_metadata_offset: int | None = None,
+        timeout_s: float | None = None,
+    ) -> list[DescribeConfigsOutcome]:
+        """Kafka's ``describeConfigs``: per (resource type, name), its configs with their
+        sources (and synonyms, documentation when asked), or its error (``error_code``,
+        ``error_message``; ``quorum.errors.error_for`` makes it an ``AdminError``), in order.
+        TOPIC (2) resources by name, BROKER (4) by id or "" for the cluster-wide defaults.
+        Served from the answering node's image: a controller knows no broker's file, so it
+        describes a broker's dynamic configs only (``describe_broker_configs`` asks the broker
+        itself). Needs DESCRIBE_CONFIGS on each topic (on the cluster for brokers)."""
+        wanted = list(resources)
+        if len(wanted) > ALTER_CONFIGS_RESOURCES_MAX:
+            raise ValueError(
+                f"{len(wanted)} resources; describe at most {ALTER_CONFIGS_RESOURCES_MAX} at once"
+            )
+        deadline = self._deadline(timeout_s)
+        request = admin_pb2.DescribeConfigsRequest(
+            resources=[
+                admin_pb2.DescribeConfigsResource(resource_type=t, resource_name=n)
+                for t, n in wanted
+            ],
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+        )
+        response = self._read(
+            "DescribeConfigs", request, deadline, self._read_offset(min_metadata_offset)
+        )
+        if len(response.results) != len(wanted):
+            raise UnknownServerError(
+                f"malformed answer: {len(response.results)} DescribeConfigs results for "
+                f"{len(wanted)} resources"
+            )
+        return describe_configs_outcomes_from_proto(response.results)
+
+    def describe_broker_configs(
+        self,
+        broker_id: int,
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_s: float | None = None,
+    ) -> DescribeConfigsOutcome:
+        """One broker's configs, asked of that broker as Kafka's AdminClient asks it (its
+        gRPC listener, from ``describe_cluster``): every key of its configuration, with its
+        file's values (STATIC_BROKER_CONFIG). If the broker is not registered, fenced or does
+        not answer, the controllers' view (``describe_configs``: its dynamic configs only)."""
+        deadline = self._deadline(timeout_s)
+        resource = (ConfigResourceType.BROKER, str(broker_id))
+        node = next(
+            (
+                b
+                for b in self.describe_cluster(
+                    timeout_s=max(deadline - self._clock(), 0.001)
+                ).brokers
+                if b.broker_id == broker_id and not b.is_fenced and b.host
+            ),
+            None,
+        )
+        if node is not None:
+            request = admin_pb2.DescribeConfigsRequest(
+                resources=[
+                    admin_pb2.DescribeConfigsResource(
+                        resource_type=resource[0], resource_name=resource[1]
+                    )
+                ],
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+            offset = self._read_offset(None)
+            if offset >= 0:
+                request.min_metadata_offset = offset
+            try:
+                response = self._router.call_at(
+                    f"{node.host}:{node.port}", "DescribeConfigs", request, deadline
+                )
+            except AdminTransportError:
+                pass  # the controllers' view below
+            else:
+                (outcome,) = describe_configs_outcomes_from_proto(response.results)
+                return outcome
+        (outcome,) = self.describe_configs(
+            [resource],
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+            timeout_s=max(deadline - self._clock(), 0.001),
+        )
+        return outcome
 
     def _alter_configs(
         self,

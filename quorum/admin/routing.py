@@ -252,6 +252,26 @@ class Router:
             failures=failures,
         )
 
+    def call_at(self, address: str, method: str, request: Any, deadline: float) -> Any:
+        """One read at ``address`` itself (a broker answering for itself, where Kafka's
+        AdminClient sends a broker's resource): no redirect, no retry. Raises
+        ``AdminTransportError`` (unreachable, not caught up) or the request-level error."""
+        remaining = deadline - self._clock()
+        if remaining <= 0:
+            raise self._timed_out(method, False, [])
+        try:
+            response = self._invoke(address, method, request, remaining)
+        except grpc.RpcError as exc:
+            status, details = _status_name(exc)
+            name = status.name if status is not None else type(exc).__name__
+            failure = f"{address}: {name} ({details})"
+            raise AdminTransportError(
+                f"{method} failed at {failure}", status=name, failures=[failure]
+            ) from None
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, response.error_message)
+        return response
+
     def _timed_out(self, method: str, mutation: bool, failures: Sequence[str]) -> AdminTimeoutError:
         message = f"{method} did not complete within its deadline"
         if failures:

@@ -1,8 +1,10 @@
 """IncrementalAlterConfigs and AlterConfigs: validate, return ConfigRecords.
 
-TOPIC resources, and the cluster-wide default (a BROKER resource with the empty name, Kafka's
-``kafka-configs --entity-type brokers --entity-default``) for the configs the controller reads
-from it (``SUPPORTED_CLUSTER_CONFIGS``: ``unclean.leader.election.enable``).
+TOPIC resources, and BROKER resources: one broker's dynamic configs (named by its id, Kafka's
+``kafka-configs --entity-type brokers --entity-name 101``) or the cluster-wide default (the
+empty name, ``--entity-default``), for the broker configs that change live
+(``broker_configs.DYNAMIC_BROKER_CONFIGS``: retention, segment size, ``min.insync.replicas``,
+``unclean.leader.election.enable``).
 
 A pure function of (image, request), as ``topics.create_topics``: it never mutates the image;
 the ``ConfigRecord``s it returns change it only when replayed. A set config is a
@@ -17,9 +19,11 @@ check                                code                           note
 ===================================  =============================  ===========================
 resource named twice in the request  INVALID_REQUEST (each)         Kafka: duplicate resource
 resource type not TOPIC or BROKER    INVALID_REQUEST
-BROKER with a name (one broker)      INVALID_REQUEST                only the cluster default
+BROKER named other than by an id     INVALID_REQUEST                Kafka: invalid broker name
 no live topic of that name           UNKNOWN_TOPIC_OR_PARTITION
 a key given twice for the resource   INVALID_REQUEST                Kafka's message
+BROKER: a key that is not dynamic    INVALID_REQUEST                Kafka: "Cannot update these
+here (``listeners``, ``node.id``)                                   configs dynamically"
 an op other than SET/DELETE/APPEND/  INVALID_REQUEST
 SUBTRACT
 APPEND / SUBTRACT on a key that is   INVALID_REQUEST                only ``cleanup.policy`` is
@@ -47,10 +51,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Final
 
+from quorum.controller.broker_configs import DYNAMIC_BROKER_CONFIGS
 from quorum.controller.configs import (
     CONFIG_INTERNAL,
     CONFIG_MIN_INSYNC_REPLICAS,
-    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE,
     SUPPORTED_TOPIC_CONFIGS,
     TOPIC_CONFIG_DEFAULTS,
     validate_topic_configs,
@@ -58,6 +62,7 @@ from quorum.controller.configs import (
 from quorum.controller.names import quote
 from quorum.controller.result import ControllerResult
 from quorum.errors import ErrorCode
+from quorum.limits import INT32_MAX, TOPIC_CONFIG_VALUE_CHARS_MAX
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
 
@@ -73,13 +78,9 @@ __all__ = [
     "alter_configs",
 ]
 
-SUPPORTED_CLUSTER_CONFIGS: Final = {
-    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: SUPPORTED_TOPIC_CONFIGS[
-        CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE
-    ],
-}
-"""The cluster-wide defaults (BROKER resource, empty name) that can be set: those the
-controller reads (``configs.unclean_leader_election_enabled``). Parsers as the topic's."""
+SUPPORTED_CLUSTER_CONFIGS: Final = frozenset(DYNAMIC_BROKER_CONFIGS)
+"""The broker configs a BROKER resource (one broker's, or the cluster-wide default) may set
+(``broker_configs.DYNAMIC_BROKER_CONFIGS``)."""
 
 LIST_TYPED_TOPIC_CONFIGS = frozenset({"cleanup.policy"})
 """The supported topic configs of Kafka's type LIST: the only ones APPEND and SUBTRACT take."""
@@ -164,13 +165,13 @@ def alter_configs(
             if resource.resource_type == ConfigResourceType.TOPIC:
                 changes = _topic_changes(image, resource, incremental=request.incremental)
             elif resource.resource_type == ConfigResourceType.BROKER:
-                changes = _cluster_changes(image, resource, incremental=request.incremental)
+                changes = _broker_changes(image, resource, incremental=request.incremental)
             else:
                 raise _Refusal(
                     ErrorCode.INVALID_REQUEST,
                     f"Resource type {resource.resource_type} cannot be altered here; only TOPIC "
-                    f"({ConfigResourceType.TOPIC}) and BROKER ({ConfigResourceType.BROKER}, "
-                    "the cluster-wide default) resources are supported",
+                    f"({ConfigResourceType.TOPIC}) and BROKER ({ConfigResourceType.BROKER}: a "
+                    "broker id, or empty for the cluster-wide default) resources are supported",
                 )
         except _Refusal as refusal:
             results.append(
@@ -268,35 +269,41 @@ def _op(config: AlterableConfig, *, incremental: bool) -> AlterConfigOp:
     return AlterConfigOp(config.op)
 
 
-def _cluster_changes(
+def _broker_changes(
     image: MetadataImage, resource: AlterConfigsResource, *, incremental: bool
 ) -> list[tuple[str, str | None]]:
-    """The changes of the cluster-wide default (a BROKER resource with the empty name), sorted
-    by key. Per-broker configs are not supported yet: nothing would read them."""
+    """The changes of one broker's dynamic configs (named by its id) or of the cluster-wide
+    default (the empty name), sorted by key (``broker_configs.DYNAMIC_BROKER_CONFIGS``). A
+    broker need not be registered to be configured (as Kafka's)."""
     name = resource.resource_name
-    if name:
-        what = "a broker id" if name.isascii() and name.isdigit() else "not a broker id"
+    # Canonical digits only: "007" would be stored apart from "7", where no broker reads it.
+    if name and not (
+        name.isascii() and name.isdigit() and str(int(name)) == name and int(name) <= INT32_MAX
+    ):
         raise _Refusal(
             ErrorCode.INVALID_REQUEST,
-            f"Broker resource {quote(name)} ({what}) cannot be altered: only the cluster-wide "
-            "default (the empty broker name, kafka-configs --entity-default) is supported",
+            f"Invalid broker name {quote(name)}: a broker resource is named by a broker id "
+            "(an integer, without leading zeros), or empty for the cluster-wide default",
         )
     _check_keys_once(resource)
-    current = dict(image.cluster_configs)
+    current = dict(image.broker_configs.get(name, {}))
     wanted: dict[str, str | None] = {} if incremental else dict.fromkeys(current)
-    supported = ", ".join(sorted(SUPPORTED_CLUSTER_CONFIGS))
+    supported = ", ".join(sorted(DYNAMIC_BROKER_CONFIGS))
+    fixed = sorted({c.name for c in resource.configs} - set(DYNAMIC_BROKER_CONFIGS))
+    if fixed:
+        raise _Refusal(
+            ErrorCode.INVALID_REQUEST,
+            f"Cannot update these configs dynamically: Set({', '.join(fixed)}); the broker "
+            f"configs that can change live here: {supported} (others are read from the "
+            "broker's config file at start)",
+        )
     for config in resource.configs:
         op = _op(config, incremental=incremental)
         if op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
             raise _Refusal(
                 ErrorCode.INVALID_REQUEST,
-                f"{op.name} is only for list-typed configs, and no supported cluster config "
+                f"{op.name} is only for list-typed configs, and no dynamic broker config "
                 f"is one ({supported}); use SET or DELETE",
-            )
-        if config.name not in SUPPORTED_CLUSTER_CONFIGS:
-            raise _Refusal(
-                ErrorCode.INVALID_CONFIG,
-                f"Unknown cluster config name: {quote(config.name)} (supported: {supported})",
             )
         if op == AlterConfigOp.DELETE:
             wanted[config.name] = None
@@ -304,10 +311,16 @@ def _cluster_changes(
         if config.value is None:
             raise _Refusal(
                 ErrorCode.INVALID_CONFIG,
-                f"Null value not supported for cluster configs: {config.name}",
+                f"Null value not supported for broker configs: {config.name}",
+            )
+        if len(config.value) > TOPIC_CONFIG_VALUE_CHARS_MAX:
+            raise _Refusal(
+                ErrorCode.INVALID_CONFIG,
+                f"Value of config {config.name!r} has {len(config.value)} characters; at most "
+                f"{TOPIC_CONFIG_VALUE_CHARS_MAX} are allowed",
             )
         try:
-            wanted[config.name] = SUPPORTED_CLUSTER_CONFIGS[config.name](config.value)
+            wanted[config.name] = DYNAMIC_BROKER_CONFIGS[config.name].parse(config.value)
         except ValueError as exc:
             raise _Refusal(
                 ErrorCode.INVALID_CONFIG,

@@ -57,9 +57,12 @@ __all__ = [
     "CONFIG_INTERNAL",
     "CONFIG_MIN_INSYNC_REPLICAS",
     "CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE",
+    "INT64_MAX",
     "SUPPORTED_TOPIC_CONFIGS",
     "TOPIC_CONFIG_DEFAULTS",
     "ValidatedConfigs",
+    "config_boolean",
+    "config_integer",
     "unclean_leader_election_enabled",
     "validate_topic_configs",
 ]
@@ -75,7 +78,7 @@ class _BadValue(ValueError):
     """The value is not one the config accepts; the text says what is."""
 
 
-def _integer(text: str, minimum: int, maximum: int, kind: str) -> str:
+def config_integer(text: str, minimum: int, maximum: int, kind: str) -> str:
     # Kafka parses with Long.parseLong / Integer.parseInt after trimming: optional sign,
     # decimal digits only. Python's int() would also take "1_000" and Unicode digits.
     body = text.strip()
@@ -88,7 +91,7 @@ def _integer(text: str, minimum: int, maximum: int, kind: str) -> str:
     return str(value)
 
 
-def _boolean(text: str) -> str:
+def config_boolean(text: str) -> str:
     lowered = text.strip().lower()
     if lowered not in ("true", "false"):
         raise _BadValue("must be true or false")
@@ -123,19 +126,19 @@ def _cleanup_policy(text: str) -> str:
 
 
 SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
-    CONFIG_INTERNAL: _boolean,
+    CONFIG_INTERNAL: config_boolean,
     "cleanup.policy": _cleanup_policy,
     "compression.type": _one_of(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    "max.message.bytes": lambda v: _integer(v, 0, INT32_MAX, "an int"),
-    CONFIG_MIN_INSYNC_REPLICAS: lambda v: _integer(v, 1, INT32_MAX, "an int"),
-    "retention.bytes": lambda v: _integer(v, -1, INT64_MAX, "a long"),
-    "retention.ms": lambda v: _integer(v, -1, INT64_MAX, "a long"),
-    "segment.bytes": lambda v: _integer(v, 14, INT32_MAX, "an int"),
-    "segment.ms": lambda v: _integer(v, 1, INT64_MAX, "a long"),
+    "max.message.bytes": lambda v: config_integer(v, 0, INT32_MAX, "an int"),
+    CONFIG_MIN_INSYNC_REPLICAS: lambda v: config_integer(v, 1, INT32_MAX, "an int"),
+    "retention.bytes": lambda v: config_integer(v, -1, INT64_MAX, "a long"),
+    "retention.ms": lambda v: config_integer(v, -1, INT64_MAX, "a long"),
+    "segment.bytes": lambda v: config_integer(v, 14, INT32_MAX, "an int"),
+    "segment.ms": lambda v: config_integer(v, 1, INT64_MAX, "a long"),
     "message.timestamp.type": _timestamp_type,
-    "message.timestamp.before.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
-    "message.timestamp.after.max.ms": lambda v: _integer(v, 0, INT64_MAX, "a long"),
-    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
+    "message.timestamp.before.max.ms": lambda v: config_integer(v, 0, INT64_MAX, "a long"),
+    "message.timestamp.after.max.ms": lambda v: config_integer(v, 0, INT64_MAX, "a long"),
+    CONFIG_UNCLEAN_LEADER_ELECTION_ENABLE: config_boolean,
 }
 """Config name -> parser returning the normalised value or raising ``_BadValue``."""
 

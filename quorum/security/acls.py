@@ -72,6 +72,7 @@ class AclOperation(enum.IntEnum):
     ALTER = 7
     DESCRIBE = 8
     CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10  # DescribeConfigs (on a topic; on the cluster for brokers)
     ALTER_CONFIGS = 11  # IncrementalAlterConfigs, AlterConfigs (on a topic)
     IDEMPOTENT_WRITE = 12  # InitProducerId without a transactional id (on the cluster)
 
@@ -242,6 +243,12 @@ class Authorizer:
             if acl.operation in (operation, AclOperation.ALL):
                 return True
             if operation is AclOperation.DESCRIBE and acl.operation in _IMPLIES_DESCRIBE:
+                return True
+            # Kafka: an ALLOW of ALTER_CONFIGS also allows DESCRIBE_CONFIGS.
+            if (
+                operation is AclOperation.DESCRIBE_CONFIGS
+                and acl.operation is AclOperation.ALTER_CONFIGS
+            ):
                 return True
         return False
 

@@ -33,6 +33,7 @@ from quorum.config import HostPort
 from quorum.controller.acls import describe_acls
 from quorum.controller.alter_configs import AlterConfigsRequest, AlterConfigsResult
 from quorum.controller.describe import describe_topics, list_topics_page
+from quorum.controller.describe_configs import Describer
 from quorum.controller.requests import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -51,7 +52,7 @@ from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
-from quorum.server.alter_configs_auth import alter_configs_refusals
+from quorum.server.alter_configs_auth import alter_configs_refusals, describe_configs_answer
 from quorum.server.driver import (
     OperationQueueFullError,
     RaftDriver,
@@ -78,6 +79,7 @@ from quorum.wire.admin import (
     topic_refs_from_proto,
 )
 from quorum.wire.alter_configs import add_alter_configs_results, alter_configs_from_proto
+from quorum.wire.describe_configs import add_describe_configs_outcome
 
 __all__ = [
     "DEADLINE_MARGIN_S",
@@ -132,6 +134,7 @@ ReadRequest: TypeAlias = (
     | admin_pb2.ListTopicsRequest
     | admin_pb2.DescribeClusterRequest
     | admin_pb2.DescribeAclsRequest
+    | admin_pb2.DescribeConfigsRequest
 )
 
 
@@ -185,6 +188,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._image = image
         self._callers = callers or CallerResolver()
         self._authorization = authorization or RequestAuthorization.disabled(cluster_id)
+        # What DescribeConfigs answers: a controller knows no broker's file (a broker's servicer
+        # replaces it with one that does).
+        self.describer = Describer(None, ())
         self._unsafe_switches = unsafe_switches()
         if self._unsafe_switches:
             structlog.get_logger("quorum.admin").warning(
@@ -906,6 +912,33 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             )
         self._header(response)
         response.metadata_offset = offset
+        return response
+
+    async def DescribeConfigs(
+        self, request: admin_pb2.DescribeConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.DescribeConfigsResponse:
+        response = admin_pb2.DescribeConfigsResponse()
+        return await self._guard(
+            response, context, self._describe_configs(request, context, response)
+        )
+
+    async def _describe_configs(
+        self,
+        request: admin_pb2.DescribeConfigsRequest,
+        context: grpc.aio.ServicerContext,
+        response: admin_pb2.DescribeConfigsResponse,
+    ) -> admin_pb2.DescribeConfigsResponse:
+        """Kafka's DescribeConfigs from this node's image (``describe_configs_answer``)."""
+        _check_count(len(request.resources), limits.ALTER_CONFIGS_RESOURCES_MAX, "describe")
+        await self._read_at(request, context)
+        image = self._image()
+        caller = self._callers.caller(context)
+        for outcome in describe_configs_answer(
+            self.describer, self._authorization, caller, image, request
+        ):
+            add_describe_configs_outcome(response.results, outcome)
+        self._header(response)
+        response.metadata_offset = image.offset
         return response
 
     async def DescribeAcls(

@@ -1,22 +1,31 @@
 """Who may change which configs (AdminService/AlterConfigs): ALTER_CONFIGS on each topic (else
 TOPIC_AUTHORIZATION_FAILED, whether or not it exists), and on the cluster for a BROKER resource
-(the cluster-wide default; else CLUSTER_AUTHORIZATION_FAILED), as Kafka's. A resource named
-twice is left to the controller (INVALID_REQUEST), as Kafka checks that first."""
+(a broker's or the cluster-wide default; else CLUSTER_AUTHORIZATION_FAILED), as Kafka's. A
+resource named twice is left to the controller (INVALID_REQUEST), as Kafka checks that first.
+And who may read them (AdminService/DescribeConfigs, ``describe_configs_answer``):
+DESCRIBE_CONFIGS, likewise."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 from quorum.controller.alter_configs import AlterConfigsRequest
+from quorum.controller.describe_configs import (
+    DescribeConfigsOutcome,
+    Describer,
+    describe_resource,
+)
 from quorum.controller.names import quote
 from quorum.errors import ErrorCode
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import ConfigResourceType
+from quorum.rpc.v1 import admin_pb2
 from quorum.security.acls import AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller
 
-__all__ = ["alter_configs_refusals"]
+__all__ = ["alter_configs_refusals", "describe_configs_answer"]
 
 
 def alter_configs_refusals(
@@ -57,3 +66,55 @@ def alter_configs_refusals(
                     f"{caller.principal} --operation AlterConfigs --cluster)",
                 )
     return refused
+
+
+def describe_configs_answer(
+    describer: Describer,
+    authorization: RequestAuthorization,
+    caller: Caller,
+    image: MetadataImage,
+    request: admin_pb2.DescribeConfigsRequest,
+) -> list[DescribeConfigsOutcome]:
+    """AdminService/DescribeConfigs: each resource described from ``image`` by ``describer``,
+    authorized as on the Kafka listener (DESCRIBE_CONFIGS on the topic, on the cluster for a
+    BROKER resource). Synonyms and documentation only when asked for."""
+
+    def allowed(resource_type: int, name: str) -> bool:
+        if resource_type == ConfigResourceType.TOPIC:
+            return authorization.allows_topic(caller, image, AclOperation.DESCRIBE_CONFIGS, name)
+        return authorization.allows(
+            caller, image, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER
+        )
+
+    def denied(what: str) -> str:
+        return (
+            f"{caller.principal} may not DESCRIBE_CONFIGS {what}: the ACLs do not allow it "
+            f"(metaquorum acls --add --allow-principal {caller.principal} --operation "
+            "DescribeConfigs ...)"
+        )
+
+    outcomes = []
+    for resource in request.resources:
+        outcome = describe_resource(
+            describer,
+            image,
+            resource.resource_type,
+            resource.resource_name,
+            list(resource.configuration_keys) or None,
+            allowed=allowed,
+            denied=denied,
+        )
+        outcomes.append(
+            dataclasses.replace(
+                outcome,
+                configs=tuple(
+                    dataclasses.replace(
+                        c,
+                        synonyms=c.synonyms if request.include_synonyms else (),
+                        documentation=c.documentation if request.include_documentation else None,
+                    )
+                    for c in outcome.configs
+                ),
+            )
+        )
+    return outcomes

@@ -80,6 +80,7 @@ def _operation(text: str) -> AclOperation:
         "CLUSTERACTION": "CLUSTER_ACTION",
         "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE",
         "ALTERCONFIGS": "ALTER_CONFIGS",
+        "DESCRIBECONFIGS": "DESCRIBE_CONFIGS",
     }.get(key, key)
     try:
         operation = AclOperation[key]

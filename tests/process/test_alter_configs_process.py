@@ -7,14 +7,16 @@ The cluster is the data-plane tests' (tests/process/test_kafka_data_process.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    OffsetSpec,
     ResourceType,
 )
 
@@ -27,7 +29,11 @@ from tests.process.test_kafka_data_process import create_topic, raw, serving_clu
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with serving_cluster(tmp_path_factory.mktemp("alter-configs")) as cluster:
+    # Retention checked twice a second, so that a retention change shows within the test.
+    with serving_cluster(
+        tmp_path_factory.mktemp("alter-configs"),
+        broker_settings={"log.retention.check.interval.ms": 500},
+    ) as cluster:
         yield cluster
 
 
@@ -190,6 +196,58 @@ def test_the_cluster_wide_default_needs_alter_configs_on_the_cluster(
     assert "unclean.leader.election.enable: must be true or false" in message
 
 
+def test_metaquorum_configs_alters_and_describes_one_broker(cluster: ProcessCluster) -> None:
+    base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
+    one = (*base, "--entity-name", "101")
+    out = cluster.run_cli("configs", *one, "--alter", "--add-config", "log.segment.bytes=8192")
+    assert out.stdout == "Completed updating config for broker 101.\n"
+    try:
+        assert cluster.run_cli("configs", *one, "--describe").stdout.splitlines() == [
+            "Dynamic configs for broker 101 are:",
+            "  log.segment.bytes=8192 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.segment.bytes=8192, DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+        ]
+        everything = cluster.run_cli("configs", *one, "--describe", "--all").stdout
+        assert everything.splitlines()[0] == "All configs for broker 101 are:"
+        assert "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:" in everything
+        # Asked of broker 101 itself: its file's keys too, as kafka-configs shows them.
+        assert "  node.id=101 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=101}" in (
+            everything.splitlines()
+        )
+        refused = cluster.run_cli(
+            "configs", *one, "--alter", "--add-config", "node.id=7", check=False
+        )
+        assert refused.returncode == 1
+        assert "Cannot update these configs dynamically: Set(node.id)" in refused.stderr
+        # and the broker applies it: what it describes itself
+        wait_until(
+            lambda: broker_configs(cluster, 101, "101")["log.segment.bytes"] == ("8192", 2),
+            30,
+            "broker 101 has its value",
+        )
+    finally:
+        cluster.run_cli("configs", *one, "--alter", "--delete-config", "log.segment.bytes")
+    assert cluster.run_cli("configs", *one, "--describe").stdout == (
+        "Dynamic configs for broker 101 are:\n"
+    )
+
+
+def test_the_admin_client_reads_its_own_broker_config_writes(cluster: ProcessCluster) -> None:
+    """Read-your-writes over gRPC: describe_configs carries the offset of the client's own
+    last write (min_metadata_offset), so whichever controller answers has applied it."""
+    with cluster.admin() as admin:
+        for value in ("1000", "2000", "3000"):
+            admin.alter_cluster_configs([AlterConfigOp("log.retention.ms", value)], broker_id=102)
+            (outcome,) = admin.describe_configs([(4, "102")])
+            configs = {c.name: (c.value, c.source) for c in outcome.configs}
+            assert configs["log.retention.ms"] == (value, 2)  # DYNAMIC_BROKER_CONFIG
+        admin.alter_cluster_configs(
+            [AlterConfigOp("log.retention.ms", None, OpType.DELETE)], broker_id=102
+        )
+        (outcome,) = admin.describe_configs([(4, "102")])
+        assert {c.name: c.value for c in outcome.configs}["log.retention.ms"] is None
+
+
 def test_metaquorum_configs_sets_the_cluster_wide_default(cluster: ProcessCluster) -> None:
     base = ("--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers")
     out = cluster.run_cli(
@@ -198,8 +256,172 @@ def test_metaquorum_configs_sets_the_cluster_wide_default(cluster: ProcessCluste
     ).stdout  # fmt: skip
     assert out == "Completed updating default config for brokers in the cluster.\n"
     with cluster.admin() as admin:
-        with pytest.raises(InvalidConfigError, match="Unknown cluster config name"):
+        with pytest.raises(InvalidRequestError, match="Cannot update these configs dynamically"):
             admin.alter_cluster_configs([AlterConfigOp("retention.ms", "1")])
         admin.alter_cluster_configs(
             [AlterConfigOp("unclean.leader.election.enable", None, OpType.DELETE)]
         )
+
+
+# ----- dynamic broker configs --------------------------------------------------------------------
+
+
+def ask(cluster: ProcessCluster, broker: int, api_key: int, version: int, values: Any) -> Any:
+    """One request over the raw wire to ``broker`` (confluent-kafka refuses an empty broker
+    name locally), as the admin."""
+    connection = raw(cluster, broker)
+    try:
+        return connection.ask(api_key, version, values)
+    finally:
+        connection.close()
+
+
+def alter_broker(cluster: ProcessCluster, broker: int, name: str, **configs: str | None) -> None:
+    """IncrementalAlterConfigs of broker resource ``name`` (an id, or "" for the cluster-wide
+    default) sent to ``broker``; keyword names use '_' for '.', None deletes."""
+    entries = [
+        {
+            "name": key.replace("_", "."),
+            "config_operation": 1 if value is None else 0,
+            "value": value,
+        }
+        for key, value in configs.items()
+    ]
+    values = {
+        "resources": [{"resource_type": 4, "resource_name": name, "configs": entries}],
+        "validate_only": False,
+    }
+    (answer,) = ask(cluster, broker, 44, 1, values).responses
+    assert (int(answer.error_code), answer.error_message) == (0, None)
+
+
+def broker_configs(cluster: ProcessCluster, broker: int, name: str) -> dict[str, tuple[Any, int]]:
+    """DescribeConfigs of broker resource ``name`` at ``broker``: name -> (value, source)."""
+    values = {
+        "resources": [{"resource_type": 4, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    (result,) = ask(cluster, broker, 32, 4, values).results
+    assert int(result.error_code) == 0, result.error_message
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def topic_config(admin: AdminClient, topic: str, key: str) -> tuple[str, int]:
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    entry = future.result(timeout=30)[key]
+    return entry.value, int(entry.source)
+
+
+def test_a_cluster_wide_retention_is_on_every_broker_and_deletes_old_segments(
+    cluster: ProcessCluster,
+) -> None:
+    """The cluster-wide default log.retention.ms, set through broker 102, is what DescribeConfigs
+    answers on both brokers (for the default and for a topic without retention.ms), and broker
+    101, the leader, deletes the topic's old segments at its next retention check."""
+    create_topic(cluster, "retained", configs={"segment.bytes": "400"})
+    producer = Producer(ssl_config(cluster) | {"acks": "all", "linger.ms": 0})
+    for index in range(30):
+        producer.produce("retained", value=b"v" * 100, key=str(index).encode())
+        producer.flush(10)  # one batch per record: several segments of 400 bytes
+    directory = cluster.nodes[101].log_dir / "retained-0"
+    assert len(list(directory.glob("*.log"))) > 3
+    admins = {b: AdminClient(ssl_config(cluster, b)) for b in (101, 102)}
+    partition = TopicPartition("retained", 0)
+
+    def earliest() -> int:
+        offsets = admins[101].list_offsets({partition: OffsetSpec.earliest()})
+        return int(offsets[partition].result(timeout=30).offset)
+
+    assert earliest() == 0
+    try:
+        alter_broker(cluster, 102, "", log_retention_ms="1")
+        for broker in (101, 102):
+            wait_until(
+                lambda b=broker: (
+                    broker_configs(cluster, b, "").get("log.retention.ms") == ("1", 3)
+                ),  # DYNAMIC_DEFAULT_BROKER_CONFIG
+                30,
+                f"broker {broker} describes the new default",
+            )
+            assert topic_config(admins[broker], "retained", "retention.ms") == ("1", 3)
+            assert broker_configs(cluster, broker, str(broker))["log.retention.ms"] == ("1", 3)
+        wait_until(lambda: earliest() == 30, 30, "retention moved the log start offset")
+        # The old segments are gone: only the active one (rolled, empty) is left.
+        assert [p.name for p in directory.glob("*.log")] == [f"{30:020d}.log"]
+    finally:
+        alter_broker(cluster, 102, "", log_retention_ms=None)
+    wait_until(
+        lambda: "log.retention.ms" not in broker_configs(cluster, 101, ""), 30, "default deleted"
+    )
+    assert topic_config(admins[101], "retained", "retention.ms") == ("604800000", 5)
+
+
+def test_one_broker_s_config_beats_the_default_and_is_described_by_that_broker(
+    cluster: ProcessCluster,
+) -> None:
+    try:
+        alter_broker(cluster, 101, "", log_segment_bytes="2048")
+        alter_broker(cluster, 101, "101", log_segment_bytes="4096")
+        wait_until(
+            lambda: broker_configs(cluster, 101, "101")["log.segment.bytes"] == ("4096", 2),
+            30,
+            "broker 101's own value",  # DYNAMIC_BROKER_CONFIG
+        )
+        wait_until(
+            lambda: broker_configs(cluster, 102, "102")["log.segment.bytes"] == ("2048", 3),
+            30,
+            "broker 102 has the default",
+        )
+        # Not another broker's: Kafka's clients ask the broker itself.
+        values = {
+            "resources": [{"resource_type": 4, "resource_name": "101", "configuration_keys": None}],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        (result,) = ask(cluster, 102, 32, 4, values).results
+        assert int(result.error_code) == KafkaError.INVALID_REQUEST
+        # Read-only broker configs are refused as Kafka refuses them.
+        entries = [{"name": "listeners", "config_operation": 0, "value": "SSL://:1"}]
+        refused = {
+            "resources": [{"resource_type": 4, "resource_name": "101", "configs": entries}],
+            "validate_only": False,
+        }
+        (answer,) = ask(cluster, 101, 44, 1, refused).responses
+        assert int(answer.error_code) == KafkaError.INVALID_REQUEST
+        assert "Cannot update these configs dynamically: Set(listeners)" in answer.error_message
+    finally:
+        alter_broker(cluster, 101, "", log_segment_bytes=None)
+        alter_broker(cluster, 101, "101", log_segment_bytes=None)
+
+
+def test_a_cluster_wide_min_insync_replicas_refuses_acks_all(cluster: ProcessCluster) -> None:
+    """A topic of one replica: with min.insync.replicas=2 as the cluster-wide default, acks=all
+    is NOT_ENOUGH_REPLICAS; deleting the default makes it succeed again."""
+    create_topic(cluster, "too-few-replicas")
+    producer = Producer(
+        ssl_config(cluster) | {"acks": "all", "message.send.max.retries": 0, "linger.ms": 0}
+    )
+    errors: list[KafkaError | None] = []
+
+    def produce() -> KafkaError | None:
+        errors.clear()
+        producer.produce("too-few-replicas", b"x", on_delivery=lambda e, _: errors.append(e))
+        producer.flush(30)
+        return errors[0]
+
+    try:
+        alter_broker(cluster, 101, "", min_insync_replicas="2")
+        wait_until(
+            lambda: topic_config(AdminClient(ssl_config(cluster)), "too-few-replicas",
+                                 "min.insync.replicas") == ("2", 3),
+            30,
+            "the default on broker 101",
+        )  # fmt: skip
+        error = produce()
+        assert error is not None
+        assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    finally:
+        alter_broker(cluster, 101, "", min_insync_replicas=None)
+    wait_until(lambda: "min.insync.replicas" not in broker_configs(cluster, 101, ""), 30, "deleted")
+    assert produce() is None

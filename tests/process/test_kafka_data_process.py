@@ -92,11 +92,19 @@ def wait_serving(cluster: ProcessCluster) -> None:
 
 
 @contextlib.contextmanager
-def serving_cluster(root: Path, *, check_handlers: bool = True) -> Iterator[ProcessCluster]:
+def serving_cluster(
+    root: Path, *, check_handlers: bool = True, broker_settings: dict[str, Any] | None = None
+) -> Iterator[ProcessCluster]:
     """3 controllers and the brokers of ``BROKERS``, each with an SSL Kafka listener, started
     and serving (the cluster of the data-plane process tests); with ``check_handlers``, on the
-    way out no request a client sent made a handler fail."""
-    with process_cluster(root, brokers=len(BROKERS), kafka_listeners={"KAFKA": "SSL"}) as cluster:
+    way out no request a client sent made a handler fail. ``broker_settings``: more config
+    keys for every broker."""
+    with process_cluster(
+        root,
+        brokers=len(BROKERS),
+        kafka_listeners={"KAFKA": "SSL"},
+        broker_settings=dict(broker_settings or {}),
+    ) as cluster:
         cluster.format()
         cluster.start_all()
         cluster.wait_for_leader(timeout_s=30)

@@ -61,11 +61,6 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
 # The reasons a tool fails against our brokers today, each with the signature it prints.
-NO_BROKER_CONFIGS = (
-    "DescribeConfigs answers topic resources only; broker resources (type 4) are "
-    "INVALID_REQUEST. Needs: broker configs in the image",
-    "resource type 4 is not served here",
-)
 NO_FIND_COORDINATOR = (
     "FindCoordinator (API 10) is not served: a consumer in a group cannot find its "
     "coordinator, and Kafka's console consumer stops at its first poll. Needs: consumer "
@@ -440,11 +435,68 @@ def test_kafka_configs_alter_topic(cluster: ProcessCluster) -> None:
     assert mq_describe(cluster, "cfg-alter")["configs"] == {"cleanup.policy": "compact"}
 
 
-@xfail_for(NO_BROKER_CONFIGS)
 def test_kafka_configs_describe_broker(cluster: ProcessCluster) -> None:
     out = tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name",
-               "101", known=NO_BROKER_CONFIGS)  # fmt: skip
+               "101")  # fmt: skip
     assert out.startswith("Dynamic configs for broker 101 are:")
+    everything = tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers",
+                      "--entity-name", "101", "--all")  # fmt: skip
+    lines = everything.splitlines()
+    assert lines[0] == "All configs for broker 101 are:"
+    assert "  node.id=101 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=101}" in lines
+    assert any(line.startswith("  log.retention.hours=168 sensitive=false ") for line in lines)
+    # Every broker (each asked itself) and the default.
+    every = tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers")
+    assert "Dynamic configs for broker 101 are:" in every.splitlines()
+    assert "Dynamic configs for broker 102 are:" in every.splitlines()
+
+
+def test_kafka_configs_alter_broker_and_the_default(cluster: ProcessCluster) -> None:
+    """kafka-configs --alter for one broker and for the cluster-wide default, then what it
+    describes for each (metaquorum configs describes the same), and a read-only key refused."""
+    out = tool(cluster, CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "102",
+               "--add-config", "log.retention.ms=86400000", broker=102)  # fmt: skip
+    assert out.strip() == "Completed updating config for broker 102."
+    out = tool(cluster, CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default",
+               "--add-config", "log.retention.ms=172800000")  # fmt: skip
+    assert out.strip() == "Completed updating default config for brokers in the cluster."
+    try:
+        expected = (
+            "  log.retention.ms=86400000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.retention.ms=86400000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000, "
+            "DEFAULT_CONFIG:log.retention.hours=168}"
+        )
+        wait_until(
+            lambda: tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers",
+                         "--entity-name", "102", broker=102).splitlines()
+            == ["Dynamic configs for broker 102 are:", expected],
+            20,
+            "broker 102 describes its own value",
+        )  # fmt: skip
+        default = tool(cluster, CONFIGS, "--describe", "--entity-type", "brokers",
+                       "--entity-default")  # fmt: skip
+        assert default.splitlines() == [
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.ms=172800000 sensitive=false synonyms="
+            "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000}",
+        ]
+        mine = mq(cluster, "configs", "--entity-type", "brokers", "--entity-name", "102",
+                  "--describe")  # fmt: skip
+        assert mine.splitlines() == ["Dynamic configs for broker 102 are:", expected]
+        mine = mq(cluster, "configs", "--entity-type", "brokers", "--entity-default", "--describe")
+        assert mine == default
+        refused = run_tool(
+            CONFIGS, "--bootstrap-server", kafka_address(cluster, 101), "--command-config",
+            client_properties(cluster), "--alter", "--entity-type", "brokers", "--entity-name",
+            "101", "--add-config", "listeners=SSL://:1",
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert "Cannot update these configs dynamically: Set(listeners)" in refused.stderr
+    finally:
+        tool(cluster, CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "102",
+             "--delete-config", "log.retention.ms", broker=102)  # fmt: skip
+        tool(cluster, CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--delete-config", "log.retention.ms")  # fmt: skip
 
 
 # ----- kafka-metadata-quorum, kafka-cluster, kafka-features --------------------------------------

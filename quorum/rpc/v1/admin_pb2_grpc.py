@@ -96,6 +96,11 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/DescribeConfigs',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/quorum.rpc.v1.AdminService/CreateAcls',
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
@@ -212,6 +217,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeConfigs(self, request, context):
+        """The configs of topics and brokers (Kafka's DescribeConfigs) from this node's image; a
+        broker also reports its own configuration (docs/kafka-listener.md#broker-configs). Needs
+        DESCRIBE_CONFIGS on each topic (on the cluster for BROKER resources).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Add ACLs (Kafka's CreateAcls; docs/authorization.md): written as AccessControlEntryRecords,
         answered once committed. Needs ALTER on the cluster.
@@ -296,6 +310,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterConfigs,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -639,6 +658,33 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/AlterConfigs',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/DescribeConfigs',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,7 +64,10 @@ def test_kafkas_example_configs_load_and_equal_their_toml_conversion(
         twin.unlink()
     assert from_toml == from_properties
     assert from_properties.ignored_keys == from_toml.ignored_keys == ignored_in(source)
-    assert "log.retention.hours" in from_properties.ignored_keys
+    # Kafka's log defaults are the brokers' own keys (quorum/controller/broker_configs.py).
+    assert "log.retention.hours" not in from_properties.ignored_keys
+    assert "log.retention.hours" in from_properties.given_keys
+    assert from_properties.log_retention_hours == 168
     assert "num.network.threads" in from_properties.ignored_keys
 
 
@@ -118,9 +121,7 @@ def test_one_warning_names_every_ignored_key_and_unserved_listener() -> None:
     assert event["keys"] == list(ignored_in(FIXTURES / "server.properties"))
     assert event["listeners_not_served"] == ["PLAINTEXT://0.0.0.0:29092"]
     assert event["serving"] == "CONTROLLER://0.0.0.0:29093"
-    assert (
-        "partition data (brokers here keep partition directories, not records)" in (event["parts"])
-    )
+    assert "network and request threads (gRPC serves every request here)" in event["parts"]
     quiet = config_from_settings(BASE)
     with capture_logs() as logs:
         warn_unused_config(quiet, structlog.get_logger("test"))

@@ -212,25 +212,60 @@ def test_the_cluster_default_is_set_and_deleted_as_a_broker_config(h: Harness) -
 @pytest.mark.parametrize(
     ("config", "name", "code", "text"),
     [
-        (("unclean.leader.election.enable", SET, "1"), "1", ErrorCode.INVALID_REQUEST,
-         "'1' (a broker id) cannot be altered: only the cluster-wide default"),
         (("unclean.leader.election.enable", SET, "1"), "x", ErrorCode.INVALID_REQUEST,
-         "(not a broker id)"),
+         "Invalid broker name 'x': a broker resource is named by a broker id"),
+        (("unclean.leader.election.enable", SET, "1"), "-1", ErrorCode.INVALID_REQUEST,
+         "Invalid broker name '-1'"),
+        (("log.retention.ms", SET, "1"), "0101", ErrorCode.INVALID_REQUEST,
+         "Invalid broker name '0101'"),
         (("unclean.leader.election.enable", SET, "yes"), "", ErrorCode.INVALID_CONFIG,
          "Invalid value 'yes' for configuration unclean.leader.election.enable: must be true"),
         (("unclean.leader.election.enable", SET, None), "", ErrorCode.INVALID_CONFIG,
-         "Null value not supported for cluster configs"),
-        (("retention.ms", SET, "1"), "", ErrorCode.INVALID_CONFIG,
-         "Unknown cluster config name: 'retention.ms' (supported: unclean.leader.election"),
+         "Null value not supported for broker configs"),
+        (("log.retention.ms", SET, "soon"), "101", ErrorCode.INVALID_CONFIG,
+         "Invalid value 'soon' for configuration log.retention.ms: must be a long in [-1, "),
+        (("log.segment.bytes", SET, "13"), "", ErrorCode.INVALID_CONFIG,
+         "Invalid value '13' for configuration log.segment.bytes: must be an int in [14, "),
+        (("min.insync.replicas", SET, "0"), "101", ErrorCode.INVALID_CONFIG,
+         "Invalid value '0' for configuration min.insync.replicas: must be an int in [1, "),
+        (("retention.ms", SET, "1"), "", ErrorCode.INVALID_REQUEST,
+         "Cannot update these configs dynamically: Set(retention.ms); the broker configs "
+         "that can change live here: log.retention.bytes, log.retention.hours"),
+        (("listeners", SET, "SSL://:9093"), "101", ErrorCode.INVALID_REQUEST,
+         "Cannot update these configs dynamically: Set(listeners)"),
+        (("node.id", DELETE, None), "101", ErrorCode.INVALID_REQUEST,
+         "Cannot update these configs dynamically: Set(node.id)"),
         (("unclean.leader.election.enable", APPEND, "true"), "", ErrorCode.INVALID_REQUEST,
          "APPEND is only for list-typed configs"),
     ],
 )  # fmt: skip
-def test_bad_cluster_configs(
+def test_bad_broker_configs(
     h: Harness, config: tuple[str, int, str | None], name: str, code: ErrorCode, text: str
 ) -> None:
     assert cluster_refused(h, config, name=name)[0] == code
     assert text in cluster_refused(h, config, name=name)[1]
+
+
+def test_one_broker_s_configs_are_set_and_deleted_apart_from_the_default(h: Harness) -> None:
+    h.propose(cluster_result(h, ("log.retention.ms", SET, "+0100"), name="101"))
+    h.propose(
+        cluster_result(h, ("log.retention.hours", SET, "2"), ("min.insync.replicas", SET, "2"))
+    )
+    assert dict(h.sm.latest_image.broker_configs["101"]) == {"log.retention.ms": "100"}
+    assert dict(h.sm.latest_image.cluster_configs) == {
+        "log.retention.hours": "2",
+        "min.insync.replicas": "2",
+    }
+    # Nothing changes: nothing written.
+    assert cluster_result(h, ("log.retention.ms", SET, "100"), name="101").records == ()
+    # A broker that is not registered may be configured (as Kafka's).
+    h.propose(cluster_result(h, ("log.segment.bytes", SET, "1024"), name="7"))
+    result = cluster_result(h, ("log.retention.ms", DELETE, None), name="101")
+    assert result.records == (ConfigRecord(BROKER, "101", "log.retention.ms", None),)
+    h.propose(result)
+    assert "101" not in h.sm.latest_image.broker_configs
+    assert dict(h.sm.latest_image.broker_configs["7"]) == {"log.segment.bytes": "1024"}
+    h.check_replay()
 
 
 def test_other_resource_types_are_invalid_request(h: Harness) -> None:

@@ -152,3 +152,33 @@ def test_wire_translation_round_trips() -> None:
     response = admin_pb2.AlterConfigsResponse()
     add_alter_configs_results(response, result.response.results)
     assert alter_configs_results_from_proto(response) == result.response
+
+
+def test_a_broker_resource_of_another_broker_is_refused_here_and_the_rest_forwarded() -> None:
+    """Kafka's brokers refuse another broker's resource (its clients send it to that broker):
+    INVALID_REQUEST, not forwarded; this broker's (id 1) and the default are forwarded."""
+    h = harness()
+
+    def broker(name: str) -> dict[str, Any]:
+        return {
+            "resource_type": 4,
+            "resource_name": name,
+            "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "1000"}],
+        }
+
+    values = {
+        "resources": [broker("2"), broker("1"), broker(""), broker("x")],
+        "validate_only": False,
+    }
+    answer = h.ask(INCREMENTAL_ALTER_CONFIGS, 1, values)
+    codes = [(r.resource_name, int(r.error_code)) for r in answer.responses]
+    assert codes == [
+        ("2", ErrorCode.INVALID_REQUEST),
+        ("1", ErrorCode.NONE),
+        ("", ErrorCode.NONE),
+        ("x", ErrorCode.INVALID_REQUEST),
+    ]
+    assert "Unexpected broker id, expected 1, but received 2" in answer.responses[0].error_message
+    assert "Broker id must be an integer, but it is: x" in answer.responses[3].error_message
+    ((_, forwarded, _),) = h.controller.calls
+    assert [r.resource_name for r in forwarded.resources] == ["1", ""]

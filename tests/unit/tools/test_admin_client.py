@@ -69,6 +69,7 @@ ADMIN_METHODS = (
     "RegisterBroker",
     "BrokerHeartbeat",
     "CreatePartitions",
+    "DescribeConfigs",
 )
 RESPONSE_TYPES: dict[str, Any] = {
     "CreateTopics": admin_pb2.CreateTopicsResponse,
@@ -79,6 +80,7 @@ RESPONSE_TYPES: dict[str, Any] = {
     "RegisterBroker": admin_pb2.RegisterBrokerResponse,
     "BrokerHeartbeat": admin_pb2.BrokerHeartbeatResponse,
     "CreatePartitions": admin_pb2.CreatePartitionsResponse,
+    "DescribeConfigs": admin_pb2.DescribeConfigsResponse,
 }
 ORDERS_ID = Uuid.parse("ah0vHnqLTD2eDxEiM0RVZg")
 PAYMENTS_ID = Uuid.parse("b-DwmhtOheTqZzPoh52kfA")
@@ -1176,3 +1178,51 @@ def test_a_cursor_that_does_not_advance_is_refused(start_node: Callable[..., Fak
     with client(node.address) as admin, pytest.raises(UnknownServerError, match="list forever"):
         admin.list_topics()
     assert len(node.requests("ListTopics")) == 2
+
+
+def described(source: int) -> Handler:
+    """A DescribeConfigs answer: log.retention.ms=1 from ``source`` for each resource."""
+
+    def answer(request: Any, context: Any) -> Any:
+        response = admin_pb2.DescribeConfigsResponse(controller_id=1, metadata_offset=9)
+        for resource in request.resources:
+            result = response.results.add(
+                resource_type=resource.resource_type, resource_name=resource.resource_name
+            )
+            result.configs.add(name="log.retention.ms", value="1", source=source, config_type=5)
+        return response
+
+    return answer
+
+
+def test_a_broker_s_configs_are_asked_of_that_broker_else_of_a_controller(
+    start_node: Callable[..., FakeNode],
+) -> None:
+    """As Kafka's AdminClient: broker 101's resource goes to broker 101 (its file's values
+    are known only there); unreachable or fenced, a controller answers from its image."""
+    controller, broker = start_node(), start_node()
+    host, port = broker.address.rsplit(":", 1)
+    brokers = [
+        admin_pb2.DescribeClusterBroker(broker_id=101, host=host, port=int(port)),
+        admin_pb2.DescribeClusterBroker(broker_id=102, host=host, port=1, is_fenced=True),
+    ]
+    controller.handlers["DescribeCluster"] = lambda request, context: (
+        admin_pb2.DescribeClusterResponse(cluster_id="c", controller_id=1, brokers=brokers)
+    )
+    controller.handlers["DescribeConfigs"] = described(source=2)
+    broker.handlers["DescribeConfigs"] = described(source=4)
+    with client(controller.address) as admin:
+        outcome = admin.describe_broker_configs(101, include_synonyms=True)
+        assert [(c.name, c.value, c.source) for c in outcome.configs] == [
+            ("log.retention.ms", "1", 4)
+        ]
+        (asked,) = broker.requests("DescribeConfigs")
+        assert [(r.resource_type, r.resource_name) for r in asked.resources] == [(4, "101")]
+        assert asked.include_synonyms
+        # broker 102 is fenced, broker 7 unknown: the controllers' view
+        assert admin.describe_broker_configs(102).configs[0].source == 2
+        assert admin.describe_broker_configs(7).configs[0].source == 2
+        broker.handlers["DescribeConfigs"] = lambda request, context: context.abort(
+            grpc.StatusCode.UNAVAILABLE, "not caught up"
+        )
+        assert admin.describe_broker_configs(101).configs[0].source == 2

@@ -59,17 +59,31 @@ def brokers(*args: str) -> ConfigsCommand:
     return command_from_args(build_parser().parse_args([*base, *args]))
 
 
-def test_brokers_take_the_cluster_wide_default_only() -> None:
+def test_brokers_take_an_id_or_the_cluster_wide_default() -> None:
     command = brokers(
         "--entity-default", "--alter", "--add-config", "unclean.leader.election.enable=true"
     )
     assert command == ConfigsCommand(
         None, False, (AlterConfigOp("unclean.leader.election.enable", "true"),)
     )
-    with pytest.raises(ConfigsError, match="one broker's configs are not supported yet"):
-        brokers("--entity-name", "1", "--alter", "--add-config", "a=b")
-    with pytest.raises(ConfigsError, match="--describe of broker configs"):
-        brokers("--entity-default", "--describe")
+    assert brokers("--entity-name", "101", "--alter", "--delete-config", "log.retention.ms") == (
+        ConfigsCommand(
+            None,
+            False,
+            (AlterConfigOp("log.retention.ms", None, AlterConfigOpType.DELETE),),
+            broker_id=101,
+        )
+    )
+    assert brokers("--entity-name", "101", "--describe", "--all") == ConfigsCommand(
+        None, True, broker_id=101, describe_all=True
+    )
+    assert brokers("--entity-default", "--describe") == ConfigsCommand(None, True)
+    with pytest.raises(ConfigsError, match=r"--entity-name ID \(one broker\) or --entity-default"):
+        brokers("--entity-name", "1", "--entity-default", "--describe")
+    with pytest.raises(ConfigsError, match="'b1' is not a broker id"):
+        brokers("--entity-name", "b1", "--describe")
+    with pytest.raises(ConfigsError, match="--all goes with --describe"):
+        brokers("--entity-default", "--alter", "--all", "--add-config", "a=b")
     with pytest.raises(ConfigsError, match="topics or brokers"):
         command_from_args(
             build_parser().parse_args(
