@@ -99,6 +99,7 @@ JAVA_EXCEPTIONS: Final = {
     "REQUEST_TIMED_OUT": "TimeoutException",
     "_TIMED_OUT": "TimeoutException",
     "_TRANSPORT": "DisconnectException",
+    "_UNSUPPORTED_FEATURE": "UnsupportedVersionException",
     "_SSL": "SslAuthenticationException",
     "_AUTHENTICATION": "SslAuthenticationException",
 }

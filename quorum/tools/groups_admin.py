@@ -128,6 +128,8 @@ class ConfluentGroupsAdmin:
         if states:
             by_name = {_state(s): s for s in ConsumerGroupState}
             kwargs["states"] = {by_name[s] for s in states if s in by_name}
+            if not kwargs["states"]:  # only states librdkafka cannot name (Assigning, ...)
+                return []
         if types:
             kwargs["types"] = {ConsumerGroupType[t.upper()] for t in types}
         result = self._wait(self.admin.list_consumer_groups(**kwargs))
