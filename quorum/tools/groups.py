@@ -284,12 +284,14 @@ def _group_ids(run: _Run) -> list[str]:
 
 
 def _list(run: _Run) -> None:
+    """By group id: Kafka's tool prints its coordinator's internal order, which a client
+    cannot reproduce."""
     states, types = run.command.list_states, run.command.list_types
     if states is None and types is None:
-        for listing in run.admin.list_groups():
+        for listing in sorted(run.admin.list_groups(), key=lambda g: g.group_id):
             run.out.write(f"{listing.group_id}\n")
         return
-    listings = run.admin.list_groups(states or (), types or ())
+    listings = sorted(run.admin.list_groups(states or (), types or ()), key=lambda g: g.group_id)
     run.out.write(format_listings(listings, types is not None, states is not None))
 
 

@@ -3,10 +3,12 @@ confluent-kafka's AdminClient: it finds each group's coordinator, retries what K
 retry and speaks mTLS (librdkafka). Its answers become the plain values of ``groups.py``; its
 errors become ``GroupsError`` named as Kafka's Java client names them.
 
-confluent-kafka 2.16 has no ``delete_consumer_group_offsets`` (librdkafka has the call, the
-Python binding does not expose it): ``delete_offsets`` asks the coordinator that
-``describe_consumer_groups`` names with one OffsetDelete request (API 47, v0) over
-``quorum.kafka_wire``, on the same TLS settings.
+Two things confluent-kafka 2.16 lacks are asked with one request of Kafka's protocol over
+``quorum.kafka_wire`` (same TLS settings) to the coordinator ``describe_consumer_groups``
+names: ``delete_consumer_group_offsets`` (librdkafka has the call, the Python binding does not
+expose it), as OffsetDelete (API 47, v0); and a KIP-848 group's epochs (group, target
+assignment, each member's) and its own state names (Assigning, Reconciling), as
+ConsumerGroupDescribe (API 69, v0).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -164,7 +167,7 @@ class ConfluentGroupsAdmin:
                 )
                 for m in g.members
             )
-            described[group_id] = GroupDescription(
+            description = GroupDescription(
                 group_id=group_id,
                 state=_state(g.state),
                 coordinator_host=g.coordinator.host,
@@ -173,7 +176,43 @@ class ConfluentGroupsAdmin:
                 partition_assignor=g.partition_assignor or "",
                 members=members,
             )
+            if getattr(g, "type", None) == ConsumerGroupType.CONSUMER:
+                description = self._with_epochs(description)
+            described[group_id] = description
         return described
+
+    def _with_epochs(self, group: GroupDescription) -> GroupDescription:
+        """A KIP-848 group's epochs and state, which confluent-kafka 2.16 does not report: one
+        ConsumerGroupDescribe (API 69, v0) to its coordinator. Unchanged if that fails."""
+        from kio.schema.consumer_group_describe.v0.request import (  # noqa: PLC0415
+            ConsumerGroupDescribeRequest,
+        )
+        from kio.schema.types import GroupId  # noqa: PLC0415
+
+        from quorum.kafka_wire import KafkaWire  # noqa: PLC0415
+
+        request = ConsumerGroupDescribeRequest(
+            group_ids=(GroupId(group.group_id),), include_authorized_operations=False
+        )
+        address = f"{group.coordinator_host}:{group.coordinator_port}"
+        try:
+            with KafkaWire(address, self._tls(), timeout_s=self.timeout_s) as wire:
+                response = wire.ask(request)
+        except (OSError, ConnectionError):
+            return group
+        answer = next((d for d in response.groups if d.group_id == group.group_id), None)
+        if answer is None or answer.error_code != 0:
+            return group
+        epochs = {m.member_id: int(m.member_epoch) for m in answer.members}
+        return replace(
+            group,
+            state=answer.group_state or group.state,
+            group_epoch=int(answer.group_epoch),
+            target_assignment_epoch=int(answer.assignment_epoch),
+            members=tuple(
+                replace(m, member_epoch=epochs.get(m.consumer_id)) for m in group.members
+            ),
+        )
 
     def committed_offsets(self, group_id: str) -> dict[TP, tuple[int, int | None]]:
         futures = self.admin.list_consumer_group_offsets(

@@ -388,3 +388,13 @@ def test_a_usage_error_found_while_running_exits_1() -> None:
     code, _, err = run(admin, "--reset-offsets", "--group", "g1", "--topic", "orders:x",
                        "--to-latest", "--dry-run")  # fmt: skip
     assert (code, err) == (1, "Invalid partition 'x' specified in topic arg 'orders:x''\n")
+
+
+def test_list_is_by_group_id() -> None:
+    admin = FakeAdmin({"z-app": EMPTY, "a-app": EMPTY})
+    assert run(admin, "--list") == (0, "a-app\nz-app\n", "")
+    _, out, _ = run(admin, "--list", "--state")
+    assert out.splitlines()[1:] == [
+        "a-app                     Empty               ",
+        "z-app                     Empty               ",
+    ]
