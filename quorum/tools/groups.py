@@ -862,9 +862,11 @@ def format_reset(plans: Mapping[str, Mapping[TP, int]]) -> str:
 
 
 def _csv_cell(value: str) -> str:
-    """Jackson's CSV quoting as Kafka's export prints it: a value with a character up to '-'
-    is quoted (measured: ``orders`` is not, ``payments-eu`` is)."""
-    if any(ord(c) <= ord("-") for c in value):
+    """Jackson's CSV quoting, as Kafka's export writes a name: quoted when longer than 24
+    characters (Jackson quotes those without looking) or when a character sorts below '-'
+    (space, '"', ',', ...); measured: ``payments-with-a-long-name`` is quoted, ``csv-2`` and
+    ``a.b_c`` are not."""
+    if len(value) > 24 or any(ord(c) < ord("-") for c in value):
         return '"' + value.replace('"', '""') + '"'
     return value
 

@@ -321,6 +321,8 @@ READ_ONLY = [
     "--reset-offsets --group empty-app --topic orders --topic payments-eu "
     "--to-datetime 2020-01-01T00:00:00.000 --dry-run",
     "--reset-offsets --group empty-app --all-topics --by-duration PT1H --export",
+    "--reset-offsets --group empty-app --group no-such-group --all-topics --to-earliest "
+    "--dry-run --export",
     "--reset-offsets --group empty-app --group no-such-group --topic payments-eu --to-latest",
     "--reset-offsets --group live-app --all-topics --to-earliest --dry-run",
     "--reset-offsets --group empty-app --topic no-such-topic --to-latest --dry-run",

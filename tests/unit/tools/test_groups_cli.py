@@ -246,6 +246,13 @@ def test_reset_tables_and_csv() -> None:
         'orders,0,0\norders,2,0\n"payments-with-a-long-name",0,0\n'
     )
     assert format_reset_csv({"g3": {("orders", 0): 5}}, single_group=False) == "g3,orders,0,5\n"
+    # Measured with Kafka's tool: '-', '.' and '_' alone do not quote; 25 characters do.
+    assert format_reset_csv({"csv-2": {("a.b_c", 0): 0}}, single_group=False) == (
+        "csv-2,a.b_c,0,0\n"
+    )
+    assert format_reset_csv({"a b": {("x" * 24, 0): 0}}, single_group=False) == (
+        f'"a b",{"x" * 24},0,0\n'
+    )
 
 
 def test_deletion_lines() -> None:
