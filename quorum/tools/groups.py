@@ -258,6 +258,9 @@ def run_groups(
     """Run ``command``; 0 (errors while running included, as Kafka), or 1 on a usage error
     found while running (its message on ``err``)."""
     run = _Run(command, admin, out, err, now_ms)
+    if command.bad_argument is not None:
+        run.error(f"Executing consumer group command failed due to {command.bad_argument}")
+        return 0
     try:
         if command.action == "list":
             _list(run)

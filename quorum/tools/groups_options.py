@@ -7,6 +7,7 @@ usage error is ``GroupsUsageError``: its message on stderr, exit 1, as Kafka's
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Final
@@ -93,6 +94,8 @@ class GroupsCommand:
     export: bool = False
     timeout_ms: int = 5000
     options: frozenset[str] = field(default_factory=frozenset)
+    bad_argument: str | None = None
+    """A value Kafka fails to convert once running (``--to-offset x``): its message."""
 
 
 def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,8 +118,7 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
     add("--delete", action="store_true", help="delete consumer groups (offsets included)")
     add(
         "--timeout",
-        type=int,
-        default=5000,
+        default="5000",
         metavar="MS",
         help="the deadline of each admin request in ms (default 5000)",
     )
@@ -254,8 +256,13 @@ def command_from_args(args: argparse.Namespace, err: IO[str]) -> GroupsCommand:
     scenario_value: str | None = None
     if scenario is not None and scenario not in ("to-earliest", "to-latest", "to-current"):
         scenario_value = getattr(args, scenario.replace("-", "_"))
-        if scenario in ("to-offset", "shift-by"):
-            _long(scenario, scenario_value)
+    # Kafka converts these values once the command runs (jopt's valueOf), in this order: a bad
+    # one is an error while running ("Error: ...", exit 0), not a usage error.
+    bad_argument = None
+    for option, text in (("to-offset", args.to_offset), ("shift-by", args.shift_by),
+                         ("timeout", args.timeout)):  # fmt: skip
+        if text is not None and not _is_long(text):
+            bad_argument = bad_argument or f"Cannot parse argument '{text}' of option {option}"
     describe_what = "members" if has("members") else "state" if has("state") else "offsets"
     return GroupsCommand(
         action=actions[0],
@@ -274,8 +281,9 @@ def command_from_args(args: argparse.Namespace, err: IO[str]) -> GroupsCommand:
         scenario_value=scenario_value,
         execute=args.execute,
         export=args.export,
-        timeout_ms=args.timeout,
+        timeout_ms=int(args.timeout) if _is_long(args.timeout) else 5000,
         options=frozenset(given),
+        bad_argument=bad_argument,
     )
 
 
@@ -283,11 +291,9 @@ def _cannot_combine(used: str, other: str) -> GroupsUsageError:
     return GroupsUsageError(f'Option "[{used}]" can\'t be used with option "[{other}]"')
 
 
-def _long(option: str, text: str | None) -> int:
-    try:
-        return int(text or "")
-    except ValueError:
-        raise GroupsUsageError(f"Cannot parse argument '{text}' of option {option}") from None
+def _is_long(text: str) -> bool:
+    """A Java long, as jopt converts it (``Long.valueOf``)."""
+    return re.fullmatch(r"[+-]?[0-9]+", text) is not None and -(2**63) <= int(text) < 2**63
 
 
 def _list_values(text: str | None, valid: Sequence[str], what: str) -> tuple[str, ...]:

@@ -173,7 +173,7 @@ def kafka_stderr(text: str) -> list[str]:
         )
         if line.startswith("Option ") and "Description" in line:
             table = True  # the option table ends the output
-        if table or not line.strip() or line.startswith("\tat ") or _JAVA_EXCEPTION.match(line):
+        if table or not line.strip() or line.startswith("\t") or _JAVA_EXCEPTION.match(line):
             continue
         match = _LOG_LINE.match(line)
         lines.append(f"{match['level']} {match['text']}" if match else line)
@@ -327,6 +327,7 @@ READ_ONLY = [
     "--reset-offsets --group live-app --all-topics --to-earliest --dry-run",
     "--reset-offsets --group empty-app --topic no-such-topic --to-latest --dry-run",
     "--reset-offsets --group empty-app --topic orders:7 --to-latest --dry-run",
+    "--reset-offsets --group empty-app --all-topics --to-offset x --dry-run",
 ]
 USAGE_ERRORS = [
     "",

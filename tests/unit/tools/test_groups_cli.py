@@ -405,3 +405,17 @@ def test_list_is_by_group_id() -> None:
         "a-app                     Empty               ",
         "z-app                     Empty               ",
     ]
+
+
+def test_a_value_kafka_cannot_convert_fails_while_running_as_in_kafka() -> None:
+    admin = FakeAdmin({"g1": EMPTY})
+    code, out, err = run(admin, "--reset-offsets", "--group", "g1", "--all-topics",
+                         "--to-offset", "x", "--dry-run")  # fmt: skip
+    assert (code, err) == (0, "")
+    assert out == (
+        "\nError: Executing consumer group command failed due to Cannot parse argument 'x' of "
+        "option to-offset\n"
+    )
+    _, out, _ = run(admin, "--describe", "--group", "g1", "--timeout", "1_000")
+    assert out.endswith("Cannot parse argument '1_000' of option timeout\n")
+    assert parse("--describe", "--group", "g1", "--timeout", "+250")[0].timeout_ms == 250
