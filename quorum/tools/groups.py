@@ -20,7 +20,8 @@ Kafka's habits kept on purpose, so that scripts written for its tool work unchan
 * where Kafka prints a Java ``HashMap`` (the reset table, the deleted groups), rows come in the
   same order: ``java_hash_order`` reproduces the map's iteration order.
 
-Not supported (an error that says so): ``--from-file``, ``--validate-regex``.
+Not Kafka's: ``--list`` is sorted by group id (Kafka's order is its coordinator's, out of a
+client's reach). Not supported (an error that says so): ``--from-file``, ``--validate-regex``.
 """
 
 from __future__ import annotations
