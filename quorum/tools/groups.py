@@ -21,16 +21,18 @@ Kafka's habits kept on purpose, so that scripts written for its tool work unchan
   same order: ``java_hash_order`` reproduces the map's iteration order.
 
 Not Kafka's: ``--list`` is sorted by group id (Kafka's order is its coordinator's, out of a
-client's reach). Not supported (an error that says so): ``--from-file``, ``--validate-regex``.
+client's reach). Not supported (an error that says so): ``--validate-regex``.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import IO, Final, Protocol, TypeAlias, TypeVar
 
 from quorum.tools.groups_options import (
@@ -686,6 +688,8 @@ def _reset_inactive(run: _Run, group_id: str) -> dict[TP, int]:
         partitions = list(run.admin.committed_offsets(group_id))
     elif command.topics:
         partitions = _partitions_to_reset(run, command.topics)
+    elif command.scenario == "from-file":
+        partitions = []  # the file's partitions
     else:
         raise GroupsUsageError("One of the reset scopes should be defined: --all-topics, --topic.")
     _check_partitions_valid(run, partitions)
@@ -761,6 +765,12 @@ def _prepare(run: _Run, group_id: str, partitions: Sequence[TP]) -> dict[TP, int
                 )
             wanted[tp] = committed[tp][0] + shift
         return _clamp(run, wanted)
+    if scenario == "from-file":
+        from_file = read_reset_plan(value or "", run.command.groups).get(group_id)
+        if from_file is None:
+            run.error(f"No reset plan for group {group_id} found.")
+            return {}
+        return _clamp(run, from_file)
     if scenario == "to-datetime":
         return _by_timestamp(run, partitions, parse_datetime_ms(value or ""))
     if scenario == "by-duration":
@@ -804,6 +814,40 @@ def _by_timestamp(run: _Run, partitions: Sequence[TP], timestamp_ms: int) -> dic
         )
     ends = run.admin.list_offsets(empty, "latest") if empty else {}
     return {tp: ends[tp] if tp in ends else found[tp] for tp in _in_order(partitions)}
+
+
+def read_reset_plan(path: str, groups: Sequence[str]) -> dict[str, dict[TP, int]]:
+    """``--from-file``: Kafka's CSV, ``topic,partition,offset`` lines for one group (``--group``
+    given once) or ``group,topic,partition,offset`` lines (what ``--export`` prints)."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        raise GroupsError("java.io.IOException", f"Unable to read file {path}") from None
+    lines = text.split("\n")
+    while lines and lines[-1] == "":  # Java's split drops trailing empty strings
+        lines.pop()
+    rows = [next(csv.reader([line])) for line in lines]
+
+    def number(cell: str) -> int:
+        if re.fullmatch(r"[+-]?[0-9]+", cell.strip()) is None:
+            raise GroupsError(
+                "java.lang.RuntimeException", f"not a number in the reset plan: {cell!r}"
+            )
+        return int(cell)
+
+    old_format = bool(rows) and len(rows[0]) == 3
+    plans: dict[str, dict[TP, int]] = {}
+    for row in rows:
+        if len(groups) == 1 and old_format and len(row) == 3:
+            group, (topic, partition, offset) = groups[0], row
+        elif len(row) == 4:
+            group, topic, partition, offset = row
+        else:
+            raise GroupsError(
+                "java.lang.RuntimeException", f"a reset plan line of {len(row)} values: {row}"
+            )
+        plans.setdefault(group, {})[(topic, number(partition))] = number(offset)
+    return plans
 
 
 def parse_datetime_ms(text: str) -> int:

@@ -128,7 +128,11 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
     add("--execute", action="store_true", help="--reset-offsets: commit the new offsets")
     add("--export", action="store_true", help="--reset-offsets: print CSV (topic,partition,offset)")
     add("--to-offset", metavar="OFFSET", help="reset to this offset")
-    add("--from-file", metavar="CSV", help="(not supported)")
+    add(
+        "--from-file",
+        metavar="CSV",
+        help="reset to the offsets of this CSV (what --export prints)",
+    )
     add("--to-datetime", metavar="YYYY-MM-DDThh:mm:ss.sss", help="reset to the first offset at "
         "or after this time (UTC unless a zone is given)")  # fmt: skip
     add("--by-duration", metavar="PnDTnHnMnS", help="reset to this long ago")
@@ -249,9 +253,8 @@ def command_from_args(args: argparse.Namespace, err: IO[str]) -> GroupsCommand:
     ]
     if len(actions) != 1:
         raise GroupsUsageError(f"Command must include exactly one action: {ACTIONS}")
-    for unsupported in ("validate-regex", "from-file"):
-        if has(unsupported):
-            raise GroupsUsageError(f"--{unsupported} is not supported by metaquorum groups")
+    if has("validate-regex"):
+        raise GroupsUsageError("--validate-regex is not supported by metaquorum groups")
     scenario = next((s for s in SCENARIO_OPTIONS if has(s)), None)
     scenario_value: str | None = None
     if scenario is not None and scenario not in ("to-earliest", "to-latest", "to-current"):

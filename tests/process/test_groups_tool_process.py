@@ -427,3 +427,18 @@ def test_delete_groups_prints_kafkas_lines(peer: Peer, kafka_tool: KafkaTool) ->
 )
 def test_delete_offsets_prints_kafkas_table(peer: Peer, kafka_tool: KafkaTool, line: str) -> None:
     assert_same(peer, kafka_tool, line.split(), lambda: commit(peer, "offsets-app"))
+
+
+def test_reset_from_a_file_as_kafka_reads_it(
+    peer: Peer, kafka_tool: KafkaTool, tmp_path: Path
+) -> None:
+    one = tmp_path / "one.csv"
+    one.write_text("orders,0,2\norders,1,99\npayments-eu,0,0\n")
+    many = tmp_path / "many.csv"
+    many.write_text("empty-app,orders,2,1\nother-app,orders,0,3\n")
+    for args in (
+        f"--reset-offsets --group empty-app --from-file {one} --dry-run",
+        f"--reset-offsets --group empty-app --group no-such-group --from-file {many} --dry-run",
+        f"--reset-offsets --group empty-app --from-file {tmp_path / 'missing.csv'} --dry-run",
+    ):
+        assert_same(peer, kafka_tool, args.split())

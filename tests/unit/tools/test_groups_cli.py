@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,7 @@ from quorum.tools.groups import (
     kafka_error,
     parse_datetime_ms,
     parse_duration_ms,
+    read_reset_plan,
     run_groups,
 )
 from quorum.tools.groups_options import NO_DRY_RUN_WARNING
@@ -419,3 +421,23 @@ def test_a_value_kafka_cannot_convert_fails_while_running_as_in_kafka() -> None:
     _, out, _ = run(admin, "--describe", "--group", "g1", "--timeout", "1_000")
     assert out.endswith("Cannot parse argument '1_000' of option timeout\n")
     assert parse("--describe", "--group", "g1", "--timeout", "+250")[0].timeout_ms == 250
+
+
+def test_from_file_reads_kafkas_csv(tmp_path: Path) -> None:
+    one = tmp_path / "one.csv"
+    one.write_text('orders,0,2\n"payments-with-a-long-name",0,7\n')
+    assert read_reset_plan(str(one), ["g"]) == {
+        "g": {("orders", 0): 2, ("payments-with-a-long-name", 0): 7}
+    }
+    many = tmp_path / "many.csv"
+    many.write_text("g,orders,2,1\nh,orders,0,3\n")
+    assert read_reset_plan(str(many), ["g", "h"]) == {
+        "g": {("orders", 2): 1},
+        "h": {("orders", 0): 3},
+    }
+    with pytest.raises(GroupsError, match="IOException: Unable to read file"):
+        read_reset_plan(str(tmp_path / "missing.csv"), ["g"])
+    admin = FakeAdmin({"g1": EMPTY})
+    code, out, _ = run(admin, "--reset-offsets", "--group", "g1", "--from-file", str(many))
+    assert (code, out) == (0, "\nError: No reset plan for group g1 found.\n\nGROUP           "
+                              "TOPIC           PARTITION  NEW-OFFSET\n")  # fmt: skip
