@@ -31,6 +31,7 @@ from typing import Final
 from quorum.cli_admin import (
     add_acls_commands,
     add_configs_commands,
+    add_groups_commands,
     add_leader_election_commands,
     add_quorum_commands,
     add_topics_commands,
@@ -383,6 +384,7 @@ COMMAND_GROUPS: Final[list[Callable[[Subparsers], None]]] = [
     add_acls_commands,
     add_leader_election_commands,
     add_configs_commands,
+    add_groups_commands,
     add_metadata_commands,
 ]
 

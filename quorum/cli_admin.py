@@ -1,8 +1,9 @@
 """The ``metaquorum`` commands that ask a running cluster, through its admin API: ``quorum``
 (kafka-metadata-quorum: describe, add-controller, remove-controller), ``topics`` (kafka-topics),
-``acls`` (kafka-acls) and ``leader-election`` (kafka-leader-election). Each handler parses its
-arguments and calls the tool or the ``AdminClient`` that does the work; both load gRPC, so they
-are imported when a handler runs.
+``acls`` (kafka-acls) and ``leader-election`` (kafka-leader-election); ``groups``
+(kafka-consumer-groups) asks the brokers' Kafka listener instead, with confluent-kafka. Each
+handler parses its arguments and calls the tool or the ``AdminClient`` that does the work; both
+load gRPC (or librdkafka), so they are imported when a handler runs.
 """
 
 # Imported in the handlers: loading gRPC costs every other command about a tenth of a second.
@@ -28,6 +29,7 @@ from quorum.ids import RESERVED_UUIDS, InvalidUuidError, Uuid
 __all__ = [
     "add_acls_commands",
     "add_configs_commands",
+    "add_groups_commands",
     "add_leader_election_commands",
     "add_quorum_commands",
     "add_topics_commands",
@@ -513,3 +515,46 @@ def configs_command(args: argparse.Namespace) -> int:
     except AdminError as exc:
         sys.stderr.write(f"Error while executing config command: {exc}\n")
         return 1
+
+
+# ----- groups ------------------------------------------------------------------------------------
+
+
+def add_groups_commands(subparsers: Subparsers) -> None:
+    from quorum.tools.groups import add_groups_arguments
+
+    parser = subparsers.add_parser(
+        "groups",
+        help="list, describe, delete consumer groups and reset their offsets "
+        "(kafka-consumer-groups)",
+        description="Consumer groups like kafka-consumer-groups.sh, over Kafka's protocol to a "
+        "broker's Kafka listener (--bootstrap-server): --list, --describe (--group G | "
+        "--all-groups) [--members [--verbose] | --offsets | --state], --reset-offsets, --delete, "
+        "--delete-offsets. Options, messages and output are Kafka's; as in Kafka, a usage error "
+        "exits 1 and an error while running prints 'Error: ...' on stdout and exits 0 "
+        "(docs/cli.md#metaquorum-groups).",
+    )
+    add_groups_arguments(parser)
+    add_command_config_argument(parser)
+    parser.set_defaults(handler=groups_command)
+
+
+def groups_command(args: argparse.Namespace) -> int:
+    from quorum.security.tls import command_security
+    from quorum.tools.groups import GroupsError, GroupsUsageError, command_from_args, run_groups
+
+    try:
+        command = command_from_args(args, sys.stderr)
+    except GroupsUsageError as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"(see `{PROG} groups --help`)\n")
+        return 1
+    security = command_security(args.command_config)
+    # Loads confluent-kafka (librdkafka): only this command needs it.
+    from quorum.tools.groups_admin import ConfluentGroupsAdmin
+
+    admin = ConfluentGroupsAdmin(command.bootstrap, security, command.timeout_ms)
+    try:
+        return run_groups(command, admin, sys.stdout, sys.stderr)
+    except GroupsError as exc:  # pragma: no cover - run_groups prints these itself
+        raise CommandError(str(exc)) from exc

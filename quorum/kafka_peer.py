@@ -48,7 +48,8 @@ FETCH_SCRIPT = REPO / "scripts" / "kafka" / "fetch"
 PINS = REPO / "scripts" / "kafka" / "jars.sha256"
 POM = REPO / "scripts" / "kafka" / "pom.xml"
 # The Java driver for the AdminClient calls the tools do not make (by topic id); compiled into
-# the cache on first use (``compile_driver``), never into the repository.
+# the cache on first use (``compile_driver``), never into the repository. ``GroupsDriver.java``
+# beside it runs kafka-consumer-groups many times in one JVM (the groups tool's test).
 DRIVER_SOURCE = REPO / "scripts" / "kafka" / "AdminDriver.java"
 
 # The nodes' JVM: a small heap (the benchmark reports RSS; Kafka's scripts default to 1 GiB)
@@ -94,6 +95,9 @@ appender.err.layout.type = PatternLayout
 appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = ERR
+# Write to System.err as it is when logging, not as it was at start: a driver that runs a tool
+# many times in one JVM captures each run's stderr (scripts/kafka/GroupsDriver.java).
+appender.err.follow = true
 """
 _LOG4J = {"node": _LOG4J_NODE, "tool": _LOG4J_TOOL}
 
@@ -213,12 +217,13 @@ def run_tool(
     )
 
 
-def compile_driver() -> Path:
-    """``scripts/kafka/AdminDriver.java`` compiled against the cached jars, into the cache
+def compile_driver(source_path: Path = DRIVER_SOURCE) -> Path:
+    """A Java driver of ``scripts/kafka/`` (``AdminDriver.java`` by default,
+    ``GroupsDriver.java``) compiled against the cached jars, into the cache
     (``classes-<hash of the source>/``); compiled once, reused after. Returns the class dir."""
-    source = DRIVER_SOURCE.read_bytes()
+    source = source_path.read_bytes()
     out = kafka_home() / f"classes-{hashlib.sha256(source).hexdigest()[:16]}"
-    if (out / "AdminDriver.class").exists():
+    if (out / f"{source_path.stem}.class").exists():
         return out
     javac = java_binary("javac")
     assert javac is not None, "no javac on the PATH"
@@ -226,7 +231,7 @@ def compile_driver() -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     result = subprocess.run(
-        [javac, "-nowarn", "-d", str(staging), "-cp", classpath(), str(DRIVER_SOURCE)],
+        [javac, "-nowarn", "-d", str(staging), "-cp", classpath(), str(source_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -234,7 +239,7 @@ def compile_driver() -> Path:
     )
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise AssertionError(f"javac AdminDriver.java failed:\n{result.stdout}{result.stderr}")
+        raise AssertionError(f"javac {source_path.name} failed:\n{result.stdout}{result.stderr}")
     with contextlib.suppress(OSError):
         staging.replace(out)
     shutil.rmtree(staging, ignore_errors=True)
