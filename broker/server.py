@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
     from broker.kafka.apis import KafkaApis
     from broker.kafka.data_plane import DataPlane
+    from broker.kafka.groups import CoordinatorSettings
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from broker.replica.manager import AlterOutcome, ReplicaManager
@@ -587,7 +588,56 @@ class BrokerNode:
             # Read from the listeners' thread: one int the broker's loop replaces whole.
             kraft_version=lambda: self.driver.node.kraft_version,
             next_producer_id=lambda: broker_loop.run(self.producer_ids.next_id()),
+            groups=self._group_settings(),
+            create_offsets_topic=lambda partitions, replication, configs: broker_loop.run(
+                self._create_offsets_topic(partitions, replication, configs)
+            ),
         )
+
+    def _group_settings(self) -> CoordinatorSettings:
+        from broker.groups.group import GroupSettings  # noqa: PLC0415
+        from broker.kafka.groups import CoordinatorSettings  # noqa: PLC0415
+
+        config = self.config
+        return CoordinatorSettings(
+            groups=GroupSettings(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                max_size=config.group_max_size,
+            ),
+            num_partitions=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            segment_bytes=config.offsets_topic_segment_bytes,
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
+            metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
+
+    async def _create_offsets_topic(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """``__consumer_offsets``, created by the active controller at this broker's request,
+        as this broker (its node certificate; docs/groups.md#the-offsets-topic)."""
+        request = admin_pb2.CreateTopicsRequest()
+        request.topics.add(
+            name="__consumer_offsets",
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in sorted(configs.items())],
+        )
+        try:
+            answer = await self.controllers.call("CreateTopics", request, timeout_s=10)
+        except ControllerUnavailableError as exc:
+            self.log.info("offsets_topic_create_failed", reason=str(exc))
+            return
+        for topic in answer.topics:
+            self.log.info(
+                "offsets_topic_create",
+                error_code=topic.error_code,
+                message=topic.error_message,
+                partitions=partitions,
+                replication_factor=replication_factor,
+            )
 
     async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:
         """A DescribeQuorum a Kafka client sent, forwarded as the gRPC QuorumService's."""

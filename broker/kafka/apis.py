@@ -34,7 +34,10 @@ from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
+from broker.kafka.group_apis import GroupApis
+from broker.kafka.groups import CoordinatorSettings, GroupCoordinator
 from broker.kafka.log_dirs import DescribeLogDirsHandler
+from broker.kafka.offset_apis import OffsetApis
 from broker.kafka.offsets import OffsetsHandler
 from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
 from broker.kafka.producer_id import InitProducerIdHandler
@@ -162,6 +165,8 @@ class KafkaApis:
         describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
         kraft_version: Callable[[], int] = lambda: 0,
         next_producer_id: Callable[[], Awaitable[int]] | None = None,
+        groups: CoordinatorSettings | None = None,
+        create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[None]] | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
@@ -170,7 +175,10 @@ class KafkaApis:
         controller to ask, answered as unreachable).
         ``kraft_version``: the KIP-853 level the broker's Raft observer has in force.
         ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
-        None: answered COORDINATOR_LOAD_IN_PROGRESS)."""
+        None: answered COORDINATOR_LOAD_IN_PROGRESS).
+        ``groups``: the group coordinator's configs; ``create_offsets_topic(partitions,
+        replication_factor, configs)``: asks the controller to create ``__consumer_offsets``
+        as this broker (None: FindCoordinator waits for it to exist; docs/groups.md)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -190,12 +198,32 @@ class KafkaApis:
             authorization, self._read_image, next_producer_id, broker_id=broker_id
         )
         transactions = TransactionsHandler(authorization)
+        self.groups = GroupCoordinator(
+            self.data,
+            image,
+            broker_id=broker_id,
+            settings=groups or CoordinatorSettings(),
+            create_topic=create_offsets_topic,
+        )
+        group_apis = GroupApis(self.groups, authorization, self._read_image)
+        offset_apis = OffsetApis(self.groups, authorization, self._read_image)
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+            ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
+            ApiKey.JOIN_GROUP: group_apis.join_group,
+            ApiKey.SYNC_GROUP: group_apis.sync_group,
+            ApiKey.HEARTBEAT: group_apis.heartbeat,
+            ApiKey.LEAVE_GROUP: group_apis.leave_group,
+            ApiKey.LIST_GROUPS: group_apis.list_groups,
+            ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+            ApiKey.DELETE_GROUPS: group_apis.delete_groups,
+            ApiKey.OFFSET_COMMIT: offset_apis.offset_commit,
+            ApiKey.OFFSET_FETCH: offset_apis.offset_fetch,
+            ApiKey.OFFSET_DELETE: offset_apis.offset_delete,
             ApiKey.METADATA: self._metadata,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
