@@ -21,7 +21,8 @@ def java_string_hash(text: str) -> int:
 
 
 def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(hash) % partitions``; ``Utils.abs`` is ``n & 0x7fffffff`` (so
-    Integer.MIN_VALUE maps to 0, not to itself as ``Math.abs`` would)."""
+    """Kafka's ``Utils.abs(hash) % partitions``; ``Utils.abs`` is ``Math.abs`` except that
+    Integer.MIN_VALUE gives 0 (``Math.abs`` would give MIN_VALUE itself)."""
     assert partitions > 0
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+    value = java_string_hash(group_id)
+    return (0 if value == -(2**31) else abs(value)) % partitions

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from broker.kafka.protocol import API_VERSIONS
@@ -66,17 +66,6 @@ NO_BROKER_CONFIGS = (
     "INVALID_REQUEST. Needs: broker configs in the image",
     "resource type 4 is not served here",
 )
-NO_FIND_COORDINATOR = (
-    "FindCoordinator (API 10) is not served: a consumer in a group cannot find its "
-    "coordinator, and Kafka's console consumer stops at its first poll. Needs: consumer "
-    "groups (FindCoordinator, JoinGroup, SyncGroup, OffsetCommit, OffsetFetch)",
-    "does not support FIND_COORDINATOR",
-)
-NO_GROUPS = (
-    "ListGroups, FindCoordinator and the group APIs are not served: consumer groups come "
-    "with the data plane",
-    "does not support LIST_GROUPS",
-)
 
 
 class KnownToolFailure(AssertionError):
@@ -93,6 +82,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         tmp_path_factory.mktemp("kafka-tools"),
         brokers=len(BROKERS),
         kafka_listeners={"KAFKA": "SSL"},
+        # Consumer groups on 2 brokers (docs/groups.md#configuration): fast to create and join.
+        broker_settings={
+            "offsets.topic.num.partitions": 3,
+            "offsets.topic.replication.factor": 2,
+            "group.initial.rebalance.delay.ms": 100,
+        },
     ) as cluster:
         cluster.format()
         cluster.start_all()
@@ -546,9 +541,9 @@ def test_kafka_features_describe_a_dynamic_quorum(tmp_path: Path) -> None:
 # ----- kafka-consumer-groups ----------------------------------------------------------------------
 
 
-@xfail_for(NO_GROUPS)
 def test_kafka_consumer_groups_list(cluster: ProcessCluster) -> None:
-    assert tool(cluster, GROUPS, "--list", known=NO_GROUPS).strip() == ""
+    """ListGroups to every broker: no group yet (the console consumer's comes later)."""
+    assert tool(cluster, GROUPS, "--list").strip() == ""
 
 
 # ----- the data plane: kafka-dump-log, console producer and consumer, kafka-get-offsets -----------
@@ -731,15 +726,26 @@ def test_kafka_console_producer_and_consumer_without_a_group(cluster: ProcessClu
     ]
 
 
-@xfail_for(NO_FIND_COORDINATOR)
 def test_kafka_console_consumer_in_a_group(
     cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
 ) -> None:
+    """The console consumer in a group (FindCoordinator creates __consumer_offsets, JoinGroup,
+    SyncGroup, OffsetFetch, OffsetCommit); then kafka-consumer-groups lists the group and
+    describes its committed offset, which confluent-kafka reads back through our brokers."""
     name, records = produced
     read = tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--group", "console-group",
-                "--from-beginning", "--max-messages", "3", "--timeout-ms", "15000",
-                known=NO_FIND_COORDINATOR)  # fmt: skip
+                "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")  # fmt: skip
     assert read.splitlines() == [value.decode() for _, value in records[:3]]
+    assert "console-group" in tool(cluster, GROUPS, "--list").split()
+    described = tool(cluster, GROUPS, "--describe", "--group", "console-group", "--offsets")
+    reader = Consumer({**confluent_config(cluster), "group.id": "console-group"})
+    try:
+        (committed,) = reader.committed([TopicPartition(name, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert committed.offset >= 3
+    row = next(line.split() for line in described.splitlines() if f" {name} " in f" {line} ")
+    assert row[:4] == ["console-group", name, "0", str(committed.offset)], described
 
 
 def test_kafka_get_offsets_is_list_offsets_as_our_clients_see_it(
