@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 
     from broker.kafka.apis import KafkaApis
     from broker.kafka.data_plane import DataPlane
-    from broker.kafka.groups import CoordinatorSettings
+    from broker.kafka.groups import GroupCoordinator
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from broker.replica.manager import AlterOutcome, ReplicaManager
@@ -247,6 +247,8 @@ class BrokerNode:
             self._broker_loop: BrokerLoop = BrokerLoop()
             # One data plane (its writer and reader threads) for every Kafka listener.
             self.data_plane: DataPlane = DataPlane(self.partition_logs, broker_id=self.broker_id)
+            # One group coordinator too: the groups of a partition have one owner.
+            self.group_coordinator = self._group_coordinator()
             limits = self._kafka_limits()
             self.kafka_listeners = [
                 KafkaListenerServer(
@@ -588,18 +590,18 @@ class BrokerNode:
             # Read from the listeners' thread: one int the broker's loop replaces whole.
             kraft_version=lambda: self.driver.node.kraft_version,
             next_producer_id=lambda: broker_loop.run(self.producer_ids.next_id()),
-            groups=self._group_settings(),
-            create_offsets_topic=lambda partitions, replication, configs: broker_loop.run(
-                self._create_offsets_topic(partitions, replication, configs)
-            ),
+            groups=self.group_coordinator,
         )
 
-    def _group_settings(self) -> CoordinatorSettings:
+    def _group_coordinator(self) -> GroupCoordinator:
+        """The broker's group coordinator (docs/groups.md), on the listeners' loop; it asks
+        the controller for ``__consumer_offsets`` from this process's loop."""
         from broker.groups.group import GroupSettings  # noqa: PLC0415
-        from broker.kafka.groups import CoordinatorSettings  # noqa: PLC0415
+        from broker.kafka.groups import CoordinatorSettings, GroupCoordinator  # noqa: PLC0415
 
         config = self.config
-        return CoordinatorSettings(
+        broker_loop = self._broker_loop
+        settings = CoordinatorSettings(
             groups=GroupSettings(
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -611,6 +613,15 @@ class BrokerNode:
             segment_bytes=config.offsets_topic_segment_bytes,
             commit_timeout_ms=config.offsets_commit_timeout_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
+        return GroupCoordinator(
+            self.data_plane,
+            lambda: self.image,
+            broker_id=self.broker_id,
+            settings=settings,
+            create_topic=lambda partitions, replication, configs: broker_loop.run(
+                self._create_offsets_topic(partitions, replication, configs)
+            ),
         )
 
     async def _create_offsets_topic(
@@ -760,6 +771,9 @@ class BrokerNode:
         replicas, thread = self.replicas, self._kafka_thread
         if replicas is not None and thread is not None:
             thread.call_soon(replicas.on_image, self.image)
+            # The group coordinator loads the __consumer_offsets partitions this broker now
+            # leads, and drops those it no longer leads (docs/groups.md#the-coordinator).
+            thread.call_soon(self.group_coordinator.follow, self.image)
         elif not self.kafka_listeners and self.caught_up.is_set():
             self._expand_without_data()
 

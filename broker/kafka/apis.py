@@ -165,8 +165,7 @@ class KafkaApis:
         describe_quorum: Callable[[Any], Awaitable[Any]] | None = None,
         kraft_version: Callable[[], int] = lambda: 0,
         next_producer_id: Callable[[], Awaitable[int]] | None = None,
-        groups: CoordinatorSettings | None = None,
-        create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[None]] | None = None,
+        groups: GroupCoordinator | CoordinatorSettings | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
@@ -176,9 +175,9 @@ class KafkaApis:
         ``kraft_version``: the KIP-853 level the broker's Raft observer has in force.
         ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
         None: answered COORDINATOR_LOAD_IN_PROGRESS).
-        ``groups``: the group coordinator's configs; ``create_offsets_topic(partitions,
-        replication_factor, configs)``: asks the controller to create ``__consumer_offsets``
-        as this broker (None: FindCoordinator waits for it to exist; docs/groups.md)."""
+        ``groups``: the broker's group coordinator, shared by its Kafka listeners, or the
+        configs of one of this listener's own (docs/groups.md; without a way to create
+        ``__consumer_offsets``: FindCoordinator waits for it to exist)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -198,12 +197,12 @@ class KafkaApis:
             authorization, self._read_image, next_producer_id, broker_id=broker_id
         )
         transactions = TransactionsHandler(authorization)
-        self.groups = GroupCoordinator(
-            self.data,
-            image,
-            broker_id=broker_id,
-            settings=groups or CoordinatorSettings(),
-            create_topic=create_offsets_topic,
+        self.groups = (
+            groups
+            if isinstance(groups, GroupCoordinator)
+            else GroupCoordinator(
+                self.data, image, broker_id=broker_id, settings=groups or CoordinatorSettings()
+            )
         )
         group_apis = GroupApis(self.groups, authorization, self._read_image)
         offset_apis = OffsetApis(self.groups, authorization, self._read_image)

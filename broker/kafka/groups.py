@@ -222,6 +222,7 @@ class GroupCoordinator:
         loaded = _Partition(index, leader_epoch, shard)
         self.partitions[index] = loaded
         self._spawn(self._load(topic, loaded), "group_partition_load")
+        self._start_timer()  # its ticks retry a deferred load (the log's directory is new)
 
     async def _load(self, topic: TopicImage, loaded: _Partition) -> None:
         started = self._clock_ms()
@@ -320,13 +321,14 @@ class GroupCoordinator:
 
     # ----- effects of the state machine ----------------------------------------------------------
 
-    def dispatch(self, shard: GroupShard) -> None:
+    def dispatch(self, shard: GroupShard, *, wake: bool = True) -> None:
+        """Answer what the shard's groups completed and write what they must persist; with
+        ``wake``, the timer looks at the new deadlines (a request changed a group)."""
         loaded = self.partitions.get(shard.partition)
-        if loaded is not None and loaded.shard is shard:
-            self._dispatch(loaded, shard.drain())
-        else:
-            self._dispatch(None, shard.drain())
-        self._wake.set()
+        current = loaded if loaded is not None and loaded.shard is shard else None
+        self._dispatch(current, shard.drain())
+        if wake:
+            self._wake.set()
 
     def _dispatch(self, loaded: _Partition | None, items: list[Completion | Persist]) -> None:
         for item in items:
@@ -386,7 +388,7 @@ class GroupCoordinator:
                 if not loaded.ready:
                     continue
                 deadline = loaded.shard.poll(now)
-                self.dispatch(loaded.shard)
+                self.dispatch(loaded.shard, wake=False)
                 if deadline is not None:
                     next_ms = min(next_ms, deadline)
             self._drop_deleted_topics()
@@ -420,10 +422,14 @@ class GroupCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        for task in [*self._tasks, *([self._timer] if self._timer else [])]:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # The timer ends at its next look at the partitions even if a cancellation is lost
+        # (Python 3.11's wait_for drops one that comes as its wait ends).
         self.partitions.clear()
+        self._wake.set()
+        tasks = [*self._tasks, *([self._timer] if self._timer is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _records(data: bytes) -> list[tuple[int, bytes | None, bytes | None]]:

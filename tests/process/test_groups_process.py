@@ -15,7 +15,9 @@ Randomness is seeded (``KAFKA_DATA_SEED``); waits are on conditions with deadlin
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -257,3 +259,153 @@ def _committed(reader: Consumer, topic: str, partitions: int) -> list[Any] | Non
     except Exception:  # the coordinator is moving: ask again
         return None
     return found if all(c.offset >= 0 for c in found) else None
+
+
+# ----- other clients: kafka-python, aiokafka, kafkajs ---------------------------------------------
+
+
+def committed_offsets(
+    cluster: ProcessCluster, group: str, topic: str, partitions: int
+) -> list[int]:
+    reader = Consumer(consumer_config(cluster, group, broker=102))
+    try:
+        found = reader.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=60)
+    finally:
+        reader.close()
+    return [c.offset for c in found]
+
+
+def test_kafka_python_group_consumer_and_admin(cluster: ProcessCluster) -> None:
+    """kafka-python 3's KafkaConsumer in a group reads and commits; a second one resumes at the
+    committed offsets; its KafkaAdminClient lists, describes and deletes the group."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+
+    assert cluster.certs is not None
+    keystore = str(cluster.certs.client_keystore("admin"))
+    tls = {
+        "bootstrap_servers": cluster.nodes[101].kafka_address("KAFKA"),
+        "security_protocol": "SSL",
+        "ssl_cafile": str(cluster.certs.ca),
+        "ssl_certfile": keystore,
+        "ssl_keyfile": keystore,
+    }
+    topic, group = "kafka-python-group", f"kp-{seed()}"
+    create_topic(cluster, topic, partitions=2, on=None, replication=2)
+    produce(cluster, topic, 0, 20, 2)
+
+    def read(count: int) -> list[tuple[int, int]]:
+        consumer = kafka.KafkaConsumer(
+            topic,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            **tls,
+        )
+        try:
+            seen: list[tuple[int, int]] = []
+
+            def more() -> bool:
+                for records in consumer.poll(timeout_ms=500).values():
+                    seen.extend((r.partition, r.offset) for r in records)
+                return len(seen) >= count
+
+            wait_until(more, 90, f"kafka-python to read {count} records in group {group}")
+            consumer.commit()
+            return seen
+        finally:
+            consumer.close()
+
+    first = read(20)
+    assert sorted(first) == sorted((p, o) for p in range(2) for o in range(10))
+    produce(cluster, topic, 20, 4, 2)
+    assert sorted(read(4)) == [(0, 10), (0, 11), (1, 10), (1, 11)]  # resumed, nothing twice
+    admin = KafkaAdminClient(**tls)
+    try:
+        listed = admin.list_groups(states_filter=["Empty"])
+        assert group in [g["group_id"] for g in listed]
+        described = admin.describe_groups([group])[group]
+        assert (described["group_state"], described["error"]) == ("Empty", None)
+        offsets = admin.list_group_offsets({group: None})[group]
+        assert {tp.partition: meta.offset for tp, meta in offsets.items()} == {0: 12, 1: 12}
+        dropped = admin.delete_group_offsets(group, [kafka.TopicPartition(topic, 1)])
+        assert [e.__name__ for e in dropped.values()] == ["NoError"]
+        assert committed_offsets(cluster, group, topic, 2) == [12, -1001]
+        assert admin.delete_groups([group]) == {group: "OK"}
+    finally:
+        admin.close()
+    assert committed_offsets(cluster, group, topic, 2) == [-1001, -1001]  # deleted: none
+
+
+def test_aiokafka_group_consumer(cluster: ProcessCluster) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    from aiokafka.helpers import create_ssl_context  # noqa: PLC0415
+
+    assert cluster.certs is not None
+    keystore = str(cluster.certs.client_keystore("admin"))
+    topic, group = "aiokafka-group", f"aio-{seed()}"
+    create_topic(cluster, topic, partitions=2, on=None, replication=2)
+    produce(cluster, topic, 0, 20, 2)
+
+    async def consume() -> list[tuple[int, int]]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.nodes[102].kafka_address("KAFKA"),
+            security_protocol="SSL",
+            ssl_context=create_ssl_context(
+                cafile=str(cluster.certs.ca), certfile=keystore, keyfile=keystore
+            ),
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+        )
+        await consumer.start()
+        try:
+            seen: list[tuple[int, int]] = []
+            deadline = asyncio.get_running_loop().time() + 90
+            while len(seen) < 20 and asyncio.get_running_loop().time() < deadline:
+                for batch in (await consumer.getmany(timeout_ms=1_000)).values():
+                    seen += [(m.partition, m.offset) for m in batch]
+            await consumer.commit()
+            return seen
+        finally:
+            await consumer.stop()
+
+    seen = asyncio.run(asyncio.wait_for(consume(), 120))
+    assert sorted(seen) == sorted((p, o) for p in range(2) for o in range(10))
+    assert committed_offsets(cluster, group, topic, 2) == [10, 10]
+
+
+def test_kafkajs_group_consumer(cluster: ProcessCluster) -> None:
+    from tests.process.test_kafka_clients_data_process import kafkajs_modules  # noqa: PLC0415
+
+    modules = kafkajs_modules()
+    assert cluster.certs is not None
+    topic, group = "kafkajs-group", f"js-{seed()}"
+    create_topic(cluster, topic, partitions=2, on=None, replication=2)
+    produce(cluster, topic, 0, 20, 2)
+    spec = {
+        "brokers": [cluster.nodes[101].kafka_address("KAFKA")],
+        "ca": str(cluster.certs.ca),
+        "keystore": str(cluster.certs.client_keystore("admin")),
+        "topic": topic,
+        "group": group,
+        "count": 20,
+    }
+    done = subprocess.run(
+        ["node", str(ROOT / "tests" / "fixtures" / "kafkajs" / "consume_group.js")],
+        input=json.dumps(spec).encode(),
+        capture_output=True,
+        timeout=150,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    read = json.loads(done.stdout)["read"]
+    assert sorted((p, o) for p, o, _ in read) == sorted((p, o) for p in range(2) for o in range(10))
+    assert {v for _, _, v in read} == {f"v-{i}" for i in range(20)}
+    assert committed_offsets(cluster, group, topic, 2) == [10, 10]
