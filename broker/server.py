@@ -302,6 +302,7 @@ class BrokerNode:
             "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
             # Read in the scrape thread: the counts under their lock, the logs' sizes.
             "data_plane": self.data_plane if self.kafka_listeners else None,
+            "group_coordinator": self.group_coordinator if self.kafka_listeners else None,
             "image": self.image,
         }
 

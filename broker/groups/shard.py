@@ -69,8 +69,8 @@ class GroupShard:
         self.groups[key.group] = group
 
     def loaded(self) -> None:
-        """After the last record: a group a tombstone removed keeps no offsets either? No:
-        offsets and groups are tombstoned separately (DeleteGroups writes both)."""
+        """After the last record: every group with committed offsets exists (an Empty group
+        when its metadata was never written, as a group of simple commits)."""
         for group_id in self.offsets:
             self.get_or_create(group_id)
 
@@ -86,6 +86,15 @@ class GroupShard:
             group = Group(group_id, self.settings, self.new_member_id)
             self.groups[group_id] = group
         return group
+
+    def forget_if_unused(self, group_id: str) -> None:
+        """Drop a group made for a JoinGroup that failed: no member, none pending, no offsets
+        (Kafka does not keep a group a refused join created)."""
+        group = self.groups.get(group_id)
+        if group is None or group.members or group.pending or group.generation:
+            return
+        if group_id not in self.offsets:
+            del self.groups[group_id]
 
     def delete_group(self, group_id: str) -> list[Record]:
         """The tombstones of a group and its offsets; the group is Dead and gone at once."""

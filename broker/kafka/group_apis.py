@@ -173,6 +173,7 @@ class GroupApis:
         if shard is None:
             return error(code)
         group = shard.group(body.group_id)
+        created = group is None
         if group is None:
             if member_id:
                 return error(E.unknown_member_id)
@@ -198,6 +199,8 @@ class GroupApis:
         )
         self.coordinator.dispatch(shard)
         if answer is not None:
+            if created and answer["error_code"] != E.none:
+                shard.forget_if_unused(body.group_id)
             return answer
         return await self.coordinator.wait(waiter)
 

@@ -38,8 +38,6 @@ from tests.process.test_kafka_data_process import (
     wait_serving,
 )
 
-pytestmark = pytest.mark.xdist_group("groups")
-
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMER = ROOT / "tests" / "fixtures" / "groups" / "consumer.py"
 OFFSETS_PARTITIONS = 3

@@ -37,6 +37,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from broker.groups.partitioning import partition_for
 from broker.kafka.protocol import API_VERSIONS
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from quorum.kafka_peer import compile_driver, kafka_missing, run_tool
@@ -746,6 +747,43 @@ def test_kafka_console_consumer_in_a_group(
     assert committed.offset >= 3
     row = next(line.split() for line in described.splitlines() if f" {name} " in f" {line} ")
     assert row[:4] == ["console-group", name, "0", str(committed.offset)], described
+
+
+def test_kafka_dump_log_decodes_the_offsets_topic(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """kafka-dump-log --offsets-decoder reads the records of the console consumer's group in
+    __consumer_offsets (docs/groups.md#records): Kafka's GroupMetadataKey/Value and
+    OffsetCommitKey/Value, as its own brokers write them. Runs after the console consumer."""
+    name, _ = produced
+    group = "console-group"
+    index = partition_for(group, 3)
+    layout = mq_describe(cluster, "__consumer_offsets")["layout"]
+    assert isinstance(layout, dict)
+    directory = cluster.nodes[layout[index][0]].log_dir / f"__consumer_offsets-{index}"
+    segment = directory / "00000000000000000000.log"
+    result = run_tool(DUMP_LOG, "--files", str(segment), "--offsets-decoder")
+    assert result.returncode == 0, result.stderr
+    keys, payloads = [], []
+    for line in result.stdout.splitlines():
+        found = re.search(r" key: (\{.*\}) payload: (.*)$", line)
+        if found:
+            keys.append(json.loads(found[1]))
+            payloads.append(None if found[2] in ("", "<DELETE>") else json.loads(found[2]))
+    assert keys, result.stdout[-3000:]
+    groups = [(k, p) for k, p in zip(keys, payloads, strict=True) if str(k["type"]) == "2"]
+    commits = [(k, p) for k, p in zip(keys, payloads, strict=True) if str(k["type"]) == "1"]
+    assert {k["data"]["group"] for k, _ in groups} == {group}, result.stdout[-3000:]
+    last_group = groups[-1][1]
+    assert last_group is not None
+    assert last_group["data"]["protocolType"] == "consumer"
+    assert last_group["data"]["generation"] >= 1
+    offsets = {
+        (k["data"]["topic"], k["data"]["partition"]): p["data"]["offset"]
+        for k, p in commits
+        if k["data"]["group"] == group and p is not None
+    }
+    assert offsets[(name, 0)] >= 3, result.stdout[-3000:]
 
 
 def test_kafka_get_offsets_is_list_offsets_as_our_clients_see_it(

@@ -346,3 +346,24 @@ def test_empty_group_ids_are_invalid(harness: DataHarness) -> None:
         SYNC, 5, {"group_id": "", "generation_id": 1, "member_id": "m", "assignments": []}
     )
     assert int(sync.error_code) == 24
+
+
+def test_group_metrics_count_groups_by_state(harness: DataHarness) -> None:
+    from broker.metrics import group_families  # noqa: PLC0415
+
+    join_one(harness)
+    values = {m.name: m.samples[0].value for m in group_families(harness.apis.groups)}
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    assert values[prefix + "numgroups"] == 1
+    assert values[prefix + "numgroupscompletingrebalance"] == 1
+    assert values[prefix + "numgroupsstable"] == 0
+    assert values[prefix + "numoffsets"] == 0
+
+
+def test_a_refused_first_join_leaves_no_group(harness: DataHarness) -> None:
+    refused = ask_until_loaded(harness, JOIN, 9, join_values(session_timeout=10))
+    assert int(refused.error_code) == 26  # INVALID_SESSION_TIMEOUT (below the minimum)
+    assert harness.ask(LIST, 5, {}).groups == ()
+    required = harness.ask(JOIN, 9, join_values())
+    assert int(required.error_code) == 79  # MEMBER_ID_REQUIRED: the group is kept for it
+    assert [g.group_id for g in harness.ask(LIST, 5, {}).groups] == ["g"]
