@@ -81,8 +81,8 @@ class GroupApis:
 
     async def find_coordinator(self, request: Request, session: Any) -> dict[str, Any]:
         """v0-3: one key; v4+: ``coordinator_keys``. A group's coordinator is its partition's
-        leader; TRANSACTION keys are COORDINATOR_NOT_AVAILABLE (no transactions here); other key
-        types INVALID_REQUEST."""
+        leader; a TRANSACTION key is answered with this broker (it owns no transaction: no
+        transactions here); other key types (SHARE) INVALID_REQUEST."""
         body = request.body
         image = await self._read_image(session)
         key_type = int(getattr(body, "key_type", KEY_TYPE_GROUP))
@@ -107,18 +107,32 @@ class GroupApis:
             }
 
         if key_type == KEY_TYPE_TRANSACTION:
-            return refused(
-                E.coordinator_not_available, "transactions are not served by this cluster"
-            )
-        if key_type != KEY_TYPE_GROUP:
+            # No transaction coordinator runs here: the broker asked answers for every
+            # transactional id as one that owns no transaction (transactions.py), so a
+            # producer's InitProducerId is refused at once (UNSUPPORTED_VERSION) instead of
+            # retrying FindCoordinator until it times out, and describeTransactions gets
+            # TRANSACTIONAL_ID_NOT_FOUND. DESCRIBE on a transactional id as transactions.py
+            # grants it (no TRANSACTIONAL_ID ACLs here).
+            authorization = self._authorization
+            if authorization.enabled and not (
+                session.caller.principal in authorization.super_users
+                or authorization.allow_everyone_if_no_acl_found
+            ):
+                return refused(
+                    E.transactional_id_authorization_failed,
+                    "DESCRIBE on the transactional id is not allowed",
+                )
+            leader = self.coordinator.broker_id
+        elif key_type != KEY_TYPE_GROUP:
             return refused(E.invalid_request, f"key type {key_type} is not served (0: group)")
-        if not self.allows(session.caller, image, AclOperation.DESCRIBE, key):
-            return refused(E.group_authorization_failed, "DESCRIBE on the group is not allowed")
-        if len(key.encode()) > GROUP_ID_BYTES_MAX:
-            return refused(E.invalid_request, "the group id is too long")
-        _, leader, error = self.coordinator.coordinator_of(key, image)
-        if error != E.none:
-            return refused(error, "the coordinator is not available yet; retry")
+        else:
+            if not self.allows(session.caller, image, AclOperation.DESCRIBE, key):
+                return refused(E.group_authorization_failed, "DESCRIBE on the group is not allowed")
+            if len(key.encode()) > GROUP_ID_BYTES_MAX:
+                return refused(E.invalid_request, "the group id is too long")
+            _, leader, error = self.coordinator.coordinator_of(key, image)
+            if error != E.none:
+                return refused(error, "the coordinator is not available yet; retry")
         broker = image.brokers.get(leader)
         endpoint = None
         if broker is not None:

@@ -86,8 +86,9 @@ def test_find_coordinator_names_the_partitions_leader(harness: DataHarness) -> N
         ("g", 1, 0),
         ("h", 1, 0),
     ]
+    # A transactional id: the broker asked, which owns no transaction (no transactions here).
     transaction = harness.ask(FIND, 4, {"key_type": 1, "coordinator_keys": ["t"]})
-    assert int(transaction.coordinators[0].error_code) == 15  # COORDINATOR_NOT_AVAILABLE
+    assert [(c.node_id, int(c.error_code)) for c in transaction.coordinators] == [(1, 0)]
     other = harness.ask(FIND, 4, {"key_type": 7, "coordinator_keys": ["t"]})
     assert int(other.coordinators[0].error_code) == 42  # INVALID_REQUEST
 
@@ -317,6 +318,8 @@ def test_group_acls(tmp_path: Path) -> None:
     try:
         refused = harness.ask(FIND, 3, {"key": "g", "key_type": 0}, principal="User:bob")
         assert int(refused.error_code) == 30  # GROUP_AUTHORIZATION_FAILED
+        transaction = harness.ask(FIND, 3, {"key": "t", "key_type": 1}, principal="User:bob")
+        assert int(transaction.error_code) == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         found = harness.ask(FIND, 3, {"key": "g", "key_type": 0}, principal="User:alice")
         assert int(found.error_code) == 0  # READ implies DESCRIBE
         join = harness.ask(JOIN, 9, join_values(), principal="User:bob")
