@@ -370,3 +370,36 @@ def test_a_refused_first_join_leaves_no_group(harness: DataHarness) -> None:
     required = harness.ask(JOIN, 9, join_values())
     assert int(required.error_code) == 79  # MEMBER_ID_REQUIRED: the group is kept for it
     assert [g.group_id for g in harness.ask(LIST, 5, {}).groups] == ["g"]
+
+
+def test_offsets_of_a_deleted_topic_are_removed(harness: DataHarness) -> None:
+    """As Kafka's coordinator does when a topic is deleted: tombstones for its offsets."""
+    from quorum.metadata.delta import replay_records  # noqa: PLC0415
+    from quorum.metadata.records import RemoveTopicRecord  # noqa: PLC0415
+    from tests.unit.kafka.test_kafka_data import ORDERS  # noqa: PLC0415
+
+    commit = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {"name": "orders", "partitions": [{"partition_index": 0, "committed_offset": 5}]},
+            {"name": "strict", "partitions": [{"partition_index": 0, "committed_offset": 6}]},
+        ],
+    }
+    ask_until_loaded(harness, FETCH, 7, {"group_id": "g", "topics": None})
+    committed = harness.ask(COMMIT, 9, commit)
+    assert {int(p.error_code) for t in committed.topics for p in t.partitions} == {0}
+    base = harness.image
+    harness.image = replay_records(base, [(base.offset + 1, RemoveTopicRecord(ORDERS))])
+
+    async def gone() -> list[str]:
+        for _ in range(500):
+            fetched = await harness.answer(FETCH, 7, {"group_id": "g", "topics": None})
+            names = [t.name for t in fetched.topics]
+            if "orders" not in names:
+                return names
+            await asyncio.sleep(0.01)  # the coordinator's timer runs meanwhile
+        raise AssertionError("the offsets of the deleted topic are still there")
+
+    assert harness.loop.run_until_complete(gone()) == ["strict"]
