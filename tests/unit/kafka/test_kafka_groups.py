@@ -403,3 +403,76 @@ def test_offsets_of_a_deleted_topic_are_removed(harness: DataHarness) -> None:
         raise AssertionError("the offsets of the deleted topic are still there")
 
     assert harness.loop.run_until_complete(gone()) == ["strict"]
+
+
+def test_static_member_replaced_fences_the_old_member_id(harness: DataHarness) -> None:
+    """Two static members; the follower restarts (no member id): same generation, no
+    rebalance, its old member id is FENCED_INSTANCE_ID."""
+
+    async def form() -> tuple[Any, Any]:
+        a = await harness.answer(JOIN, 9, join_values(instance="a"))
+        while int(a.error_code) == 14:
+            await asyncio.sleep(0.01)
+            a = await harness.answer(JOIN, 9, join_values(instance="a"))
+        b_join = harness.answer(JOIN, 9, join_values(instance="b"))
+        a_rejoin = harness.answer(JOIN, 9, join_values(a.member_id, instance="a"))
+        b, a2 = await asyncio.gather(b_join, a_rejoin)  # b first: its join starts a rebalance
+        sync_a = harness.answer(
+            SYNC,
+            5,
+            {
+                "group_id": "g",
+                "generation_id": a2.generation_id,
+                "member_id": a2.member_id,
+                "group_instance_id": "a",
+                "assignments": [
+                    {"member_id": a2.member_id, "assignment": b"A"},
+                    {"member_id": b.member_id, "assignment": b"B"},
+                ],
+            },
+        )
+        sync_b = harness.answer(
+            SYNC,
+            5,
+            {
+                "group_id": "g",
+                "generation_id": b.generation_id,
+                "member_id": b.member_id,
+                "group_instance_id": "b",
+                "assignments": [],
+            },
+        )
+        await asyncio.gather(sync_a, sync_b)
+        return a2, b
+
+    a, b = harness.loop.run_until_complete(form())
+    assert a.leader == a.member_id
+    restarted = harness.ask(JOIN, 9, join_values(instance="b"))
+    assert int(restarted.error_code) == 0
+    assert restarted.generation_id == b.generation_id  # no rebalance
+    assert restarted.member_id != b.member_id
+    fenced = harness.ask(
+        HEARTBEAT,
+        4,
+        {
+            "group_id": "g",
+            "generation_id": b.generation_id,
+            "member_id": b.member_id,
+            "group_instance_id": "b",
+        },
+    )
+    assert int(fenced.error_code) == 82  # FENCED_INSTANCE_ID
+    synced = harness.ask(
+        SYNC,
+        5,
+        {
+            "group_id": "g",
+            "generation_id": restarted.generation_id,
+            "member_id": restarted.member_id,
+            "group_instance_id": "b",
+            "assignments": [],
+        },
+    )
+    assert synced.assignment == b"B"
+    described = harness.ask(DESCRIBE, 5, {"groups": ["g"], "include_authorized_operations": False})
+    assert described.groups[0].group_state == "Stable"
