@@ -125,6 +125,7 @@ class GroupShard:
         stored = self.offsets.setdefault(group_id, {})
         for topic, partition, value in commits:
             stored[(topic, partition)] = value
+        self.get_or_create(group_id)  # a simple commit's group, as a load would make it
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> list[Record]:
         stored = self.offsets.get(group_id, {})
@@ -148,6 +149,16 @@ class GroupShard:
 
     def poll(self, now_ms: int) -> int | None:
         deadlines = [g.poll(now_ms) for g in self.groups.values()]
+        # A group that never had a generation and has no member, none pending and no offsets
+        # (its only joiner was told MEMBER_ID_REQUIRED and never came back) was never
+        # written: forget it, so that group ids a client makes up do not pile up here.
+        for group_id in [
+            g.group_id
+            for g in self.groups.values()
+            if g.generation == 0 and not g.members and not g.pending and not g.outbox
+        ]:
+            if group_id not in self.offsets:
+                del self.groups[group_id]
         return min((d for d in deadlines if d is not None), default=None)
 
     def drain(self) -> list[Completion | Persist]:

@@ -476,3 +476,17 @@ def test_static_member_replaced_fences_the_old_member_id(harness: DataHarness) -
     assert synced.assignment == b"B"
     described = harness.ask(DESCRIBE, 5, {"groups": ["g"], "include_authorized_operations": False})
     assert described.groups[0].group_state == "Stable"
+
+
+def test_a_joiner_that_never_comes_back_leaves_no_group(harness: DataHarness) -> None:
+    required = ask_until_loaded(harness, JOIN, 9, join_values(session_timeout=200))
+    assert int(required.error_code) == 79  # MEMBER_ID_REQUIRED
+
+    async def gone() -> None:
+        for _ in range(500):
+            if not (await harness.answer(LIST, 5, {})).groups:
+                return
+            await asyncio.sleep(0.01)  # the pending member expires after its session (200 ms)
+        raise AssertionError("the group of a joiner that never came back is still listed")
+
+    harness.loop.run_until_complete(gone())
