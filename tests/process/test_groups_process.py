@@ -8,7 +8,8 @@ factor 2.
   offsets: every record is committed exactly once across the three (none lost, none read twice).
 - The coordinator broker is killed with SIGKILL: the other replica of the group's
   ``__consumer_offsets`` partition becomes its leader, loads it, and answers the committed
-  offsets the group had.
+  offsets the group had; a live member carries on through such a kill.
+- kafka-python (consumer and KafkaAdminClient), aiokafka and kafkajs group consumers.
 
 Randomness is seeded (``KAFKA_DATA_SEED``); waits are on conditions with deadlines.
 """
@@ -407,3 +408,41 @@ def test_kafkajs_group_consumer(cluster: ProcessCluster) -> None:
     assert sorted((p, o) for p, o, _ in read) == sorted((p, o) for p in range(2) for o in range(10))
     assert {v for _, _, v in read} == {f"v-{i}" for i in range(20)}
     assert committed_offsets(cluster, group, topic, 2) == [10, 10]
+
+
+def test_a_live_member_carries_on_through_a_kill_of_its_coordinator(
+    cluster: ProcessCluster, tmp_path: Path
+) -> None:
+    """A member keeps consuming while its coordinator broker is killed with SIGKILL: it finds
+    the new coordinator (the other replica of the group's partition, which loads the group
+    Stable with its members), keeps its generation's commits, and commits every record once."""
+    rng_seed = seed()
+    topic, group, partitions = "carries-on", f"c-{rng_seed}", 2
+    create_topic(cluster, topic, partitions=partitions, on=None, replication=2)
+    produce(cluster, topic, 0, 20, partitions)
+    member = MemberProcess(cluster, group, topic, tmp_path / "member.out")
+    coordinator: int | None = None
+    try:
+        wait_until(lambda: len(set(member.committed())) == 20, 90, "the first 20 committed")
+        admin = AdminClient(ssl_config(cluster))
+        offsets_topic = admin.list_topics(timeout=30).topics["__consumer_offsets"]
+        coordinator = offsets_topic.partitions[partition_for(group, OFFSETS_PARTITIONS)].leader
+        other = next(b for b in BROKERS if b != coordinator)
+        cluster.kill(coordinator)
+        producer = Producer({**ssl_config(cluster, other), "acks": "all"})
+        for i in range(20, 40):
+            producer.produce(topic, value=f"v-{i}".encode(), partition=i % partitions)
+        assert producer.flush(90) == 0
+        wait_until(
+            lambda: len(set(member.committed())) == 40,
+            120,
+            f"the member to commit 40 records after broker {coordinator} was killed",
+        )
+        committed = member.committed()
+        assert sorted(committed) == sorted(set(committed)), "a record was committed twice"
+        assert member.process.poll() is None
+    finally:
+        member.stop()
+        if coordinator is not None and not cluster.nodes[coordinator].alive:
+            cluster.start(coordinator)
+            wait_serving(cluster)
