@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "broker_families",
     "data_plane_families",
+    "group_families",
     "kafka_listener_families",
     "reconciliation_metrics",
 ]
@@ -87,6 +88,41 @@ def broker_families(data: Mapping[str, Any], now_wall_ms: int) -> Iterator[Metri
     yield from kafka_listener_families(data.get("kafka_listeners", {}))
     if data.get("data_plane") is not None:
         yield from data_plane_families(data["data_plane"], data["image"])
+    if data.get("group_coordinator") is not None:
+        yield from group_families(data["group_coordinator"])
+
+
+def group_families(coordinator: Any) -> Iterator[Metric]:
+    """Kafka's ``GroupMetadataManager`` gauges (docs/groups.md#metrics): the groups of the
+    ``__consumer_offsets`` partitions loaded here, by state, and their committed offsets. Read
+    from the metrics thread while the listeners' loop changes them: copies, and a scrape that
+    meets a change reports what it counted before it."""
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    counts = {"Empty": 0, "PreparingRebalance": 0, "CompletingRebalance": 0, "Stable": 0, "Dead": 0}
+    offsets = 0
+    try:
+        for loaded in list(coordinator.partitions.values()):
+            if not loaded.ready:
+                continue
+            for group in list(loaded.shard.groups.values()):
+                counts[group.state.value] += 1
+            offsets += sum(len(stored) for stored in list(loaded.shard.offsets.values()))
+    except RuntimeError:  # a dict changed size while it was copied: the next scrape counts
+        pass
+    yield GaugeMetricFamily(
+        prefix + "numgroups", "Consumer groups coordinated here", value=float(sum(counts.values()))
+    )
+    for state, count in counts.items():
+        yield GaugeMetricFamily(
+            prefix + "numgroups" + state.lower(),
+            f"Consumer groups coordinated here in state {state}",
+            value=float(count),
+        )
+    yield GaugeMetricFamily(
+        prefix + "numoffsets",
+        "Committed offsets held by the groups coordinated here",
+        value=float(offsets),
+    )
 
 
 def kafka_listener_families(listeners: Mapping[str, Mapping[str, int]]) -> Iterator[Metric]:

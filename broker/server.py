@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 
     from broker.kafka.apis import KafkaApis
     from broker.kafka.data_plane import DataPlane
+    from broker.kafka.groups import GroupCoordinator
     from broker.kafka.server import KafkaListenerServer, KafkaTls, ListenerLimits
     from broker.kafka.thread import BrokerLoop, KafkaListenerThread
     from broker.replica.manager import AlterOutcome, ReplicaManager
@@ -255,6 +256,8 @@ class BrokerNode:
                 image=lambda: self.image,
                 static_configs=static_configs(config),
             )
+            # One group coordinator too: the groups of a partition have one owner.
+            self.group_coordinator = self._group_coordinator()
             limits = self._kafka_limits()
             self.kafka_listeners = [
                 KafkaListenerServer(
@@ -308,6 +311,7 @@ class BrokerNode:
             "kafka_listeners": {s.listener.name: s.stats() for s in self.kafka_listeners},
             # Read in the scrape thread: the counts under their lock, the logs' sizes.
             "data_plane": self.data_plane if self.kafka_listeners else None,
+            "group_coordinator": self.group_coordinator if self.kafka_listeners else None,
             "image": self.image,
         }
 
@@ -597,7 +601,65 @@ class BrokerNode:
             kraft_version=lambda: self.driver.node.kraft_version,
             next_producer_id=lambda: broker_loop.run(self.producer_ids.next_id()),
             node_config=self.config,
+            groups=self.group_coordinator,
         )
+
+    def _group_coordinator(self) -> GroupCoordinator:
+        """The broker's group coordinator (docs/groups.md), on the listeners' loop; it asks
+        the controller for ``__consumer_offsets`` from this process's loop."""
+        from broker.groups.group import GroupSettings  # noqa: PLC0415
+        from broker.kafka.groups import CoordinatorSettings, GroupCoordinator  # noqa: PLC0415
+
+        config = self.config
+        broker_loop = self._broker_loop
+        settings = CoordinatorSettings(
+            groups=GroupSettings(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                max_size=config.group_max_size,
+            ),
+            num_partitions=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            segment_bytes=config.offsets_topic_segment_bytes,
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
+            metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
+        return GroupCoordinator(
+            self.data_plane,
+            lambda: self.image,
+            broker_id=self.broker_id,
+            settings=settings,
+            create_topic=lambda partitions, replication, configs: broker_loop.run(
+                self._create_offsets_topic(partitions, replication, configs)
+            ),
+        )
+
+    async def _create_offsets_topic(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """``__consumer_offsets``, created by the active controller at this broker's request,
+        as this broker (its node certificate; docs/groups.md#the-offsets-topic)."""
+        request = admin_pb2.CreateTopicsRequest()
+        request.topics.add(
+            name="__consumer_offsets",
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            configs=[admin_pb2.TopicConfig(name=k, value=v) for k, v in sorted(configs.items())],
+        )
+        try:
+            answer = await self.controllers.call("CreateTopics", request, timeout_s=10)
+        except ControllerUnavailableError as exc:
+            self.log.info("offsets_topic_create_failed", reason=str(exc))
+            return
+        for topic in answer.topics:
+            self.log.info(
+                "offsets_topic_create",
+                error_code=topic.error_code,
+                message=topic.error_message,
+                partitions=partitions,
+                replication_factor=replication_factor,
+            )
 
     async def _describe_quorum(self, request: raft_pb2.DescribeQuorumRequest) -> object:
         """A DescribeQuorum a Kafka client sent, forwarded as the gRPC QuorumService's."""
@@ -731,6 +793,9 @@ class BrokerNode:
         replicas, thread = self.replicas, self._kafka_thread
         if replicas is not None and thread is not None:
             thread.call_soon(replicas.on_image, self.image)
+            # The group coordinator loads the __consumer_offsets partitions this broker now
+            # leads, and drops those it no longer leads (docs/groups.md#the-coordinator).
+            thread.call_soon(self.group_coordinator.follow, self.image)
         elif not self.kafka_listeners and self.caught_up.is_set():
             self._expand_without_data()
 

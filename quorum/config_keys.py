@@ -317,6 +317,55 @@ class NodeConfig:
         default=300,
         metadata=key(integer(1), "how often the active controller looks for such partitions"),
     )
+    # The group coordinator (docs/groups.md#configuration): Kafka's names and defaults. The
+    # offsets topic is created with these on first use; its replication factor is not capped
+    # by the live brokers (Kafka's KRaft brokers do not cap it either: creation fails until
+    # enough brokers are registered, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE).
+    offsets_topic_num_partitions: int = field(
+        default=50,
+        metadata=key(
+            integer(1, TOPIC_PARTITIONS_MAX), "partitions of __consumer_offsets when created"
+        ),
+    )
+    offsets_topic_replication_factor: int = field(
+        default=3,
+        metadata=key(
+            integer(1, REPLICATION_FACTOR_MAX), "replication factor of __consumer_offsets"
+        ),
+    )
+    offsets_topic_segment_bytes: int = field(
+        default=104_857_600,
+        metadata=key(integer(1, INT32_MAX), "segment.bytes of __consumer_offsets"),
+    )
+    offsets_commit_timeout_ms: int = field(
+        default=5_000,
+        metadata=key(
+            integer(1, INT32_MAX),
+            "a commit or group write waits this long for the ISR of its partition",
+        ),
+    )
+    offset_metadata_max_bytes: int = field(
+        default=4_096,
+        metadata=key(integer(0, INT32_MAX), "the longest metadata string of a committed offset"),
+    )
+    group_initial_rebalance_delay_ms: int = field(
+        default=3_000,
+        metadata=key(
+            integer(0, INT32_MAX), "an empty group's first rebalance waits this long for members"
+        ),
+    )
+    group_min_session_timeout_ms: int = field(
+        default=6_000,
+        metadata=key(integer(0, INT32_MAX), "the shortest session.timeout.ms a member may ask"),
+    )
+    group_max_session_timeout_ms: int = field(
+        default=1_800_000,
+        metadata=key(integer(0, INT32_MAX), "the longest session.timeout.ms a member may ask"),
+    )
+    group_max_size: int = field(
+        default=INT32_MAX,
+        metadata=key(integer(1, INT32_MAX), "members one consumer group may have"),
+    )
     # Kafka's default is unbounded; 500 here, so that with the 4 MiB frame bound at most 2 GiB
     # of requests are held at once (docs/kafka-listener.md).
     max_connections: int = field(

@@ -122,6 +122,13 @@ def validate(config: NodeConfig) -> None:
             "healthy broker is fenced between two heartbeats",
             key="broker.session.timeout.ms",
         )
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+        raise ConfigError(
+            f"group.min.session.timeout.ms ({config.group_min_session_timeout_ms}) is greater "
+            f"than group.max.session.timeout.ms ({config.group_max_session_timeout_ms}): no "
+            "consumer could join a group",
+            key="group.min.session.timeout.ms",
+        )
 
 
 def _validate_listeners(config: NodeConfig) -> None:

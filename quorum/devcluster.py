@@ -381,7 +381,7 @@ class RecordsStory:
     def consume(self) -> list[str]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
 
-        # assign(), not subscribe(): no consumer group is needed (nor served yet).
+        # assign(), not subscribe(): the story needs no consumer group.
         consumer = Consumer(
             {
                 **self.client,

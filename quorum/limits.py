@@ -109,6 +109,9 @@ assert METADATA_TOPICS_MAX <= KAFKA_REQUEST_ITEMS_MAX
 # Kafka has no cap; a consumer fetches every partition it is assigned on a broker in one
 # request, and brokers here lead far fewer.
 KAFKA_DATA_REQUEST_ITEMS_MAX: Final = 20_000
+# Groups one DescribeGroups or DeleteGroups request may name (checked from the frame). Our
+# choice, as METADATA_TOPICS_MAX: Kafka has no cap; each costs a lookup and an entry.
+GROUPS_PER_REQUEST_MAX: Final = 10_000
 # Bytes one Fetch answer carries at most, whatever its max_bytes asks (Kafka's broker-side
 # fetch.max.bytes, 55 MiB by default; ours is held per connection until written, so smaller).
 # The first batch of the first partition with data is sent whole even if larger (KIP-74),

@@ -40,7 +40,10 @@ from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
 from broker.kafka.fetch import FetchHandler
 from broker.kafka.forwarding import ForwardingError
+from broker.kafka.group_apis import GroupApis
+from broker.kafka.groups import CoordinatorSettings, GroupCoordinator
 from broker.kafka.log_dirs import DescribeLogDirsHandler
+from broker.kafka.offset_apis import OffsetApis
 from broker.kafka.offsets import OffsetsHandler
 from broker.kafka.produce import CLOSE_CONNECTION, NO_RESPONSE, ProduceHandler
 from broker.kafka.producer_id import InitProducerIdHandler
@@ -150,6 +153,7 @@ class KafkaApis:
         kraft_version: Callable[[], int] = lambda: 0,
         next_producer_id: Callable[[], Awaitable[int]] | None = None,
         node_config: NodeConfig | None = None,
+        groups: GroupCoordinator | CoordinatorSettings | None = None,
     ) -> None:
         """``wait_applied(offset, timeout_s)``: True once the image has applied ``offset``
         (False on timeout). ``data``: the partition logs and their threads (None: a broker
@@ -159,7 +163,10 @@ class KafkaApis:
         ``kraft_version``: the KIP-853 level the broker's Raft observer has in force.
         ``next_producer_id``: a new producer id for InitProducerId (``broker/producer_ids.py``;
         None: answered COORDINATOR_LOAD_IN_PROGRESS). ``node_config``: this broker's
-        configuration, which DescribeConfigs reports (``describe_configs.py``)."""
+        configuration, which DescribeConfigs reports (``describe_configs.py``).
+        ``groups``: the broker's group coordinator, shared by its Kafka listeners, or the
+        configs of one of this listener's own (docs/groups.md; without a way to create
+        ``__consumer_offsets``: FindCoordinator waits for it to exist)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._image = image
@@ -179,12 +186,32 @@ class KafkaApis:
             authorization, self._read_image, next_producer_id, broker_id=broker_id
         )
         transactions = TransactionsHandler(authorization)
+        self.groups = (
+            groups
+            if isinstance(groups, GroupCoordinator)
+            else GroupCoordinator(
+                self.data, image, broker_id=broker_id, settings=groups or CoordinatorSettings()
+            )
+        )
+        group_apis = GroupApis(self.groups, authorization, self._read_image)
+        offset_apis = OffsetApis(self.groups, authorization, self._read_image)
         handlers: dict[ApiKey, Callable[[Request, Session], Awaitable[Any]]] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+            ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
+            ApiKey.JOIN_GROUP: group_apis.join_group,
+            ApiKey.SYNC_GROUP: group_apis.sync_group,
+            ApiKey.HEARTBEAT: group_apis.heartbeat,
+            ApiKey.LEAVE_GROUP: group_apis.leave_group,
+            ApiKey.LIST_GROUPS: group_apis.list_groups,
+            ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+            ApiKey.DELETE_GROUPS: group_apis.delete_groups,
+            ApiKey.OFFSET_COMMIT: offset_apis.offset_commit,
+            ApiKey.OFFSET_FETCH: offset_apis.offset_fetch,
+            ApiKey.OFFSET_DELETE: offset_apis.offset_delete,
             ApiKey.METADATA: self._metadata,
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,

@@ -62,6 +62,7 @@ from quorum.limits import (
     CREATE_PARTITIONS_TOPICS_MAX,
     CREATE_TOPICS_TOPICS_MAX,
     DELETE_TOPICS_TOPICS_MAX,
+    GROUPS_PER_REQUEST_MAX,
     KAFKA_DATA_REQUEST_ITEMS_MAX,
     KAFKA_REQUEST_ITEMS_MAX,
     METADATA_TOPICS_MAX,
@@ -100,6 +101,15 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -112,8 +122,10 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -176,6 +188,19 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # producers.py
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),  # no transactions here (transactions.py)
         ApiKey.LIST_TRANSACTIONS: (0, 1),
+        # The classic consumer group protocol (docs/groups.md), from the oldest versions Kafka 4
+        # still serves (KIP-896) to kio's newest; never KIP-848's ConsumerGroupHeartbeat.
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.JOIN_GROUP: (2, 9),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
     }
 )
 
@@ -201,6 +226,8 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_LOG_DIRS: METADATA_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_PRODUCERS: METADATA_TOPICS_MAX,  # topics
+        ApiKey.DESCRIBE_GROUPS: GROUPS_PER_REQUEST_MAX,  # groups
+        ApiKey.DELETE_GROUPS: GROUPS_PER_REQUEST_MAX,  # groups names
     }
 )
 # The data APIs: their first field is not their topics (Produce's transactional id, the
@@ -214,6 +241,16 @@ DATA_REQUEST_ITEMS_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.FETCH: KAFKA_DATA_REQUEST_ITEMS_MAX,
         ApiKey.LIST_OFFSETS: KAFKA_DATA_REQUEST_ITEMS_MAX,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        # The group APIs whose first field is no array (a group id, a key type) but whose
+        # frames may be large: a consumer's subscription, the leader's assignments, a commit of
+        # every partition it consumes. Their items come from the same budget.
+        ApiKey.FIND_COORDINATOR: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.JOIN_GROUP: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.SYNC_GROUP: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.LEAVE_GROUP: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.OFFSET_COMMIT: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.OFFSET_FETCH: KAFKA_DATA_REQUEST_ITEMS_MAX,
+        ApiKey.OFFSET_DELETE: KAFKA_DATA_REQUEST_ITEMS_MAX,
     }
 )
 # The largest frame of an API without a top-level array (ApiVersions, DescribeAcls,

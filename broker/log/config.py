@@ -36,11 +36,15 @@ class LogConfig:
                 found = defaults.get(name)
             return TOPIC_CONFIG_DEFAULTS[name] if found is None else found
 
+        # A compacted topic without "delete" keeps its segments whatever their age or size
+        # (Kafka deletes only under the "delete" policy). Compaction itself is not done here,
+        # so such a log (``__consumer_offsets``) only grows: docs/groups.md#what-differs.
+        deletes = "delete" in value("cleanup.policy").split(",")
         return cls(
             segment_bytes=int(value("segment.bytes")),
             segment_ms=int(value("segment.ms")),
-            retention_ms=int(value("retention.ms")),
-            retention_bytes=int(value("retention.bytes")),
+            retention_ms=int(value("retention.ms")) if deletes else -1,
+            retention_bytes=int(value("retention.bytes")) if deletes else -1,
             max_message_bytes=int(value("max.message.bytes")),
             min_insync_replicas=int(value("min.insync.replicas")),
             timestamps=TimestampRules(

@@ -664,12 +664,14 @@ ACL_COLUMNS: Final = (
     "operation",
     "permission_type",
 )
-# Kafka's enum codes as names (quorum.security.acls), for readable ACL rows.
+# Kafka's enum codes as names (quorum.security.acls), for readable ACL rows: every code a
+# stored ACL can have (GROUP and READ included: consumer groups, docs/groups.md).
 _ACL_NAMES: Final = {
-    "resource_type": {2: "TOPIC", 4: "CLUSTER"},
+    "resource_type": {2: "TOPIC", 3: "GROUP", 4: "CLUSTER"},
     "pattern_type": {3: "LITERAL", 4: "PREFIXED"},
     "operation": {
-        2: "ALL", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION"
+        2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE",
+        9: "CLUSTER_ACTION", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE",
     },
     "permission_type": {2: "DENY", 3: "ALLOW"},
 }  # fmt: skip

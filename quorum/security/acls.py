@@ -10,7 +10,8 @@ everything; otherwise a matching DENY wins over any ALLOW; an ALLOW of the opera
 operation that implies it) allows; with no ACL at all on the resource,
 ``allow.everyone.if.no.acl.found`` decides; else denied. A node of this cluster (its
 certificate's node URI) acts as its node principal and is allowed CLUSTER_ACTION on the
-cluster. Nothing here does I/O; the image supplies the ACLs.
+cluster, and CREATE on ``__consumer_offsets`` (a broker creates it for the group
+coordinator). Nothing here does I/O; the image supplies the ACLs.
 """
 
 from __future__ import annotations
@@ -40,14 +41,19 @@ __all__ = [
 ]
 
 CLUSTER_RESOURCE_NAME: Final = "kafka-cluster"
+# The internal topics a broker creates as itself when first needed (Kafka's brokers create
+# them with their own principal): a node of the cluster may CREATE these without an ACL.
+NODE_CREATED_TOPICS: Final = frozenset({"__consumer_offsets"})
 WILDCARD: Final = "*"
 
 
 class ResourceType(enum.IntEnum):
-    """Kafka's ``ResourceType`` codes; this project authorizes TOPIC and CLUSTER."""
+    """Kafka's ``ResourceType`` codes; this project authorizes TOPIC, GROUP (consumer groups,
+    docs/groups.md#authorization) and CLUSTER."""
 
     ANY = 1  # filters only
     TOPIC = 2
+    GROUP = 3
     CLUSTER = 4
 
 
@@ -117,8 +123,8 @@ class AclBinding:
 
     def problem(self) -> str | None:
         """Why this binding cannot be stored (Kafka's rules), or None."""
-        if self.resource_type not in (ResourceType.TOPIC, ResourceType.CLUSTER):
-            return f"resource type {self.resource_type.name}: allowed TOPIC or CLUSTER"
+        if self.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER):
+            return f"resource type {self.resource_type.name}: allowed TOPIC, GROUP or CLUSTER"
         if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
             return f"pattern type {self.pattern_type.name}: allowed LITERAL or PREFIXED"
         if self.operation is AclOperation.ANY:
@@ -215,12 +221,18 @@ class Authorizer:
         principal = caller.principal
         if principal in self.super_users:
             return True
-        if (
-            operation is AclOperation.CLUSTER_ACTION
-            and resource_type is ResourceType.CLUSTER
-            and caller.node_id is not None
+        own_node = (
+            caller.node_id is not None
             and caller.cluster_id is not None
             and caller.cluster_id == self.cluster_id
+        )
+        if own_node and (
+            (operation is AclOperation.CLUSTER_ACTION and resource_type is ResourceType.CLUSTER)
+            or (
+                operation is AclOperation.CREATE
+                and resource_type is ResourceType.TOPIC
+                and resource_name in NODE_CREATED_TOPICS
+            )
         ):
             return True
         matching = [

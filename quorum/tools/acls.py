@@ -61,6 +61,9 @@ def add_acl_arguments(parser: argparse.ArgumentParser) -> None:
         "defaults to All)",
     )
     parser.add_argument("--topic", action="append", default=[], metavar="NAME")
+    parser.add_argument(
+        "--group", action="append", default=[], metavar="NAME", help="a consumer group"
+    )
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument(
         "--resource-pattern-type",
@@ -94,6 +97,7 @@ def _operation(text: str) -> AclOperation:
 
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     resources = [(ResourceType.TOPIC, name) for name in args.topic]
+    resources += [(ResourceType.GROUP, name) for name in args.group]
     if args.cluster:
         resources.append((ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME))
     return resources
@@ -111,7 +115,7 @@ def command_from_args(args: argparse.Namespace) -> AclCommand:
     pattern_text = args.resource_pattern_type
     if args.add:
         if not resources:
-            raise AclCommandError("--add needs a resource: --topic NAME or --cluster")
+            raise AclCommandError("--add needs a resource: --topic NAME, --group NAME or --cluster")
         principals = [(p, AclPermissionType.ALLOW) for p in args.allow_principal]
         principals += [(p, AclPermissionType.DENY) for p in args.deny_principal]
         if not principals:
@@ -136,7 +140,7 @@ def command_from_args(args: argparse.Namespace) -> AclCommand:
     permission_of.update(dict.fromkeys(args.deny_principal, AclPermissionType.DENY))
     targets: list[tuple[ResourceType, str | None]] = list(resources) or [(ResourceType.ANY, None)]
     if args.remove and targets == [(ResourceType.ANY, None)]:
-        raise AclCommandError("--remove needs a resource: --topic NAME or --cluster")
+        raise AclCommandError("--remove needs a resource: --topic NAME, --group NAME or --cluster")
     filters = tuple(
         AclBindingFilter(
             resource_type=rtype,

@@ -2,9 +2,10 @@
 (docs/kafka-listener.md#the-data-plane): 3 controllers and 2 brokers, mTLS and ACLs on, every
 broker with an SSL Kafka listener. kcat (``-P`` with keys and headers, ``-C`` printing every
 field, ``-L``), aiokafka's producer and consumer (assign, no group, acks=1 and acks=all) and
-kafkajs' producer (idempotence off; its consumer needs a consumer group, which is not served
-yet). Each writes records that are read back byte for byte at their offsets, keys, headers
-and timestamps kept, by another client than the one that wrote them where it can.
+kafkajs' producer (idempotence off; its consumer always joins a consumer group:
+tests/process/test_groups_process.py). Each writes records that are read back byte for byte
+at their offsets, keys, headers and timestamps kept, by another client than the one that
+wrote them where it can.
 
 Tools that are not installed skip with one line saying how to get them: kcat from Debian's
 ``kcat`` package, kafkajs with ``scripts/kafkajs/fetch`` (both done by ``scripts/test``).
@@ -313,7 +314,7 @@ def kafkajs_modules() -> Path:
 @pytest.mark.parametrize("acks", [1, -1])
 def test_kafkajs_produces(cluster: ProcessCluster, acks: int) -> None:
     """kafkajs' producer with ``idempotent: false``; read back with confluent-kafka. kafkajs'
-    consumer always joins a consumer group (it has no assign), which is not served yet."""
+    consumer always joins a consumer group (it has no assign): test_groups_process.py."""
     modules = kafkajs_modules()
     rng = random.Random(seed())
     topic = f"kafkajs-acks-{acks}"

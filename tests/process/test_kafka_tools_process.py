@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from broker.groups.partitioning import partition_for
 from broker.kafka.protocol import API_VERSIONS
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from quorum.kafka_peer import compile_driver, kafka_missing, run_tool
@@ -60,18 +61,8 @@ CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
-# The reasons a tool fails against our brokers today, each with the signature it prints.
-NO_FIND_COORDINATOR = (
-    "FindCoordinator (API 10) is not served: a consumer in a group cannot find its "
-    "coordinator, and Kafka's console consumer stops at its first poll. Needs: consumer "
-    "groups (FindCoordinator, JoinGroup, SyncGroup, OffsetCommit, OffsetFetch)",
-    "does not support FIND_COORDINATOR",
-)
-NO_GROUPS = (
-    "ListGroups, FindCoordinator and the group APIs are not served: consumer groups come "
-    "with the data plane",
-    "does not support LIST_GROUPS",
-)
+# The reasons a tool fails against our brokers today, each a (reason, signature it prints)
+# pair for ``xfail_for``: none at the moment.
 
 
 class KnownToolFailure(AssertionError):
@@ -88,6 +79,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         tmp_path_factory.mktemp("kafka-tools"),
         brokers=len(BROKERS),
         kafka_listeners={"KAFKA": "SSL"},
+        # Consumer groups on 2 brokers (docs/groups.md#configuration): fast to create and join.
+        broker_settings={
+            "offsets.topic.num.partitions": 3,
+            "offsets.topic.replication.factor": 2,
+            "group.initial.rebalance.delay.ms": 100,
+        },
     ) as cluster:
         cluster.format()
         cluster.start_all()
@@ -598,9 +595,9 @@ def test_kafka_features_describe_a_dynamic_quorum(tmp_path: Path) -> None:
 # ----- kafka-consumer-groups ----------------------------------------------------------------------
 
 
-@xfail_for(NO_GROUPS)
 def test_kafka_consumer_groups_list(cluster: ProcessCluster) -> None:
-    assert tool(cluster, GROUPS, "--list", known=NO_GROUPS).strip() == ""
+    """ListGroups to every broker: no group yet (the console consumer's comes later)."""
+    assert tool(cluster, GROUPS, "--list").strip() == ""
 
 
 # ----- the data plane: kafka-dump-log, console producer and consumer, kafka-get-offsets -----------
@@ -783,15 +780,63 @@ def test_kafka_console_producer_and_consumer_without_a_group(cluster: ProcessClu
     ]
 
 
-@xfail_for(NO_FIND_COORDINATOR)
 def test_kafka_console_consumer_in_a_group(
     cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
 ) -> None:
+    """The console consumer in a group (FindCoordinator creates __consumer_offsets, JoinGroup,
+    SyncGroup, OffsetFetch, OffsetCommit); then kafka-consumer-groups lists the group and
+    describes its committed offset, which confluent-kafka reads back through our brokers."""
     name, records = produced
     read = tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--group", "console-group",
-                "--from-beginning", "--max-messages", "3", "--timeout-ms", "15000",
-                known=NO_FIND_COORDINATOR)  # fmt: skip
+                "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")  # fmt: skip
     assert read.splitlines() == [value.decode() for _, value in records[:3]]
+    assert "console-group" in tool(cluster, GROUPS, "--list").split()
+    described = tool(cluster, GROUPS, "--describe", "--group", "console-group", "--offsets")
+    reader = Consumer({**confluent_config(cluster), "group.id": "console-group"})
+    try:
+        (committed,) = reader.committed([TopicPartition(name, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert committed.offset >= 3
+    row = next(line.split() for line in described.splitlines() if f" {name} " in f" {line} ")
+    assert row[:4] == ["console-group", name, "0", str(committed.offset)], described
+
+
+def test_kafka_dump_log_decodes_the_offsets_topic(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """kafka-dump-log --offsets-decoder reads the records of the console consumer's group in
+    __consumer_offsets (docs/groups.md#records): Kafka's GroupMetadataKey/Value and
+    OffsetCommitKey/Value, as its own brokers write them. Runs after the console consumer."""
+    name, _ = produced
+    group = "console-group"
+    index = partition_for(group, 3)
+    layout = mq_describe(cluster, "__consumer_offsets")["layout"]
+    assert isinstance(layout, dict)
+    directory = cluster.nodes[layout[index][0]].log_dir / f"__consumer_offsets-{index}"
+    segment = directory / "00000000000000000000.log"
+    result = run_tool(DUMP_LOG, "--files", str(segment), "--offsets-decoder")
+    assert result.returncode == 0, result.stderr
+    keys, payloads = [], []
+    for line in result.stdout.splitlines():
+        found = re.search(r" key: (\{.*\}) payload: (.*)$", line)
+        if found:
+            keys.append(json.loads(found[1]))
+            payloads.append(None if found[2] in ("", "<DELETE>") else json.loads(found[2]))
+    assert keys, result.stdout[-3000:]
+    groups = [(k, p) for k, p in zip(keys, payloads, strict=True) if str(k["type"]) == "2"]
+    commits = [(k, p) for k, p in zip(keys, payloads, strict=True) if str(k["type"]) == "1"]
+    assert {k["data"]["group"] for k, _ in groups} == {group}, result.stdout[-3000:]
+    last_group = groups[-1][1]
+    assert last_group is not None
+    assert last_group["data"]["protocolType"] == "consumer"
+    assert last_group["data"]["generation"] >= 1
+    offsets = {
+        (k["data"]["topic"], k["data"]["partition"]): p["data"]["offset"]
+        for k, p in commits
+        if k["data"]["group"] == group and p is not None
+    }
+    assert offsets[(name, 0)] >= 3, result.stdout[-3000:]
 
 
 def test_kafka_get_offsets_is_list_offsets_as_our_clients_see_it(

@@ -300,12 +300,13 @@ def test_api_versions_of_an_unknown_version_answers_v0_with_our_ranges(harness: 
     )
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(17, 1), (16, 4), (36, 1)])
+@pytest.mark.parametrize(("api_key", "version"), [(17, 1), (50, 0), (36, 1)])
 def test_an_api_not_served_is_answered_unsupported_version(
     harness: Harness, api_key: int, version: int
 ) -> None:
-    """SaslHandshake, ListGroups, SaslAuthenticate: APIs whose response has a top-level error
-    code get that response with UNSUPPORTED_VERSION (clients report "not supported")."""
+    """SaslHandshake, DescribeUserScramCredentials, SaslAuthenticate: APIs whose response has
+    a top-level error code get that response with UNSUPPORTED_VERSION (clients report "not
+    supported")."""
     response = harness.ask(api_key, version)
     assert int(response.error_code) == ErrorCode.UNSUPPORTED_VERSION
 

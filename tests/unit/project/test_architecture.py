@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PURE_DIRS = ("quorum/raft", "quorum/metadata", "quorum/controller")
+PURE_DIRS = ("quorum/raft", "quorum/metadata", "quorum/controller", "broker/groups")
 PURE_FILES = (
     "quorum/ids.py",
     "quorum/errors.py",

@@ -92,8 +92,23 @@ def test_super_users_and_nodes() -> None:
     node = Caller("User:CN=node-101", 101, "Y2x1c3Rlcg", authenticated=True, peer="ipv4:1")
     assert authorizer.authorize(node, Op.CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME)
     assert not authorizer.authorize(node, Op.DESCRIBE, TOPIC, "orders")
+    # The group coordinator's topic, created by a broker as itself (docs/groups.md).
+    assert authorizer.authorize(node, Op.CREATE, TOPIC, "__consumer_offsets")
+    assert not authorizer.authorize(node, Op.CREATE, TOPIC, "__transaction_state")
+    assert not authorizer.authorize(user(), Op.CREATE, TOPIC, "__consumer_offsets")
     foreign = Caller("User:CN=node-101", 101, "b3RoZXI", authenticated=True, peer="ipv4:1")
     assert not authorizer.authorize(foreign, Op.CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME)
+    assert not authorizer.authorize(foreign, Op.CREATE, TOPIC, "__consumer_offsets")
+
+
+def test_group_acls_are_their_own_resource_type() -> None:
+    group = ResourceType.GROUP
+    authorizer = Authorizer([acl("app-", operation=Op.READ, pattern=PREFIXED, resource=group)])
+    assert authorizer.authorize(user(), Op.READ, group, "app-1")
+    assert authorizer.authorize(user(), Op.DESCRIBE, group, "app-1")  # READ implies DESCRIBE
+    assert not authorizer.authorize(user(), Op.DELETE, group, "app-1")
+    assert not authorizer.authorize(user(), Op.READ, TOPIC, "app-1")  # not a topic ACL
+    assert acl("g", resource=group).problem() is None
     anonymous = Caller(ANONYMOUS, None, None, authenticated=False, peer="ipv4:1")
     assert not authorizer.authorize(anonymous, Op.CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME)
 
