@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from broker.groups.partitioning import partition_for
@@ -446,3 +446,66 @@ def test_a_live_member_carries_on_through_a_kill_of_its_coordinator(
         if coordinator is not None and not cluster.nodes[coordinator].alive:
             cluster.start(coordinator)
             wait_serving(cluster)
+
+
+def test_metaquorum_groups_describes_lag_resets_and_deletes(cluster: ProcessCluster) -> None:
+    """``metaquorum groups`` (kafka-consumer-groups' options and lines) against our brokers:
+    the group's committed offsets with each partition's log end offset and lag, a reset to the
+    earliest offsets that the coordinator then answers, and the group's deletion."""
+    assert cluster.certs is not None
+    topic, group = "tool-orders", f"tool-{seed()}"
+    create_topic(cluster, topic, partitions=2, on=None, replication=2)
+    produce(cluster, topic, 0, 20, 2)  # 10 records in each partition
+    committer = Consumer(consumer_config(cluster, group))
+    try:
+        wait_until(
+            lambda: _simple_commit(
+                committer, [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 10)]
+            ),
+            60,
+            f"offsets of {group} committed",
+        )
+    finally:
+        committer.close()
+    base = [
+        "groups",
+        "--bootstrap-server",
+        cluster.nodes[102].kafka_address("KAFKA"),
+        "--command-config",
+        str(cluster.certs.kafka_client_properties()),
+    ]
+
+    described = cluster.run_cli(*base, "--describe", "--group", group)
+    rows = [line.split() for line in described.stdout.splitlines() if line.strip()]
+    assert rows, described.stdout + described.stderr
+    assert rows[0][:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    assert sorted(row[:6] for row in rows[1:]) == [
+        [group, topic, "0", "4", "10", "6"],
+        [group, topic, "1", "10", "10", "0"],
+    ], described.stdout
+    assert f"Consumer group '{group}' has no active members." in described.stderr
+
+    listed = cluster.run_cli(*base, "--list")
+    assert group in listed.stdout.split(), listed.stdout
+
+    reset = cluster.run_cli(
+        *base, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"
+    )
+    assert "NEW-OFFSET" in reset.stdout, reset.stdout + reset.stderr
+    assert committed_offsets(cluster, group, topic, 2) == [0, 0]
+
+    deleted = cluster.run_cli(*base, "--delete", "--group", group)
+    assert f"Deletion of requested consumer groups ('{group}') was successful." in deleted.stdout
+    assert committed_offsets(cluster, group, topic, 2) == [-1001, -1001]
+
+
+def _simple_commit(consumer: Consumer, offsets: list[TopicPartition]) -> bool:
+    """A commit outside any generation (Kafka's admin-style commit to an Empty group);
+    False while the coordinator is not available yet (retriable)."""
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        if not exc.args[0].retriable():
+            raise
+        return False
+    return True
