@@ -9,7 +9,8 @@ factor 2.
 - The coordinator broker is killed with SIGKILL: the other replica of the group's
   ``__consumer_offsets`` partition becomes its leader, loads it, and answers the committed
   offsets the group had; a live member carries on through such a kill.
-- kafka-python (consumer and KafkaAdminClient), aiokafka and kafkajs group consumers.
+- kafka-python (consumer and KafkaAdminClient), aiokafka and kafkajs group consumers, and
+  kcat's balanced consumer (``-G``).
 
 Randomness is seeded (``KAFKA_DATA_SEED``); waits are on conditions with deadlines.
 """
@@ -509,3 +510,45 @@ def _simple_commit(consumer: Consumer, offsets: list[TopicPartition]) -> bool:
             raise
         return False
     return True
+
+
+def test_kcat_balanced_consumer(cluster: ProcessCluster) -> None:
+    """kcat's balanced consumer (``-G group topic``, librdkafka's group consumer with its
+    automatic commit, which also commits on close): it reads every record once and the group
+    has committed offsets at the end of each partition; a second run reads only what came after."""
+    from tests.process.test_kafka_clients_data_process import kcat  # noqa: PLC0415
+
+    topic, group = "kcat-group", f"kcat-{seed()}"
+    create_topic(cluster, topic, partitions=2, on=None, replication=2)
+    produce(cluster, topic, 0, 20, 2)
+
+    def read(count: int) -> list[tuple[int, int, str]]:
+        output = kcat(
+            cluster,
+            "-G",
+            group,
+            topic,
+            "-c",
+            str(count),
+            "-f",
+            "%p %o %s\n",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-X",
+            f"session.timeout.ms={SESSION_MS}",
+            "-X",
+            "heartbeat.interval.ms=500",
+            "-q",
+        )
+        lines = output.decode().splitlines()
+        return [(int(p), int(o), v) for p, o, v in (line.split() for line in lines)]
+
+    first = read(20)
+    assert sorted((p, o) for p, o, _ in first) == sorted(
+        (p, o) for p in range(2) for o in range(10)
+    )
+    assert {v for _, _, v in first} == {f"v-{i}" for i in range(20)}
+    assert committed_offsets(cluster, group, topic, 2) == [10, 10]
+    produce(cluster, topic, 20, 4, 2)
+    assert sorted((p, o) for p, o, _ in read(4)) == [(0, 10), (0, 11), (1, 10), (1, 11)]
+    assert committed_offsets(cluster, group, topic, 2) == [12, 12]

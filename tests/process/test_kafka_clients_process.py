@@ -6,7 +6,10 @@ topic id each one sees must be the one `metaquorum topics --describe` prints, an
 story (delete, recreate under the same name, the old id unknown) must read the same through
 both. Also: writes are forwarded with the client's principal (ACLs apply as on the gRPC side,
 and only a node certificate may forward), read-your-writes on one connection, and hostile bytes
-that leave the broker serving.
+that leave the broker serving. The other clients' admin APIs: kafkajs' admin client
+(tests/fixtures/kafkajs/admin.js: topics, AlterConfigs/DescribeConfigs, ACLs), aiokafka's
+AIOKafkaAdminClient (topics, configs), kafka-python's configs (incremental and not) and
+confluent-kafka's ACLs.
 
 One cluster for the module (about 10 s to start); each test uses its own topic names.
 """
@@ -14,13 +17,17 @@ One cluster for the module (about 10 s to start); each test uses its own topic n
 from __future__ import annotations
 
 import base64
+import json
+import os
 import random
 import re
 import socket
 import ssl
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,6 +70,7 @@ from quorum.security.identity import FORWARDED_PRINCIPAL_KEY
 from tests.unit.kafka.test_kafka_protocol import Harness, image_with_topics, mutate
 
 BROKERS = (101, 102)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def listening(address: str) -> bool:
@@ -566,3 +574,256 @@ def test_hostile_frames_leave_the_broker_serving(cluster: ProcessCluster) -> Non
     assert "__cluster_metadata" in admin.list_topics(timeout=20).topics
     assert "kafka_request_malformed" in cluster.logs(101)
     assert "kafka_request_failed" not in cluster.logs(101), f"seed {seed}"
+
+
+# ----- the other clients' admin APIs: kafkajs, aiokafka, and configs / ACLs not covered above ---
+
+
+def test_kafkajs_admin_topics_configs_and_acls(cluster: ProcessCluster) -> None:
+    """kafkajs 2.2.4's admin client (tests/fixtures/kafkajs/admin.js): CreateTopics (a second
+    create answers false), Metadata, AlterConfigs (the whole set) and DescribeConfigs read back,
+    an invalid value refused, CreateAcls/DescribeAcls/DeleteAcls, DeleteTopics."""
+    from tests.process.test_kafka_clients_data_process import kafkajs_modules  # noqa: PLC0415
+
+    modules = kafkajs_modules()
+    ca, keystore = ssl_files(cluster, "admin")
+    topic = f"kjs-admin-{uuid.uuid4().hex[:8]}"
+    spec = {
+        "brokers": [cluster.nodes[101].kafka_address("KAFKA")],
+        "ca": ca,
+        "keystore": keystore,
+        "topic": topic,
+        "principal": "User:CN=kafkajs-reader",
+    }
+    done = subprocess.run(
+        ["node", str(ROOT / "tests" / "fixtures" / "kafkajs" / "admin.js")],
+        input=json.dumps(spec).encode(),
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "NODE_PATH": str(modules)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["created"] is True
+    assert seen["createdAgain"] is False  # kafkajs' answer to TOPIC_ALREADY_EXISTS
+    assert seen["metadata"] == [
+        {"name": topic, "partitions": [{"id": p, "replicas": 2} for p in range(3)]}
+    ]
+    assert seen["listed"] is True
+    (configs,) = seen["configs"]
+    assert configs["errorCode"] == 0
+    assert configs["name"] == topic
+    assert configs["entries"]["retention.ms"] == {"value": "3600000", "isDefault": False}
+    assert configs["entries"]["cleanup.policy"] == {"value": "compact", "isDefault": False}
+    assert configs["entries"]["segment.ms"]["isDefault"] is True
+    assert seen["badConfig"] == "INVALID_CONFIG"
+    assert seen["aclCreated"] is True
+    assert seen["aclsListed"] == [
+        {
+            "type": 2,  # TOPIC
+            "name": topic,
+            "acls": [{"principal": "User:CN=kafkajs-reader", "operation": 8, "permission": 3}],
+        }
+    ]  # DESCRIBE, ALLOW
+    assert seen["aclsDeleted"] == [{"errorCode": 0, "matching": 1}]
+    assert seen["listedAfterDelete"] is False
+
+
+def test_aiokafka_admin_client_topics_and_configs(cluster: ProcessCluster) -> None:
+    """aiokafka 0.14's AIOKafkaAdminClient (it has no ACL API): create, list, describe (by
+    Metadata), AlterConfigs (the whole set) and DescribeConfigs read back, delete."""
+    import asyncio  # noqa: PLC0415
+
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+    from aiokafka.admin import NewTopic as AioNewTopic  # noqa: PLC0415
+    from aiokafka.admin.config_resource import ConfigResource as AioResource  # noqa: PLC0415
+    from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType  # noqa: PLC0415
+    from aiokafka.helpers import create_ssl_context  # noqa: PLC0415
+
+    ca, keystore = ssl_files(cluster, "admin")
+    topic = "aio-admin"
+
+    async def run() -> dict[str, Any]:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=cluster.nodes[101].kafka_address("KAFKA"),
+            security_protocol="SSL",
+            ssl_context=create_ssl_context(cafile=ca, certfile=keystore, keyfile=keystore),
+            request_timeout_ms=20_000,
+        )
+        await admin.start()
+        try:
+            seen: dict[str, Any] = {}
+            created = await admin.create_topics([AioNewTopic(topic, 2, 2)])
+            seen["created"] = [(t[0], t[1]) for t in created.topic_errors]
+            again = await admin.create_topics([AioNewTopic(topic, 1, 1)])
+            seen["again"] = [(t[0], t[1]) for t in again.topic_errors]
+            seen["listed"] = topic in await admin.list_topics()
+            (described,) = await admin.describe_topics([topic])
+            seen["described"] = (
+                described["error_code"],
+                sorted(len(p["replicas"]) for p in described["partitions"]),
+            )
+            resource = AioResource(AioResourceType.TOPIC, topic, {"retention.ms": "7200000"})
+            (altered,) = await admin.alter_configs([resource])
+            seen["altered"] = [tuple(r[:2]) for r in altered.resources]
+
+            async def described() -> tuple[int, dict[str, str]]:
+                (answer,) = await admin.describe_configs(
+                    [AioResource(AioResourceType.TOPIC, topic, None)]
+                )
+                ((error, _, _, _, entries),) = answer.resources
+                return error, {e[0]: e[1] for e in entries}
+
+            # aiokafka sends each request to the least loaded broker, which answers from its
+            # own image: the one that did not forward the write may apply it a moment later.
+            deadline = time.monotonic() + 10
+            while True:
+                seen["describe_error"], seen["configs"] = await described()
+                if seen["configs"].get("retention.ms") == "7200000":
+                    break
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)  # a poll's interval; the condition is the value
+            deleted = await admin.delete_topics([topic])
+            seen["deleted"] = [tuple(t) for t in deleted.topic_error_codes]
+            return seen
+        finally:
+            await admin.close()
+
+    seen = asyncio.run(run())
+    assert seen["created"] == [(topic, 0)]
+    assert seen["again"] == [(topic, TopicAlreadyExistsError.errno)]
+    assert seen["listed"] is True
+    assert seen["described"] == (0, [2, 2])
+    assert seen["altered"] == [(0, None)]  # (error code, message)
+    assert seen["describe_error"] == 0
+    assert seen["configs"]["retention.ms"] == "7200000"
+    assert seen["deleted"] == [(topic, 0)]
+
+
+def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> None:
+    """kafka-python 3's describe_configs and alter_configs, both IncrementalAlterConfigs (its
+    default against a broker that has it) and AlterConfigs (``incremental=False``)."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType  # noqa: PLC0415
+
+    admin = kafka_python(cluster)
+    try:
+        admin.create_topics([NewTopic("kp-configs", 1, 1)])
+
+        def modified(broker: int | None = None) -> dict[str, str]:
+            """The topic's modified configs as ``broker`` (any broker if None) describes them:
+            kafka-python sends DescribeConfigs for a topic to the least loaded broker, which
+            answers from its own image, so a read-back waits for both to have the write."""
+            resource = ConfigResource(ConfigResourceType.TOPIC, "kp-configs")
+            if broker is None:
+                answer = admin.describe_configs([resource])
+            else:
+                request = admin._describe_configs_request([resource], False)
+
+                async def ask() -> Any:
+                    return await admin._manager.send(request, node_id=broker)
+
+                response = admin._manager.run(ask)
+                answer = admin._describe_configs_process_responses([response], "modified")
+            return {k: v["value"] for k, v in answer["topic"]["kp-configs"].items()}
+
+        def on_both(expected: dict[str, str]) -> None:
+            wait_until(
+                lambda: all(modified(b) == expected for b in BROKERS), 10, f"{expected} served"
+            )
+
+        result = admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.TOPIC,
+                    "kp-configs",
+                    configs={
+                        "retention.ms": "3600000",
+                        "cleanup.policy": (AlterConfigOp.APPEND, "compact"),
+                    },
+                )
+            ]
+        )
+        assert result == {"topic": {"kp-configs": "OK"}}
+        on_both({"retention.ms": "3600000", "cleanup.policy": "delete,compact"})
+
+        result = admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, "kp-configs", configs={"segment.ms": "60000"}
+                )
+            ],
+            incremental=False,
+        )
+        assert result == {"topic": {"kp-configs": "OK"}}
+        # AlterConfigs replaces the whole set; kafka-python sends the others it read first.
+        on_both(
+            {"retention.ms": "3600000", "cleanup.policy": "delete,compact", "segment.ms": "60000"}
+        )
+
+        refused = admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-configs", configs={"retention.ms": "x"})]
+        )
+        message = refused["topic"]["kp-configs"]
+        assert message.startswith("[Error 40] InvalidConfigurationError"), message
+        assert "retention.ms" in message
+        assert modified()["retention.ms"] == "3600000"
+    finally:
+        admin.close()
+
+
+def test_confluent_kafka_creates_describes_and_deletes_acls(cluster: ProcessCluster) -> None:
+    """confluent-kafka's create_acls, describe_acls and delete_acls as a super user, and the
+    ACL taking effect for the principal it names (alice, through kafka-python)."""
+    from confluent_kafka.admin import AclBinding as ConfluentBinding  # noqa: PLC0415
+
+    admin = confluent(cluster)
+    for future in admin.create_topics([ConfluentNewTopic("ck-acl", 1, 1)]).values():
+        future.result(20)
+    binding = ConfluentBinding(
+        ConfluentResource.TOPIC,
+        "ck-acl",
+        ConfluentPattern.LITERAL,
+        "User:CN=alice",
+        "*",
+        ConfluentOperation.DESCRIBE,
+        ConfluentPermission.ALLOW,
+    )
+    for future in admin.create_acls([binding]).values():
+        assert future.result(20) is None
+    alices = ConfluentFilter(
+        ConfluentResource.ANY,
+        None,
+        ConfluentPattern.ANY,
+        "User:CN=alice",
+        None,
+        ConfluentOperation.ANY,
+        ConfluentPermission.ANY,
+    )
+    # librdkafka may ask the broker that did not forward the write: it applies it shortly.
+    listed = wait_until(
+        lambda: admin.describe_acls(alices).result(20) or None, 10, "alice's ACL listed"
+    )
+    assert listed == [binding]
+    alice = kafka_python(cluster, "alice")
+    try:
+        wait_until(
+            lambda: alice.describe_topics(["ck-acl"])[0]["error_code"] == 0,
+            10,
+            "alice may describe ck-acl",
+        )
+        (deleted,) = admin.delete_acls([alices]).values()
+        assert deleted.result(20) == [binding]
+        wait_until(
+            lambda: (
+                alice.describe_topics(["ck-acl"])[0]["error_code"]
+                == TopicAuthorizationFailedError.errno
+            ),
+            10,
+            "alice refused again",
+        )
+    finally:
+        alice.close()
+    for future in admin.delete_topics(["ck-acl"]).values():
+        future.result(20)
