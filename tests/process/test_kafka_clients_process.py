@@ -627,6 +627,7 @@ def test_kafkajs_admin_topics_configs_and_acls(cluster: ProcessCluster) -> None:
         }
     ]  # DESCRIBE, ALLOW
     assert seen["aclsDeleted"] == [{"errorCode": 0, "matching": 1}]
+    assert seen["aclsAfterDelete"] == 0
     assert seen["listedAfterDelete"] is False
 
 
@@ -658,8 +659,23 @@ def test_aiokafka_admin_client_topics_and_configs(cluster: ProcessCluster) -> No
             seen["created"] = [(t[0], t[1]) for t in created.topic_errors]
             again = await admin.create_topics([AioNewTopic(topic, 1, 1)])
             seen["again"] = [(t[0], t[1]) for t in again.topic_errors]
-            seen["listed"] = topic in await admin.list_topics()
-            (described,) = await admin.describe_topics([topic])
+
+            async def eventually(read: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
+                """aiokafka sends each request to the least loaded broker, which answers from
+                its own image: the one that did not forward a write may apply it a moment
+                later. Reads until ``done`` holds or 10 s have passed; returns the last read."""
+                deadline = time.monotonic() + 10
+                while True:
+                    answer = await read()
+                    if done(answer) or time.monotonic() > deadline:
+                        return answer
+                    await asyncio.sleep(0.1)  # a poll's interval; the condition is the answer
+
+            topics = await eventually(admin.list_topics, lambda names: topic in names)
+            seen["listed"] = topic in topics
+            (described,) = await eventually(
+                lambda: admin.describe_topics([topic]), lambda d: d[0]["error_code"] == 0
+            )
             seen["described"] = (
                 described["error_code"],
                 sorted(len(p["replicas"]) for p in described["partitions"]),
@@ -668,25 +684,20 @@ def test_aiokafka_admin_client_topics_and_configs(cluster: ProcessCluster) -> No
             (altered,) = await admin.alter_configs([resource])
             seen["altered"] = [tuple(r[:2]) for r in altered.resources]
 
-            async def described() -> tuple[int, dict[str, str]]:
+            async def described_configs() -> tuple[int, dict[str, str]]:
                 (answer,) = await admin.describe_configs(
                     [AioResource(AioResourceType.TOPIC, topic, None)]
                 )
                 ((error, _, _, _, entries),) = answer.resources
                 return error, {e[0]: e[1] for e in entries}
 
-            # aiokafka sends each request to the least loaded broker, which answers from its
-            # own image: the one that did not forward the write may apply it a moment later.
-            deadline = time.monotonic() + 10
-            while True:
-                seen["describe_error"], seen["configs"] = await described()
-                if seen["configs"].get("retention.ms") == "7200000":
-                    break
-                if time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.1)  # a poll's interval; the condition is the value
+            seen["describe_error"], seen["configs"] = await eventually(
+                described_configs, lambda answer: answer[1].get("retention.ms") == "7200000"
+            )
             deleted = await admin.delete_topics([topic])
             seen["deleted"] = [tuple(t) for t in deleted.topic_error_codes]
+            topics = await eventually(admin.list_topics, lambda names: topic not in names)
+            seen["listed_after_delete"] = topic in topics
             return seen
         finally:
             await admin.close()
@@ -700,6 +711,7 @@ def test_aiokafka_admin_client_topics_and_configs(cluster: ProcessCluster) -> No
     assert seen["describe_error"] == 0
     assert seen["configs"]["retention.ms"] == "7200000"
     assert seen["deleted"] == [(topic, 0)]
+    assert seen["listed_after_delete"] is False
 
 
 def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> None:
@@ -709,7 +721,9 @@ def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> N
 
     admin = kafka_python(cluster)
     try:
-        admin.create_topics([NewTopic("kp-configs", 1, 1)])
+        admin.create_topics(
+            [NewTopic("kp-configs", 1, 1, topic_configs={"max.message.bytes": "2048"})]
+        )
 
         def modified(broker: int | None = None) -> dict[str, str]:
             """The topic's modified configs as ``broker`` (any broker if None) describes them:
@@ -730,8 +744,13 @@ def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> N
 
         def on_both(expected: dict[str, str]) -> None:
             wait_until(
-                lambda: all(modified(b) == expected for b in BROKERS), 10, f"{expected} served"
+                lambda: all(modified(b) == expected for b in BROKERS),
+                10,
+                f"{expected} served by both brokers",
             )
+
+        # The topic on both brokers first: kafka-python's alter_configs describes it before.
+        on_both({"max.message.bytes": "2048"})
 
         result = admin.alter_configs(
             [
@@ -746,7 +765,13 @@ def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> N
             ]
         )
         assert result == {"topic": {"kp-configs": "OK"}}
-        on_both({"retention.ms": "3600000", "cleanup.policy": "delete,compact"})
+        on_both(
+            {
+                "max.message.bytes": "2048",
+                "retention.ms": "3600000",
+                "cleanup.policy": "delete,compact",
+            }
+        )
 
         result = admin.alter_configs(
             [
@@ -759,7 +784,12 @@ def test_kafka_python_alters_and_describes_configs(cluster: ProcessCluster) -> N
         assert result == {"topic": {"kp-configs": "OK"}}
         # AlterConfigs replaces the whole set; kafka-python sends the others it read first.
         on_both(
-            {"retention.ms": "3600000", "cleanup.policy": "delete,compact", "segment.ms": "60000"}
+            {
+                "max.message.bytes": "2048",
+                "retention.ms": "3600000",
+                "cleanup.policy": "delete,compact",
+                "segment.ms": "60000",
+            }
         )
 
         refused = admin.alter_configs(
