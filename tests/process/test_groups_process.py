@@ -409,6 +409,19 @@ def test_kafkajs_group_consumer(cluster: ProcessCluster) -> None:
     assert sorted((p, o) for p, o, _ in read) == sorted((p, o) for p in range(2) for o in range(10))
     assert {v for _, _, v in read} == {f"v-{i}" for i in range(20)}
     assert committed_offsets(cluster, group, topic, 2) == [10, 10]
+    # kafkajs' admin client on the group it left: listGroups, describeGroups, fetchOffsets.
+    groups = json.loads(done.stdout)["groups"]
+    assert groups["listed"] == [{"groupId": group, "protocolType": "consumer"}]
+    assert groups["described"] == [
+        {
+            "groupId": group,
+            "state": "Empty",
+            "protocolType": "consumer",
+            "members": 0,
+            "errorCode": 0,
+        }
+    ]
+    assert groups["offsets"] == [{"topic": topic, "partitions": [[0, 10], [1, 10]]}]
 
 
 def test_a_live_member_carries_on_through_a_kill_of_its_coordinator(
