@@ -84,6 +84,32 @@ def test_confluent_kafka_hears_invalid_config_with_the_key(cluster: ProcessClust
     assert "retention.ms" in error.str()
 
 
+def test_confluent_kafka_alter_configs_replaces_the_whole_set(cluster: ProcessCluster) -> None:
+    """confluent-kafka's deprecated alter_configs is Kafka's AlterConfigs: the configs given
+    replace the topic's set, so one set at creation and not given again goes back to its
+    default."""
+    create_topic(cluster, "replaced", configs={"segment.ms": "60000"})
+    admin = AdminClient(ssl_config(cluster))
+    wait_until(
+        lambda: described(admin, "replaced") == {"segment.ms": "60000"},
+        timeout_s=30,
+        what="the topic's config served",
+    )
+    resource = ConfigResource(
+        ResourceType.TOPIC, "replaced", set_config={"retention.ms": "7200000"}
+    )
+    with pytest.warns(DeprecationWarning, match="incremental_alter_configs"):
+        futures = admin.alter_configs([resource])
+    for future in futures.values():
+        future.result(timeout=30)
+    # librdkafka may ask the broker that did not forward the write: it applies it shortly.
+    wait_until(
+        lambda: described(admin, "replaced") == {"retention.ms": "7200000"},
+        timeout_s=30,
+        what="retention.ms alone, segment.ms back to its default",
+    )
+
+
 def test_admin_client_alters_through_the_controllers(cluster: ProcessCluster) -> None:
     create_topic(cluster, "altered-by-grpc")
     with cluster.admin() as admin:
