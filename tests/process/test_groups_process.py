@@ -2,9 +2,9 @@
 with ACLs on, ``__consumer_offsets`` created on first use with 3 partitions and replication
 factor 2.
 
-- Three confluent-kafka consumers, each its own process, share a topic of 6 partitions: every
-  partition is assigned to exactly one of them; one is killed with SIGKILL (no LeaveGroup), its
-  session expires, the other two take its partitions over and read on from its committed
+- Three consumers (confluent-kafka, and again kafka-python), each its own process, share a
+  topic of 6 partitions: every partition is assigned to exactly one of them; one is killed
+  with SIGKILL (no LeaveGroup), its session expires, the other two take its partitions over and read on from its committed
   offsets: every record is committed exactly once across the three (none lost, none read twice).
 - The coordinator broker is killed with SIGKILL: the other replica of the group's
   ``__consumer_offsets`` partition becomes its leader, loads it, and answers the committed
@@ -84,7 +84,14 @@ def consumer_config(cluster: ProcessCluster, group: str, broker: int = 101) -> d
 
 
 class MemberProcess:
-    def __init__(self, cluster: ProcessCluster, group: str, topic: str, log: Path) -> None:
+    def __init__(
+        self,
+        cluster: ProcessCluster,
+        group: str,
+        topic: str,
+        log: Path,
+        client: str = "confluent-kafka",
+    ) -> None:
         self.log = log
         self.handle = log.open("wb")
         self.process = subprocess.Popen(
@@ -97,6 +104,8 @@ class MemberProcess:
                 topic,
                 "--seconds",
                 "150",
+                "--client",
+                client,
             ],
             stdout=self.handle,
             stderr=subprocess.STDOUT,
@@ -137,14 +146,17 @@ def produce(cluster: ProcessCluster, topic: str, start: int, count: int, partiti
     assert producer.flush(30) == 0
 
 
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 def test_three_consumers_share_a_topic_and_a_killed_member_is_replaced(
-    cluster: ProcessCluster, tmp_path: Path
+    client: str, cluster: ProcessCluster, tmp_path: Path
 ) -> None:
     rng_seed = seed()
-    topic, group, partitions = "grouped", f"g-{rng_seed}", 6
+    topic, group, partitions = f"grouped-{client}", f"g-{client}-{rng_seed}", 6
     create_topic(cluster, topic, partitions=partitions, on=None, replication=2)
     produce(cluster, topic, 0, 300, partitions)
-    members = [MemberProcess(cluster, group, topic, tmp_path / f"member-{i}.out") for i in range(3)]
+    members = [
+        MemberProcess(cluster, group, topic, tmp_path / f"member-{i}.out", client) for i in range(3)
+    ]
     try:
 
         def spread() -> bool:
