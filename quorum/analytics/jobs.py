@@ -671,7 +671,7 @@ _ACL_NAMES: Final = {
     "pattern_type": {3: "LITERAL", 4: "PREFIXED"},
     "operation": {
         2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE",
-        9: "CLUSTER_ACTION", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE",
+        9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE",
     },
     "permission_type": {2: "DENY", 3: "ALLOW"},
 }  # fmt: skip
