@@ -183,8 +183,10 @@ def test_a_kafka_properties_file_starts_a_controller(tmp_path: Path) -> None:
     (warning,) = [e for e in events if e.get("event") == "config_keys_ignored"]
     assert (
         "num.network.threads" in warning["keys"]
-        and "offsets.topic.replication.factor" in (warning["keys"])
+        and "transaction.state.log.replication.factor" in warning["keys"]
     )
-    # Kafka's log defaults are read (a broker's defaults for topics), so not "ignored".
+    # Kafka's log defaults and the offsets topic's keys are read (a broker's defaults for
+    # topics, the group coordinator's), so not "ignored".
     assert "log.retention.hours" not in warning["keys"]
+    assert "offsets.topic.replication.factor" not in warning["keys"]
     assert warning["level"] == "warning"
