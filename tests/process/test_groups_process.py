@@ -4,8 +4,9 @@ factor 2.
 
 - Three consumers (confluent-kafka, and again kafka-python), each its own process, share a
   topic of 6 partitions: every partition is assigned to exactly one of them; one is killed
-  with SIGKILL (no LeaveGroup), its session expires, the other two take its partitions over and read on from its committed
-  offsets: every record is committed exactly once across the three (none lost, none read twice).
+  with SIGKILL (no LeaveGroup), its session expires, the other two take its partitions over
+  and read on from its committed offsets: every record is committed exactly once across the
+  three (none lost, none read twice).
 - The coordinator broker is killed with SIGKILL: the other replica of the group's
   ``__consumer_offsets`` partition becomes its leader, loads it, and answers the committed
   offsets the group had; a live member carries on through such a kill.
