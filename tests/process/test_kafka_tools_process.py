@@ -780,15 +780,28 @@ def test_kafka_console_producer_and_consumer_without_a_group(cluster: ProcessClu
     ]
 
 
-def test_kafka_console_consumer_in_a_group(
+@pytest.fixture(scope="module")
+def console_group_read(
     cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> str:
+    """What Kafka's console consumer printed reading 3 records in group ``console-group``, run
+    once per cluster (each xdist worker has its own): the group and its records in
+    __consumer_offsets, which the tests below read whatever order they run in."""
+    name, _ = produced
+    return tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--group", "console-group",
+                "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")  # fmt: skip
+
+
+def test_kafka_console_consumer_in_a_group(
+    cluster: ProcessCluster,
+    produced: tuple[str, list[tuple[bytes | None, bytes]]],
+    console_group_read: str,
 ) -> None:
     """The console consumer in a group (FindCoordinator creates __consumer_offsets, JoinGroup,
     SyncGroup, OffsetFetch, OffsetCommit); then kafka-consumer-groups lists the group and
     describes its committed offset, which confluent-kafka reads back through our brokers."""
     name, records = produced
-    read = tool(cluster, CONSOLE_CONSUMER, "--topic", name, "--group", "console-group",
-                "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")  # fmt: skip
+    read = console_group_read
     assert read.splitlines() == [value.decode() for _, value in records[:3]]
     assert "console-group" in tool(cluster, GROUPS, "--list").split()
     described = tool(cluster, GROUPS, "--describe", "--group", "console-group", "--offsets")
@@ -803,11 +816,13 @@ def test_kafka_console_consumer_in_a_group(
 
 
 def test_kafka_dump_log_decodes_the_offsets_topic(
-    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+    cluster: ProcessCluster,
+    produced: tuple[str, list[tuple[bytes | None, bytes]]],
+    console_group_read: str,
 ) -> None:
     """kafka-dump-log --offsets-decoder reads the records of the console consumer's group in
     __consumer_offsets (docs/groups.md#records): Kafka's GroupMetadataKey/Value and
-    OffsetCommitKey/Value, as its own brokers write them. Runs after the console consumer."""
+    OffsetCommitKey/Value, as its own brokers write them."""
     name, _ = produced
     group = "console-group"
     index = partition_for(group, 3)
