@@ -573,7 +573,14 @@ class ProcessCluster:
         assert node.process is not None
         if node.process.poll() is None:
             node.process.send_signal(sig)
-        return node.process.wait(timeout=timeout_s)
+        try:
+            return node.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            # Say what the node was doing: the end of its log, with the signal it did not obey.
+            tail = "\n".join(self.logs(node_id).splitlines()[-40:])
+            raise AssertionError(
+                f"node {node_id} still runs {timeout_s} s after signal {sig}; its log ends:\n{tail}"
+            ) from None
 
     def stop_all(self) -> None:
         for node in self.nodes.values():

@@ -69,7 +69,12 @@ class ProduceWorkload:
     outcomes: such a record may or may not be in the log)."""
 
     def __init__(
-        self, settings: dict[str, Any], acks: str, rng: random.Random, rate: float = 1_500
+        self,
+        settings: dict[str, Any],
+        acks: str,
+        rng: random.Random,
+        rate: float = 1_500,
+        message_timeout_ms: int = 30_000,
     ) -> None:
         self.producer = Producer(
             {
@@ -77,7 +82,7 @@ class ProduceWorkload:
                 "acks": acks,
                 "linger.ms": 5,
                 "enable.idempotence": False,
-                "message.timeout.ms": 30_000,
+                "message.timeout.ms": message_timeout_ms,
                 "retry.backoff.ms": 100,
                 "log_level": 2,  # the broker's restarts are expected: no connection errors printed
             }
