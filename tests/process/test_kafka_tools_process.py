@@ -29,6 +29,8 @@ import random
 import re
 import socket
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from broker.groups.partitioning import partition_for
 from broker.kafka.protocol import API_VERSIONS
-from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.harness import REPO, ProcessCluster, process_cluster, wait_until
 from quorum.kafka_peer import compile_driver, kafka_missing, run_tool
 from tests.record_batches import decode_batches
 
@@ -818,6 +820,70 @@ def test_kafka_console_consumer_in_a_group(
     assert committed.offset >= 3
     row = next(line.split() for line in described.splitlines() if f" {name} " in f" {line} ")
     assert row[:4] == ["console-group", name, "0", str(committed.offset)], described
+
+
+TOOL_GROUP_COMMANDS = [
+    "--describe --group tools-group",
+    "--describe --group tools-group --offsets --verbose",
+    "--describe --group tools-group --members",
+    "--describe --group tools-group --state",
+    "--reset-offsets --group tools-group --topic {topic} --to-earliest --dry-run",
+    "--reset-offsets --group tools-group --topic {topic}:0 --shift-by -2 --dry-run",
+    "--reset-offsets --group tools-group --topic {topic} --to-offset 5 --execute",
+    "--describe --group tools-group --offsets",
+    "--describe --group tools-group --state --verbose",
+    "--delete-offsets --group tools-group --topic {topic}",
+]
+
+
+def test_kafka_consumer_groups_prints_what_metaquorum_groups_prints(
+    cluster: ProcessCluster, produced: tuple[str, list[tuple[bytes | None, bytes]]]
+) -> None:
+    """Kafka's kafka-consumer-groups and ``metaquorum groups`` against our brokers, on a group
+    with committed offsets and no member (its own: the console consumer's group is read by
+    other tests): the same stdout, byte for byte, and exit code for each command in turn. A
+    command that changes the group (reset --execute, delete-offsets) finds the same state for
+    both tools: the group's offset is committed again before each run."""
+    name, _ = produced
+
+    def commit_30() -> None:
+        committer = Consumer({**confluent_config(cluster), "group.id": "tools-group"})
+        try:
+            committer.commit(offsets=[TopicPartition(name, 0, 30)], asynchronous=False)
+        finally:
+            committer.close()
+
+    commit_30()
+    base = ["--bootstrap-server", kafka_address(cluster), "--command-config",
+            client_properties(cluster)]  # fmt: skip
+    for command in TOOL_GROUP_COMMANDS:
+        args = command.format(topic=name).split()
+        changes = "--execute" in args or "--delete-offsets" in args
+        theirs = run_tool(GROUPS, *base, *args)
+        if changes:
+            commit_30()
+        ours = subprocess.run(
+            [sys.executable, "-m", "quorum.cli", "groups", *base, *args],
+            cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert ours.stdout == theirs.stdout, (
+            f"{command}: Kafka's tool printed\n{theirs.stdout}{theirs.stderr[-2000:]}\n"
+            f"metaquorum groups printed\n{ours.stdout}{ours.stderr[-2000:]}"
+        )
+        assert ours.returncode == theirs.returncode, command
+    # A group that does not exist: our brokers serve DescribeGroups up to v5 and not KIP-848's
+    # ConsumerGroupDescribe, so Kafka's Admin reads v5's answer (state Dead, no error) and its
+    # tool says so; against Kafka 4.4's brokers it gets GROUP_ID_NOT_FOUND (ConsumerGroupDescribe,
+    # DescribeGroups v6) and fails, which is what ``metaquorum groups`` prints on both.
+    missing = run_tool(GROUPS, *base, "--describe", "--group", "no-such-group")
+    assert missing.stdout == "\nError: Consumer group 'no-such-group' does not exist.\n"
+    # the last change (delete-offsets, by ours) took: the group has no offset left
+    reader = Consumer({**confluent_config(cluster), "group.id": "tools-group"})
+    try:
+        (committed,) = reader.committed([TopicPartition(name, 0)], timeout=30)
+    finally:
+        reader.close()
+    assert committed.offset < 0, committed
 
 
 def test_kafka_dump_log_decodes_the_offsets_topic(
