@@ -358,10 +358,17 @@ class GroupApis:
         body = request.body
         image = await self._read_image(session)
         include = bool(getattr(body, "include_authorized_operations", False))
-        return {"groups": [self._describe(g, image, session.caller, include) for g in body.groups]}
+        # KIP-1043: from v6 a group that does not exist is an error (Kafka's message); before,
+        # a Dead group without one.
+        not_found = request.api_version >= 6
+        return {
+            "groups": [
+                self._describe(g, image, session.caller, include, not_found) for g in body.groups
+            ]
+        }
 
     def _describe(
-        self, group_id: str, image: MetadataImage, caller: Caller, include: bool
+        self, group_id: str, image: MetadataImage, caller: Caller, include: bool, not_found: bool
     ) -> dict[str, Any]:
         def described(code: E, state: str = "") -> dict[str, Any]:
             return {
@@ -384,6 +391,11 @@ class GroupApis:
             return described(code)
         group = shard.group(group_id)
         if group is None:
+            if not_found:
+                return {
+                    **described(E.group_id_not_found, "Dead"),
+                    "error_message": f"Group {group_id} not found.",
+                }
             return described(E.none, "Dead")
         stable = group.state.value == "Stable"
         operations = AUTHORIZED_OPERATIONS_OMITTED

@@ -54,6 +54,7 @@ from kio.serial.readers import (
     read_legacy_array_length,
 )
 
+from broker.kafka.schemas import LOCAL_SCHEMAS
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import (
@@ -198,7 +199,7 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
         ApiKey.LIST_GROUPS: (0, 5),
-        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
     }
@@ -402,6 +403,24 @@ def _check_entries(
     return header, header_bytes
 
 
+def schema_of(api_key: int, api_version: int) -> tuple[type[Any], type[Any]]:
+    """The request and response classes of an API at a version: ours where kio has none
+    (``broker/kafka/schemas.py``), else kio's. Raises kio's ``UnknownAPIKey`` or
+    ``UnknownEntity``."""
+    local = LOCAL_SCHEMAS.get((api_key, api_version))
+    if local is not None:
+        return local
+    return load_request_schema(api_key, api_version), load_response_schema(api_key, api_version)
+
+
+def request_schema(api_key: int, api_version: int) -> type[Any]:
+    return schema_of(api_key, api_version)[0]
+
+
+def response_schema(api_key: int, api_version: int) -> type[Any]:
+    return schema_of(api_key, api_version)[1]
+
+
 def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     """The request in ``frame`` (one frame without its size prefix). Raises
     ``MalformedRequestError`` (``OversizedRequestError`` for a request beyond a bound)."""
@@ -420,8 +439,7 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
             # KIP-511: whatever the version, answer v0 with our ranges.
             return UnsupportedRequest(api_key, api_version, correlation_id, None)
     try:
-        request_type = load_request_schema(api_key, api_version)
-        response_type = load_response_schema(api_key, api_version)
+        request_type, response_type = schema_of(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
         raise MalformedRequestError(
             f"API key {api_key} version {api_version} is not a Kafka request this listener can "

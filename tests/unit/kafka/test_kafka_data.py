@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 import structlog
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 from broker import partition_metadata
 from broker.kafka.apis import KafkaApis, Session
 from broker.kafka.data_plane import DataPlane
-from broker.kafka.protocol import API_VERSIONS, build
+from broker.kafka.protocol import API_VERSIONS, build, schema_of
 from broker.kafka.server import KafkaListenerServer
 from broker.log.manager import LogManager
 from quorum.config import Listener
@@ -123,7 +122,7 @@ class DataHarness:
         self.loop.close()
 
     def frame(self, api_key: int, version: int, values: dict[str, Any]) -> bytes:
-        request_type = load_request_schema(api_key, version)
+        request_type, _ = schema_of(api_key, version)
         self.correlation_id += 1
         return request_frame(build(request_type, values), self.correlation_id, "test")
 
@@ -134,7 +133,7 @@ class DataHarness:
         data = await self.server.answer(self.frame(api_key, version, values), self.session(**kw))
         if not data:
             return data
-        response_type = load_response_schema(api_key, version)
+        _, response_type = schema_of(api_key, version)
         _, header_bytes = entity_reader(response_type.__header_schema__)(data, 4)
         response, _ = entity_reader(response_type)(data, 4 + header_bytes)
         return response

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import structlog
-from kio.index import load_request_schema, load_response_schema
 
 from broker.kafka.connections import ConnectionLimits, OverrideUnresolvableError, client_address
 from broker.kafka.protocol import (
@@ -28,6 +27,8 @@ from broker.kafka.protocol import (
     build,
     decode_request,
     request_bytes_max,
+    request_schema,
+    response_schema,
 )
 from broker.kafka.quota import QUOTA_PRINCIPALS_MAX, RequestQuota
 from broker.kafka.server import (
@@ -48,7 +49,7 @@ from tests.unit.kafka.test_kafka_protocol import LISTENER, Harness, decode_answe
 def entries_frame(harness: Harness, api_key: int, version: int, count: int) -> bytes:
     """A request frame of ``api_key`` whose top-level array (its first field) holds ``count``
     default entries (entities, or empty strings for DeleteTopics' topic names)."""
-    request_type = load_request_schema(api_key, version)
+    request_type = request_schema(api_key, version)
     first = dataclasses.fields(request_type)[0].name
     try:
         return harness.frame(api_key, version, build(request_type, {first: [{}] * count}))
@@ -83,7 +84,7 @@ def test_a_top_level_array_at_its_bound_is_decoded() -> None:
     harness = Harness(image_with_topics())
     bound = REQUEST_ENTRIES_MAX[19]
     values = {"topics": [{"name": f"t{i}"} for i in range(bound)], "timeout": 1_000}
-    frame = harness.frame(19, 7, build(load_request_schema(19, 7), values))
+    frame = harness.frame(19, 7, build(request_schema(19, 7), values))
     request = decode_request(frame)
     assert len(request.body.topics) == bound  # type: ignore[union-attr]
 
@@ -92,7 +93,7 @@ def test_the_reviews_create_topics_is_refused_in_microseconds() -> None:
     """300,000 one-byte topic names (3.3 MB): 3.3 s of decoding before; now the count alone."""
     harness = Harness(image_with_topics())
     values = {"topics": [{"name": "a"}] * 300_000, "timeout": 1_000}
-    frame = harness.frame(19, 7, build(load_request_schema(19, 7), values))
+    frame = harness.frame(19, 7, build(request_schema(19, 7), values))
     assert len(frame) > 3_000_000
     started = time.perf_counter()
     with pytest.raises(OversizedRequestError):
@@ -111,12 +112,12 @@ def test_nested_arrays_share_one_item_budget() -> None:
         ],
         "timeout": 1_000,
     }
-    frame = harness.frame(19, 7, build(load_request_schema(19, 7), values))
+    frame = harness.frame(19, 7, build(request_schema(19, 7), values))
     with pytest.raises(OversizedRequestError) as info:
         decode_request(frame)
     assert info.value.reason == "too_many_items"
     # The budget is the request's: a client-side reader in this thread is not bounded by it.
-    small = harness.frame(3, 12, build(load_request_schema(3, 12), {"topics": None}))
+    small = harness.frame(3, 12, build(request_schema(3, 12), {"topics": None}))
     assert decode_request(small).body.topics is None  # type: ignore[union-attr]
 
 
@@ -225,8 +226,8 @@ def test_a_client_over_its_quota_gets_throttle_time_and_its_next_request_waits()
     harness = Harness(image_with_topics())
     quota = RequestQuota(50, window_num=11, window_size_ms=1_000)
     limits = ListenerLimits(ConnectionLimits(10, 10), connection_idle_ms=60_000, quota=quota)
-    request = build(load_request_schema(3, 12), {"topics": None})
-    response_type = load_response_schema(3, 12)
+    request = build(request_schema(3, 12), {"topics": None})
+    response_type = response_schema(3, 12)
 
     async def run() -> tuple[Any, Any, float]:
         server = listener(harness, limits)
@@ -256,7 +257,7 @@ def test_a_client_over_its_quota_gets_throttle_time_and_its_next_request_waits()
 def test_connections_past_the_per_address_limit_are_refused_and_others_served() -> None:
     harness = Harness(image_with_topics())
     limits = ListenerLimits(ConnectionLimits(100, 2), connection_idle_ms=60_000, quota=None)
-    api_versions = harness.frame(18, 0, build(load_request_schema(18, 0), {}))
+    api_versions = harness.frame(18, 0, build(request_schema(18, 0), {}))
 
     async def run() -> tuple[list[bytes], bytes, int]:
         server = listener(harness, limits)
@@ -339,7 +340,7 @@ def test_failed_tls_handshakes_are_logged_throttled_and_counted(tls: KafkaTls) -
     """Plaintext Kafka bytes to an SSL listener, five times: five failures counted, one line
     logged (the first of its reason), naming the peer, the listener and the reason."""
     harness = Harness(image_with_topics())
-    api_versions = harness.frame(18, 0, build(load_request_schema(18, 0), {}))
+    api_versions = harness.frame(18, 0, build(request_schema(18, 0), {}))
 
     async def run() -> int:
         server = listener(harness, ListenerLimits.unquoted(), tls)
@@ -374,7 +375,7 @@ def test_a_tls_client_is_served_when_it_speaks_first(tls: KafkaTls, certs: Clust
     a client whose ClientHello arrives at once is served (one read before the handshake once
     stalled it until its timeout)."""
     harness = Harness(image_with_topics())
-    api_versions = harness.frame(18, 0, build(load_request_schema(18, 0), {}))
+    api_versions = harness.frame(18, 0, build(request_schema(18, 0), {}))
     context = ssl.create_default_context(cafile=str(certs.ca))
     context.check_hostname = False
     context.load_cert_chain(str(certs.client_keystore("alice")))

@@ -170,7 +170,14 @@ def test_one_member_joins_syncs_commits_and_fetches(harness: DataHarness) -> Non
     g, none = described.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert [(m.member_id, m.member_assignment) for m in g.members] == [(member, b"orders-0")]
-    assert none.group_state == "Dead"
+    assert (none.group_state, int(none.error_code)) == ("Dead", 0)
+    # v6 (KIP-1043): a group that does not exist is GROUP_ID_NOT_FOUND, with Kafka's message
+    g, none = harness.ask(
+        DESCRIBE, 6, {"groups": ["g", "none"], "include_authorized_operations": False}
+    ).groups
+    assert (g.group_state, int(g.error_code), g.error_message) == ("Stable", 0, None)
+    assert (none.group_state, int(none.error_code)) == ("Dead", 69)
+    assert none.error_message == "Group none not found."
     listed = harness.ask(LIST, 5, {"states_filter": [], "types_filter": []})
     assert [(x.group_id, x.group_state, x.group_type) for x in listed.groups] == [
         ("g", "Stable", "classic")

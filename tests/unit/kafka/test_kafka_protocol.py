@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import structlog
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.serial import entity_reader
 from kio.serial.errors import BufferUnderflow
@@ -35,7 +34,7 @@ from kio.serial.readers import (
 from broker.kafka.apis import KafkaApis, Session
 from broker.kafka.connections import ConnectionLimits
 from broker.kafka.forwarding import ForwardingError
-from broker.kafka.protocol import API_VERSIONS, build
+from broker.kafka.protocol import API_VERSIONS, build, request_schema, response_schema
 from broker.kafka.server import KAFKA_REQUEST_BYTES_MAX, KafkaListenerServer, ListenerLimits
 from quorum.config import Listener
 from quorum.errors import ErrorCode
@@ -202,11 +201,11 @@ class Harness:
         session: Session | None = None,
     ) -> Any:
         """Send one request (built from ``values``) and decode the answer."""
-        body = build(load_request_schema(api_key, version), values or {})
+        body = build(request_schema(api_key, version), values or {})
         frame = self.frame(api_key, version, body)
         data = asyncio.run(self.server.answer(frame, session or self.session()))
         assert data is not None, "the listener closed the connection"
-        return decode_answer(data, load_response_schema(api_key, version), self.correlation_id)
+        return decode_answer(data, response_schema(api_key, version), self.correlation_id)
 
 
 def decode_answer(data: bytes, response_type: type[Any], correlation_id: int) -> Any:
@@ -240,7 +239,7 @@ def test_every_served_version_is_answered_in_its_own_version(
     is answered, and the answer decodes as that version's response: the table never
     advertises a version the codec lacks. (Produce asks acks=1: with acks=0 nothing answers.)"""
     response = harness.ask(api_key, version, {"acks": 1} if api_key == 0 else None)
-    assert type(response) is load_response_schema(api_key, version)
+    assert type(response) is response_schema(api_key, version)
     assert harness.server.failures == 0
 
 
@@ -685,10 +684,10 @@ def test_fuzzed_request_bytes_never_fail_a_handler() -> None:
         image_with_topics(), authorization=RequestAuthorization(enabled=True, cluster_id="c")
     )
     corpus = [
-        harness.frame(key, version, build(load_request_schema(key, version), {}))
+        harness.frame(key, version, build(request_schema(key, version), {}))
         for key, version in served_versions()
     ]
-    corpus.append(harness.frame(3, 12, build(load_request_schema(3, 12), {"topics": None})))
+    corpus.append(harness.frame(3, 12, build(request_schema(3, 12), {"topics": None})))
 
     async def run() -> tuple[int, int]:
         frames = answered = 0
@@ -718,7 +717,7 @@ def test_fuzzed_request_bytes_never_fail_a_handler() -> None:
 
 def test_frames_outside_the_size_bounds_close_the_connection_and_others_are_served() -> None:
     harness = Harness(image_with_topics())
-    api_versions = harness.frame(18, 0, build(load_request_schema(18, 0), {}))
+    api_versions = harness.frame(18, 0, build(request_schema(18, 0), {}))
 
     async def run() -> list[bytes]:
         server = KafkaListenerServer(
@@ -746,7 +745,7 @@ def test_frames_outside_the_size_bounds_close_the_connection_and_others_are_serv
 
     received = asyncio.run(run())
     assert received[:4] == [b"", b"", b"", b""]  # closed without an answer
-    assert decode_answer(received[4], load_response_schema(18, 0), harness.correlation_id)
+    assert decode_answer(received[4], response_schema(18, 0), harness.correlation_id)
 
 
 def test_the_listener_refuses_connections_past_its_bound() -> None:
