@@ -30,6 +30,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.alter_configs import AlterConfigsHandler
+from broker.kafka.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from broker.kafka.data_plane import DataPlane
 from broker.kafka.describe_configs import (
     CONFIG_SOURCE_DEFAULT,
@@ -246,6 +247,10 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
                 self._forward, incremental=True, broker_id=broker_id
             ).handle,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(
+                authorization, self._read_image
+            ).handle,
+            ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(self._forward).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
             handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions
