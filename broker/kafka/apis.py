@@ -21,7 +21,7 @@ by the same code. Error codes are Kafka's; topic ids follow KIP-516 (a zero id i
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -257,6 +257,10 @@ class KafkaApis:
         # By the header's plain int: a request's lookup costs no enum comparison.
         self._handlers = by_api_key(handlers)
         assert set(self._handlers) == set(API_VERSIONS)
+
+    def client_quotas(self) -> Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]]:
+        """The client quotas of the broker's image (docs/kafka-listener.md#client-quotas)."""
+        return self._image().client_quotas
 
     async def handle(self, request: Request, session: Session) -> Any:
         """The response entity for ``request``, or ``NO_RESPONSE`` / ``CLOSE_CONNECTION``
