@@ -34,9 +34,11 @@ from kio.static.primitive import f64, i8
 
 from quorum.admin import NewTopic
 from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.kafka_peer import kafka_missing, run_tool
 from quorum.kafka_wire import KafkaWire, tls_context
 
 BROKERS = (101, 102)
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 USER = "CN=admin"
 TOPIC = "quota-bytes"
 RATE = 100 * 1024  # bytes a second
@@ -259,4 +261,75 @@ def test_bad_alterations_are_refused_with_kafkas_codes(cluster: ProcessCluster) 
     answer = alter(cluster, "controller_mutation_rate", 10)
     assert answer.entries[0].error_code.value == 42
     assert "producer_byte_rate" in answer.entries[0].error_message
+    on_both_brokers(cluster, {})
+
+
+def quota_items(line: str) -> tuple[str, set[str]]:
+    """A ConfigCommand quota line as (its entity part, its ``key=value`` items): Kafka prints
+    the items in its map's order."""
+    entity, _, items = line.partition(" are ")
+    return entity, {item.strip() for item in items.split(",") if item.strip()}
+
+
+def test_kafka_configs_and_metaquorum_configs_agree(cluster: ProcessCluster) -> None:
+    """Kafka's own kafka-configs (AlterClientQuotas, DescribeClientQuotas through a broker's
+    Kafka listener) and ``metaquorum configs`` (the controllers' AdminService) see the same
+    quotas and print the same lines."""
+    missing = kafka_missing()
+    if missing is not None:
+        pytest.skip(f"Kafka's tools cannot run: {missing}")
+    assert cluster.certs is not None
+    kafka = [
+        "--bootstrap-server",
+        address(cluster, 102),
+        "--command-config",
+        str(cluster.certs.kafka_client_properties()),
+    ]
+    entity = ["--entity-type", "users", "--entity-name", "CN=alice"]
+    done = run_tool(
+        CONFIGS, *kafka, *entity, "--alter",
+        "--add-config", "producer_byte_rate=2048,request_percentage=12.5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "Completed updating config for user CN=alice."
+    expected = ("Quota configs for user-principal 'CN=alice'", {
+        "producer_byte_rate=2048.0", "request_percentage=12.5"
+    })  # fmt: skip
+    ours = cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, *entity, "--describe"
+    ).stdout
+    assert [quota_items(line) for line in ours.splitlines()] == [expected], ours
+    described = run_tool(CONFIGS, *kafka, *entity, "--describe")
+    lines = [line for line in described.stdout.splitlines() if line.startswith("Quota configs")]
+    assert [quota_items(line) for line in lines] == [expected], described.stdout
+    # metaquorum changes it; Kafka's tool sees the change.
+    out = cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, *entity, "--alter",
+        "--delete-config", "request_percentage",
+    ).stdout  # fmt: skip
+    assert out.strip() == "Completed updating config for user CN=alice."
+    described = run_tool(CONFIGS, *kafka, *entity, "--describe")
+    lines = [line for line in described.stdout.splitlines() if line.startswith("Quota configs")]
+    assert [quota_items(line) for line in lines] == [
+        ("Quota configs for user-principal 'CN=alice'", {"producer_byte_rate=2048.0"})
+    ], described.stdout
+    # The default user, both ways.
+    done = run_tool(
+        CONFIGS, *kafka, "--entity-type", "users", "--entity-default", "--alter",
+        "--add-config", "consumer_byte_rate=1000000",
+    )  # fmt: skip
+    assert done.stdout.strip() == "Completed updating default config for users in the cluster."
+    ours = cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, "--entity-type", "users",
+        "--entity-default", "--describe",
+    ).stdout  # fmt: skip
+    assert ours == "Quota configs for user-principal '<default>' are consumer_byte_rate=1000000.0\n"
+    cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, "--entity-type", "users",
+        "--entity-default", "--alter", "--delete-config", "consumer_byte_rate",
+    )  # fmt: skip
+    cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, *entity, "--alter",
+        "--delete-config", "producer_byte_rate",
+    )  # fmt: skip
     on_both_brokers(cluster, {})
