@@ -1,7 +1,6 @@
 """``metaquorum configs --entity-type users|clients``: client quotas as Kafka's
 ``kafka-configs.sh`` handles them, over the AdminClient's ``alter_client_quotas`` and
-``describe_client_quotas`` (docs/cli.md#metaquorum-configs,
-docs/kafka-listener.md#client-quotas).
+``describe_client_quotas`` (docs/cli.md, docs/kafka-listener.md#client-quotas).
 
 ``--alter`` prints ``Completed updating config for user CN=alice.`` (``client app.``), or
 ``Completed updating default config for users in the cluster.`` with ``--entity-default``;
