@@ -30,6 +30,7 @@ from kio.schema.describe_client_quotas.v1.request import (
     ComponentData,
     DescribeClientQuotasRequest,
 )
+from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import f64, i8
 
 from quorum.admin import NewTopic
@@ -214,6 +215,7 @@ def consume_rate(cluster: ProcessCluster, seconds: float) -> tuple[float, int]:
         consumer.close()
 
 
+@pytest.mark.timing  # rates measured over seconds (docs/testing.md#layout)
 def test_producer_byte_rate_holds_a_producer_and_deleting_it_frees_it(
     cluster: ProcessCluster,
 ) -> None:
@@ -231,6 +233,7 @@ def test_producer_byte_rate_holds_a_producer_and_deleting_it_frees_it(
     assert free > RATE * 5, free
 
 
+@pytest.mark.timing  # rates measured over seconds (docs/testing.md#layout)
 def test_consumer_byte_rate_holds_a_consumer_and_deleting_it_frees_it(
     cluster: ProcessCluster,
 ) -> None:
@@ -333,3 +336,43 @@ def test_kafka_configs_and_metaquorum_configs_agree(cluster: ProcessCluster) -> 
         "--delete-config", "producer_byte_rate",
     )  # fmt: skip
     on_both_brokers(cluster, {})
+
+
+def metadata_throttle_ms(cluster: ProcessCluster, requests: int) -> int:
+    """The largest throttle_time_ms of ``requests`` Metadata v12 answers, each on a fresh
+    connection (a throttled connection is muted; a new one is not)."""
+    largest = 0
+    for _ in range(requests):
+        with wire(cluster) as connection:
+            answer = connection.ask(
+                MetadataRequest(topics=None, include_topic_authorized_operations=False)
+            )
+        largest = max(largest, int(answer.throttle_time.total_seconds() * 1000))
+    return largest
+
+
+def test_request_percentage_replaces_the_default_request_quota(cluster: ProcessCluster) -> None:
+    """A tiny request_percentage for the user throttles its Metadata requests at once; without
+    it the default (50 %) leaves a handful of them alone."""
+    answer = alter(cluster, "request_percentage", 0.001)
+    assert answer.entries[0].error_code.value == 0
+    on_both_brokers(cluster, {"request_percentage": 0.001})
+    assert metadata_throttle_ms(cluster, 5) > 0
+    alter(cluster, "request_percentage", None)
+    on_both_brokers(cluster, {})
+    assert metadata_throttle_ms(cluster, 5) == 0
+
+
+def test_without_the_cluster_acls_a_client_is_refused(cluster: ProcessCluster) -> None:
+    """CN=alice (a valid certificate, no ACLs): CLUSTER_AUTHORIZATION_FAILED for both APIs."""
+    assert cluster.certs is not None
+    context = tls_context(cluster.certs.ca, cluster.certs.client_keystore("alice"))
+    op = OpData(key="producer_byte_rate", value=f64(1024.0), remove=False)
+    entry = EntryData(entity=(EntityData(entity_type="user", entity_name="CN=alice"),), ops=(op,))
+    with KafkaWire(address(cluster), context) as connection:
+        altered = connection.ask(AlterClientQuotasRequest(entries=(entry,), validate_only=False))
+        described = connection.ask(DescribeClientQuotasRequest(components=(), strict=False))
+    assert altered.entries[0].error_code.value == 31, altered
+    assert "ALTER_CONFIGS" in altered.entries[0].error_message
+    assert described.error_code.value == 31, described
+    assert described.entries is None
