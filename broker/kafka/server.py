@@ -627,8 +627,12 @@ class KafkaListenerServer:
         used_s += session.unbilled_s
         session.unbilled_s = 0.0
         principal = session.caller.principal
-        match = quota_for(
-            self._apis.client_quotas(), _user(principal), client_id or "", REQUEST_PERCENTAGE
+        match = (
+            None
+            if session.caller.is_node  # brokers' own requests: no client quota (Kafka's rule)
+            else quota_for(
+                self._apis.client_quotas(), _user(principal), client_id or "", REQUEST_PERCENTAGE
+            )
         )
         if match is None:
             return quota.record(principal, max(used_s, 0.0), _now_ms())
@@ -641,7 +645,8 @@ class KafkaListenerServer:
     ) -> int:
         """Record a Produce's request bytes against its ``producer_byte_rate``, a Fetch's
         answer bytes against its ``consumer_byte_rate`` (Kafka's measures); the throttle time
-        earned (0 without such a client quota)."""
+        earned (0 without such a client quota). Nodes (a follower's Fetch) are exempt, as
+        Kafka's replication is from client quotas."""
         if request.api_key == ApiKey.PRODUCE:
             usage, key, amount = self._limits.produce_bytes, PRODUCER_BYTE_RATE, in_bytes
         elif request.api_key == ApiKey.FETCH:
@@ -649,8 +654,8 @@ class KafkaListenerServer:
         else:
             return 0
         quotas = self._apis.client_quotas()
-        if usage is None or not quotas:
-            return 0
+        if usage is None or not quotas or session.caller.is_node:
+            return 0  # a follower's Fetch, a node's request: replication is not a client's
         match = quota_for(quotas, _user(session.caller.principal), request.client_id or "", key)
         if match is None:
             return 0

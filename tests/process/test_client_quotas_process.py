@@ -376,3 +376,40 @@ def test_without_the_cluster_acls_a_client_is_refused(cluster: ProcessCluster) -
     assert "ALTER_CONFIGS" in altered.entries[0].error_message
     assert described.error_code.value == 31, described
     assert described.entries is None
+
+
+@pytest.mark.timing  # ten writes within 6 s (docs/testing.md#layout)
+def test_replication_is_not_held_by_a_default_user_quota(cluster: ProcessCluster) -> None:
+    """A 1 KB/s consumer_byte_rate for the default user applies to clients, not to the
+    followers' Fetch (brokers are nodes, as Kafka exempts replication): ten acks=all writes to
+    a topic replicated on both brokers are acknowledged at once, one after the other (20 s
+    when the followers were held)."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("quota-replicated", 1, 2)]).topic_id("quota-replicated")
+    default = EntryData(
+        entity=(EntityData(entity_type="user", entity_name=None),),
+        ops=(OpData(key="consumer_byte_rate", value=f64(1024.0), remove=False),),
+    )
+    with wire(cluster) as connection:
+        answer = connection.ask(AlterClientQuotasRequest(entries=(default,), validate_only=False))
+    assert answer.entries[0].error_code.value == 0
+    try:
+        producer = Producer({**client_config(cluster), "acks": "all", "linger.ms": 0})
+        producer.produce("quota-replicated", VALUE)
+        assert producer.flush(30) == 0  # connected; the follower has fetched once
+        # Ten writes one after the other, each acknowledged only once the follower fetched it:
+        # were the follower held to 1 KB/s, each would wait out a throttle of up to a quota
+        # window (2 s here).
+        started = time.monotonic()
+        for _ in range(10):
+            producer.produce("quota-replicated", VALUE)
+            assert producer.flush(30) == 0
+        elapsed = time.monotonic() - started
+        assert elapsed < 6, f"10 acks=all writes took {elapsed:.1f} s"
+    finally:
+        removal = EntryData(
+            entity=default.entity,
+            ops=(OpData(key="consumer_byte_rate", value=f64(0.0), remove=True),),
+        )
+        with wire(cluster) as connection:
+            connection.ask(AlterClientQuotasRequest(entries=(removal,), validate_only=False))
