@@ -335,6 +335,22 @@ def test_kafka_configs_and_metaquorum_configs_agree(cluster: ProcessCluster) -> 
         "configs", "--bootstrap-server", cluster.bootstrap, *entity, "--alter",
         "--delete-config", "producer_byte_rate",
     )  # fmt: skip
+    # A client id: metaquorum sets it, Kafka's tool prints the same line, then deletes it.
+    client = ["--entity-type", "clients", "--entity-name", "quota-app"]
+    out = cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, *client, "--alter",
+        "--add-config", "request_percentage=30",
+    ).stdout  # fmt: skip
+    assert out == "Completed updating config for client quota-app.\n"
+    line = "Quota configs for client-id 'quota-app' are request_percentage=30.0"
+    described = run_tool(CONFIGS, *kafka, *client, "--describe")
+    assert line in described.stdout.splitlines(), described.stdout
+    done = run_tool(CONFIGS, *kafka, *client, "--alter", "--delete-config", "request_percentage")
+    assert done.stdout.strip() == "Completed updating config for client quota-app."
+    ours = cluster.run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, *client, "--describe"
+    )
+    assert ours.stdout == ""
     on_both_brokers(cluster, {})
 
 
