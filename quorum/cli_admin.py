@@ -487,11 +487,12 @@ def add_configs_commands(subparsers: Subparsers) -> None:
 
     parser = subparsers.add_parser(
         "configs",
-        help="alter or describe topic and broker configs (kafka-configs)",
-        description="Alter or describe a topic's or a broker's configs like kafka-configs.sh: "
-        "--alter with --add-config k=v[,k2=v2] and --delete-config k[,k2], or --describe "
-        "[--all]. Altering needs ALTER_CONFIGS on the topic (on the cluster for brokers), "
-        "describing DESCRIBE_CONFIGS. Exits 1 on a refusal.",
+        help="alter or describe topic, broker and client quota configs (kafka-configs)",
+        description="Alter or describe a topic's or a broker's configs, or a user's or "
+        "client's quotas, like kafka-configs.sh: --alter with --add-config k=v[,k2=v2] and "
+        "--delete-config k[,k2], or --describe [--all]. Altering needs ALTER_CONFIGS on the "
+        "topic (on the cluster for brokers and quotas), describing DESCRIBE_CONFIGS. Exits 1 "
+        "on a refusal.",
     )
     add_configs_arguments(parser)
     add_command_config_argument(parser)

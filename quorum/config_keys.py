@@ -409,13 +409,18 @@ class NodeConfig:
         default=50,
         metadata=key(
             integer(1, 100),
-            "the percentage of the Kafka listeners' thread one principal's requests may take",
+            "the percentage of the Kafka listeners' thread one principal's requests may take "
+            "(a client quota's request_percentage replaces it for its clients)",
         ),
     )
-    # Kafka's keys and defaults.
+    # Kafka's keys and defaults; the client quotas' byte rates are measured over the same
+    # windows (docs/kafka-listener.md#client-quotas).
     quota_window_num: int = field(
         default=11,
-        metadata=key(integer(1, QUOTA_WINDOWS_MAX), "the windows a request quota is measured over"),
+        metadata=key(
+            integer(1, QUOTA_WINDOWS_MAX),
+            "the windows a request quota or a client quota's byte rate is measured over",
+        ),
     )
     quota_window_size_seconds: int = field(
         default=1, metadata=key(integer(1), "the length of one quota window")

@@ -21,7 +21,7 @@ by the same code. Error codes are Kafka's; topic ids follow KIP-516 (a zero id i
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -30,6 +30,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.alter_configs import AlterConfigsHandler
+from broker.kafka.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from broker.kafka.data_plane import DataPlane
 from broker.kafka.describe_configs import (
     CONFIG_SOURCE_DEFAULT,
@@ -246,12 +247,20 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(
                 self._forward, incremental=True, broker_id=broker_id
             ).handle,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(
+                authorization, self._read_image
+            ).handle,
+            ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(self._forward).handle,
         }
         if CREATE_PARTITIONS_FORWARDABLE:
             handlers[ApiKey.CREATE_PARTITIONS] = self._create_partitions
         # By the header's plain int: a request's lookup costs no enum comparison.
         self._handlers = by_api_key(handlers)
         assert set(self._handlers) == set(API_VERSIONS)
+
+    def client_quotas(self) -> Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]]:
+        """The client quotas of the broker's image (docs/kafka-listener.md#client-quotas)."""
+        return self._image().client_quotas
 
     async def handle(self, request: Request, session: Session) -> Any:
         """The response entity for ``request``, or ``NO_RESPONSE`` / ``CLOSE_CONNECTION``

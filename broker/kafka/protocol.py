@@ -55,6 +55,7 @@ from kio.serial.readers import (
 )
 
 from broker.kafka.schemas import LOCAL_SCHEMAS
+from quorum.controller.client_quotas import CLIENT_QUOTA_ENTITIES_MAX
 from quorum.errors import ErrorCode
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import (
@@ -127,6 +128,8 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -182,6 +185,8 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = by_api_key(
         **({ApiKey.CREATE_PARTITIONS: (0, 3)} if CREATE_PARTITIONS_FORWARDABLE else {}),
         ApiKey.ELECT_LEADERS: (0, 2),  # forwarded (elect_leaders.py)
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded (alter_configs.py)
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # the image (client_quotas.py)
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),  # forwarded (client_quotas.py)
         ApiKey.DESCRIBE_QUORUM: (0, 2),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
@@ -223,6 +228,7 @@ REQUEST_ENTRIES_MAX: Final[Mapping[int, int]] = by_api_key(
         ApiKey.DESCRIBE_CONFIGS: METADATA_TOPICS_MAX,  # resources (topics)
         ApiKey.ALTER_CONFIGS: ALTER_CONFIGS_RESOURCES_MAX,  # resources
         ApiKey.INCREMENTAL_ALTER_CONFIGS: ALTER_CONFIGS_RESOURCES_MAX,  # resources
+        ApiKey.ALTER_CLIENT_QUOTAS: CLIENT_QUOTA_ENTITIES_MAX,  # entries
         ApiKey.CREATE_PARTITIONS: CREATE_PARTITIONS_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: METADATA_TOPICS_MAX,  # topics
         ApiKey.DESCRIBE_LOG_DIRS: METADATA_TOPICS_MAX,  # topics

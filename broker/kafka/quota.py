@@ -41,6 +41,7 @@ __all__ = [
     "RequestCost",
     "RequestQuota",
     "awaited_elsewhere",
+    "byte_rate_quota",
 ]
 
 T = TypeVar("T")
@@ -80,17 +81,28 @@ async def awaited_elsewhere(awaitable: Awaitable[T]) -> T:
 
 
 class RequestQuota:
-    """Per-principal usage over a sliding set of windows (Kafka's ``SampledStat`` and ``Rate``)
-    and the throttle time it earns. Used from one thread (the Kafka listeners' loop)."""
+    """Per-key usage over a sliding set of windows (Kafka's ``SampledStat`` and ``Rate``) and
+    the throttle time it earns. Used from one thread (the Kafka listeners' loop).
 
-    def __init__(self, percentage: int, window_num: int, window_size_ms: int) -> None:
+    A key is a principal under the config's default quota, or a client quota's bucket
+    (``quorum.metadata.client_quotas.QuotaMatch``): ``record`` takes that quota's bound when
+    one applies (docs/kafka-listener.md#client-quotas)."""
+
+    def __init__(
+        self, percentage: float, window_num: int, window_size_ms: int, *, throttle_windows: int = 1
+    ) -> None:
+        """``percentage``: the default bound, in percent of one unit per second (a thread's
+        time for the request quota). ``throttle_windows``: the longest throttle, in windows
+        (1 for request quotas, as Kafka's ``ClientRequestQuotaManager``; the byte rates allow
+        the whole quota window)."""
         assert percentage > 0
         assert window_num >= 1
         assert window_size_ms > 0
         self.bound = percentage / 100  # a share of one thread's time
         self.window_num = window_num
         self.window_size_ms = window_size_ms
-        # principal -> [[window start ms, seconds used], ...], oldest first
+        self.throttle_ms_max = window_size_ms * throttle_windows
+        # key -> [[window start ms, amount], ...], oldest first
         self._usage: dict[str, deque[list[float]]] = {}
         self.throttled_requests = 0
         self.throttle_ms_total = 0
@@ -112,9 +124,12 @@ class RequestQuota:
             elapsed_ms += (self.window_num - 1 - full_windows) * self.window_size_ms
         return max(elapsed_ms, 1.0)
 
-    def record(self, principal: str, used_s: float, now_ms: int) -> int:
-        """Add ``used_s`` seconds of thread time to ``principal``'s usage; the throttle time in
-        ms it has earned (0 within its quota)."""
+    def record(self, principal: str, used_s: float, now_ms: int, bound: float | None = None) -> int:
+        """Add ``used_s`` (seconds of thread time, or bytes for a byte rate) to
+        ``principal``'s usage; the throttle time in ms it has earned (0 within its quota).
+        ``bound``: the quota, per second, when not the default."""
+        if bound is None:
+            bound = self.bound
         windows = self._live(principal, now_ms)
         if windows is None:
             if len(self._usage) >= QUOTA_PRINCIPALS_MAX:
@@ -125,10 +140,10 @@ class RequestQuota:
         windows[-1][1] += used_s
         span_ms = self._span_ms(windows, now_ms)
         share = sum(window[1] for window in windows) * 1000 / span_ms
-        if share <= self.bound:
+        if share <= bound:
             return 0
-        # Kafka's QuotaUtils.throttleTime, bounded by one window (ClientRequestQuotaManager).
-        throttle_ms = min(round((share - self.bound) / self.bound * span_ms), self.window_size_ms)
+        # Kafka's QuotaUtils.throttleTime, bounded (ClientRequestQuotaManager: one window).
+        throttle_ms = min(round((share - bound) / bound * span_ms), self.throttle_ms_max)
         if throttle_ms <= 0:  # an excess worth less than half a millisecond
             return 0
         self.throttled_requests += 1
@@ -136,8 +151,17 @@ class RequestQuota:
         return throttle_ms
 
     def share(self, principal: str, now_ms: int) -> float:
-        """The share of one thread ``principal`` used over the quota window."""
+        """The rate ``principal`` used over the quota window (a share of one thread, or bytes
+        per second)."""
         windows = self._live(principal, now_ms)
         if not windows:
             return 0.0
         return sum(window[1] for window in windows) * 1000 / self._span_ms(windows, now_ms)
+
+
+def byte_rate_quota(window_num: int, window_size_ms: int) -> RequestQuota:
+    """The usage of ``producer_byte_rate`` or ``consumer_byte_rate`` quotas: bytes by bucket,
+    over Kafka's windows, each bound given by the client quota that applies (no default: a
+    client without one is not measured). The longest throttle is the whole quota window
+    (Kafka's ``ClientQuotaManager``)."""
+    return RequestQuota(100, window_num, window_size_ms, throttle_windows=window_num)

@@ -80,9 +80,21 @@ from broker.kafka.protocol import (
     request_bytes_max,
     with_throttle_time,
 )
-from broker.kafka.quota import CURRENT_COST, RequestCost, RequestQuota, awaited_elsewhere
+from broker.kafka.quota import (
+    CURRENT_COST,
+    RequestCost,
+    RequestQuota,
+    awaited_elsewhere,
+    byte_rate_quota,
+)
 from quorum.config import Listener, NodeConfig
 from quorum.logs import LogThrottle
+from quorum.metadata.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    quota_for,
+)
 from quorum.security.events import SECURITY_EVENTS
 from quorum.security.identity import Caller, CallerResolver, peer_certificate_properties
 from quorum.security.tls import Material, PemFiles
@@ -118,6 +130,17 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def _user(principal: str) -> str:
+    """The ``user`` quota entity name of a principal: its name without ``User:`` (Kafka's
+    ``KafkaPrincipal.getName``)."""
+    return principal.removeprefix("User:")
+
+
+def _bucket_key(bucket: tuple[str, str]) -> str:
+    """The usage key of a client quota bucket; apart from principals' keys (``User:...``)."""
+    return f"quota\0{bucket[0]}\0{bucket[1]}"
+
+
 def _config_default(name: str) -> Any:
     """The default of a ``NodeConfig`` field (Kafka's key ``name`` with dots for underscores)."""
     return NodeConfig.__dataclass_fields__[name].default
@@ -132,6 +155,10 @@ class ListenerLimits:
     connections: ConnectionLimits
     connection_idle_ms: int
     quota: RequestQuota | None
+    # The byte-rate client quotas' usage (docs/kafka-listener.md#client-quotas): bytes produced
+    # and fetched by bucket; None: not measured (the tests' listeners).
+    produce_bytes: RequestQuota | None = None
+    fetch_bytes: RequestQuota | None = None
 
     @classmethod
     def from_config(cls, config: NodeConfig) -> ListenerLimits:
@@ -148,6 +175,12 @@ class ListenerLimits:
                 config.quota_request_percentage_default,
                 config.quota_window_num,
                 config.quota_window_size_seconds * 1000,
+            ),
+            produce_bytes=byte_rate_quota(
+                config.quota_window_num, config.quota_window_size_seconds * 1000
+            ),
+            fetch_bytes=byte_rate_quota(
+                config.quota_window_num, config.quota_window_size_seconds * 1000
             ),
         )
 
@@ -580,16 +613,53 @@ class KafkaListenerServer:
         assert request is not None
         return request
 
-    def _charge(self, session: Session, cost: RequestCost, started_s: float) -> int:
+    def _charge(
+        self, session: Session, cost: RequestCost, started_s: float, client_id: str | None = None
+    ) -> int:
         """Record the thread time the request took since ``started_s`` against the caller's
-        request quota; the throttle time it earned (0 without a quota)."""
+        request quota: its client quota's ``request_percentage`` (user and client id, Kafka's
+        precedence) when one applies, else the config's default; the throttle time it earned
+        (0 without a quota)."""
         quota = self._limits.quota
         if quota is None:
             return 0
         used_s = time.thread_time() - started_s - cost.excluded_s + cost.worker_s
         used_s += session.unbilled_s
         session.unbilled_s = 0.0
-        return quota.record(session.caller.principal, max(used_s, 0.0), _now_ms())
+        principal = session.caller.principal
+        match = (
+            None
+            if session.caller.is_node  # brokers' own requests: no client quota (Kafka's rule)
+            else quota_for(
+                self._apis.client_quotas(), _user(principal), client_id or "", REQUEST_PERCENTAGE
+            )
+        )
+        if match is None:
+            return quota.record(principal, max(used_s, 0.0), _now_ms())
+        return quota.record(
+            _bucket_key(match.bucket), max(used_s, 0.0), _now_ms(), match.value / 100
+        )
+
+    def _charge_bytes(
+        self, request: Request, session: Session, in_bytes: int, out_bytes: int
+    ) -> int:
+        """Record a Produce's request bytes against its ``producer_byte_rate``, a Fetch's
+        answer bytes against its ``consumer_byte_rate`` (Kafka's measures); the throttle time
+        earned (0 without such a client quota). Nodes (a follower's Fetch) are exempt, as
+        Kafka's replication is from client quotas."""
+        if request.api_key == ApiKey.PRODUCE:
+            usage, key, amount = self._limits.produce_bytes, PRODUCER_BYTE_RATE, in_bytes
+        elif request.api_key == ApiKey.FETCH:
+            usage, key, amount = self._limits.fetch_bytes, CONSUMER_BYTE_RATE, out_bytes
+        else:
+            return 0
+        quotas = self._apis.client_quotas()
+        if usage is None or not quotas or session.caller.is_node:
+            return 0  # a follower's Fetch, a node's request: replication is not a client's
+        match = quota_for(quotas, _user(session.caller.principal), request.client_id or "", key)
+        if match is None:
+            return 0
+        return usage.record(_bucket_key(match.bucket), float(amount), _now_ms(), match.value)
 
     async def answer(self, frame: bytes, session: Session) -> bytes | None:
         """The size-prefixed answer to one request frame, ``b""`` when none is due (Produce
@@ -648,12 +718,25 @@ class KafkaListenerServer:
                         4 + len(frame),
                     )
                     return None
-            throttle_ms = self._charge(session, cost, started_s)
+            client_id = None if isinstance(request, UnsupportedRequest) else request.client_id
+            throttle_ms = self._charge(session, cost, started_s, client_id)
             if throttle_ms:
                 self.requests_throttled += 1
                 response = with_throttle_time(response, throttle_ms)
             encoding_s = time.thread_time()
             data = encode_response(request.correlation_id, response)
+            bytes_throttle_ms = (
+                0
+                if isinstance(request, UnsupportedRequest)
+                else self._charge_bytes(request, session, 4 + len(frame), len(data))
+            )
+            if bytes_throttle_ms > throttle_ms:
+                # Over a byte-rate quota: the answer carries the longer throttle (encoded again).
+                if not throttle_ms:
+                    self.requests_throttled += 1
+                throttle_ms = bytes_throttle_ms
+                response = with_throttle_time(response, throttle_ms)
+                data = encode_response(request.correlation_id, response)
             # Encoding is charged with the connection's next request (its throttle is set).
             session.unbilled_s = time.thread_time() - encoding_s
         except Exception:  # a bug of ours, not the client's: see the module docstring

@@ -61,6 +61,11 @@ from quorum.controller.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,
 )
+from quorum.controller.client_quotas import (
+    AlterClientQuotasEntry,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResult,
+)
 from quorum.controller.describe_configs import DescribeConfigsOutcome
 from quorum.controller.elections import ELECT_LEADERS_PARTITIONS_MAX
 from quorum.controller.requests import ElectionType
@@ -73,12 +78,18 @@ from quorum.errors import (
 )
 from quorum.ids import ZERO_UUID, Uuid
 from quorum.limits import ALTER_CONFIGS_RESOURCES_MAX
+from quorum.metadata.client_quotas import ClientQuotaEntity
 from quorum.metadata.records import ConfigResourceType
 from quorum.rpc.v1 import admin_pb2, raft_pb2
 from quorum.security.acls import AclBinding, AclBindingFilter
 from quorum.security.tls import ClientSecurity, SyncChannels
 from quorum.wire.acls import binding_from_proto, binding_to_proto, filter_to_proto
 from quorum.wire.alter_configs import alter_configs_to_proto
+from quorum.wire.client_quotas import (
+    alter_client_quotas_results_from_proto,
+    alter_client_quotas_to_proto,
+    described_client_quotas_from_proto,
+)
 from quorum.wire.describe_configs import describe_configs_outcomes_from_proto
 from quorum.wire.quorum_description import (
     QuorumDescription,
@@ -716,6 +727,51 @@ class AdminClient:
             timeout_s=max(deadline - self._clock(), 0.001),
         )
         return outcome
+
+    def alter_client_quotas(
+        self,
+        entries: Iterable[AlterClientQuotasEntry],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> tuple[tuple[AlterClientQuotasResult, ...], int]:
+        """Set or remove client quotas (Kafka's ``alterClientQuotas``): each entry an entity
+        and its ops (a None value removes the key). Needs ALTER_CONFIGS on the cluster. The
+        per-entity results (``error_code``, ``error_message``) and the offset that committed
+        the change."""
+        wanted = tuple(entries)
+        deadline = self._deadline(timeout_s)
+        request = alter_client_quotas_to_proto(AlterClientQuotasRequest(wanted, validate_only))
+        response = self._router.call("AlterClientQuotas", request, deadline, mutation=True)
+        results = alter_client_quotas_results_from_proto(response)
+        if len(results) != len(wanted):
+            raise UnknownServerError(
+                f"malformed answer: {len(results)} AlterClientQuotas results for "
+                f"{len(wanted)} entities"
+            )
+        return results, response.metadata_offset
+
+    def describe_client_quotas(
+        self,
+        components: Iterable[tuple[str, int, str | None]],
+        *,
+        strict: bool = False,
+        min_metadata_offset: int | None = None,
+        timeout_s: float | None = None,
+    ) -> list[tuple[ClientQuotaEntity, dict[str, float]]]:
+        """Kafka's ``describeClientQuotas``: the entities the filter (``(entity_type,
+        match_type, match)``, match types 0 exact, 1 default, 2 any) matches, with their
+        quotas, from the answering node's image. Needs DESCRIBE_CONFIGS on the cluster."""
+        deadline = self._deadline(timeout_s)
+        request = admin_pb2.DescribeClientQuotasRequest(strict=strict)
+        for kind, match_type, match in components:
+            component = request.components.add(entity_type=kind, match_type=match_type)
+            if match is not None:
+                component.match = match
+        response = self._read(
+            "DescribeClientQuotas", request, deadline, self._read_offset(min_metadata_offset)
+        )
+        return described_client_quotas_from_proto(response)
 
     def _alter_configs(
         self,

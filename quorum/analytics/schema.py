@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DataType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -43,6 +44,7 @@ from quorum.metadata.records import (
     RECORD_CLASSES,
     SNAPSHOT_RECORD_CLASSES,
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     DeletedTopicRecord,
     FenceBrokerRecord,
@@ -177,6 +179,10 @@ FAMILIES: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("permission_type", "INT"),
         ),
     ),
+    (
+        "client_quota",  # ClientQuotaRecord
+        (("entity", "STRING"), ("key", "STRING"), ("value", "DOUBLE"), ("remove", "BOOLEAN")),
+    ),
 )
 FAMILY_NAMES: Final = tuple(family for family, _ in FAMILIES)
 
@@ -206,6 +212,7 @@ def _spark_type(sql: str) -> DataType:
         "INT": IntegerType(),
         "BOOLEAN": BooleanType(),
         "STRING": StringType(),
+        "DOUBLE": DoubleType(),
     }
     if sql in simple:
         return simple[sql]
@@ -239,6 +246,7 @@ def arrow_type(sql: str) -> pa.DataType:
         "INT": pa.int32(),
         "BOOLEAN": pa.bool_(),
         "STRING": pa.string(),
+        "DOUBLE": pa.float64(),
     }
     if sql in simple:
         return simple[sql]
@@ -283,7 +291,20 @@ class Field:
 
 
 _KINDS: Final = frozenset(
-    {"int", "int?", "bool", "str", "str?", "uuid", "ints", "ints?", "eps", "voters"}
+    {
+        "int",
+        "int?",
+        "bool",
+        "str",
+        "str?",
+        "uuid",
+        "ints",
+        "ints?",
+        "eps",
+        "voters",
+        "float",
+        "entity",
+    }
 )
 _TOPIC_ID: Final = Field("topic_id", "topic_id", "uuid")
 _PARTITION: Final = Field("partition", "partition.id", "int")
@@ -381,6 +402,12 @@ RECORD_COLUMNS: Final[Mapping[type[Record], tuple[Field, ...]]] = {
         Field("version", "voters.version", "int", 0, INT16_MAX),
         Field("voters", "voters.voter_set", "voters"),
     ),
+    ClientQuotaRecord: (
+        Field("entity", "client_quota.entity", "entity"),
+        Field("key", "client_quota.key", "str"),
+        Field("value", "client_quota.value", "float"),
+        Field("remove", "client_quota.remove", "bool"),
+    ),
     TopicIdentityRecord: (_TOPIC_ID, _CREATION_OFFSET),
     DeletedTopicRecord: (
         Field("name", "topic.name", "str"),
@@ -401,6 +428,8 @@ _KIND_SQL_TYPES: Final = {
     "ints?": ("ARRAY<INT>",),
     "eps": (_ENDPOINTS,),
     "voters": ("STRING",),
+    "float": ("DOUBLE",),
+    "entity": ("STRING",),
 }
 
 

@@ -95,6 +95,9 @@ voters STRUCT<version INT,      KRaftVersionRecord (version, kraft_version), Vot
 kraft_version INT,              (version; voter_set: its voters as JSON, [{"id",
 voter_set STRING>               "directoryId", "endpoints": ["NAME://host:port"]}], directoryId
                                 omitted for none) (KIP-853 control records)
+client_quota STRUCT<entity      ClientQuotaRecord (entity: JSON, [{"entityType": "user",
+STRING, key STRING, value       "entityName": "alice"}], a null name the type's default;
+DOUBLE, remove BOOLEAN>         remove true: the key was deleted)
 ==============================  ===============================================================
 
 ``NoOpRecord`` fills only the header columns, ``RemoveTopicRecord`` only those and

@@ -87,6 +87,10 @@ def _wire_type(spec: Field) -> Any:
         wire = tuple[_Int32Element, ...]
     elif kind == "voters":
         wire = tuple[_VoterWire, ...]
+    elif kind == "float":
+        wire = Any  # msgspec would turn an int into a float: arrow_batches checks the type
+    elif kind == "entity":
+        wire = tuple[tuple[str, Optional[str]], ...]  # noqa: UP045 - a runtime type
     else:
         assert kind == "eps", kind
         wire = tuple[_EndpointWire, ...]

@@ -41,6 +41,7 @@ from quorum.controller import acls as acl_ops
 from quorum.controller import alter_configs as alter_config_ops
 from quorum.controller import alter_partition as alter_partition_ops
 from quorum.controller import brokers as broker_ops
+from quorum.controller import client_quotas as client_quota_ops
 from quorum.controller import elections as election_ops
 from quorum.controller import partitions as partition_ops
 from quorum.controller import producer_ids as producer_id_ops
@@ -265,6 +266,13 @@ class ControllerStateMachine:
         """See ``quorum.controller.alter_configs``; validates against the latest image."""
         self._check_next_offset(next_offset)
         return alter_config_ops.alter_configs(self._latest, request)
+
+    def alter_client_quotas(
+        self, request: client_quota_ops.AlterClientQuotasRequest, *, next_offset: int
+    ) -> ControllerResult[client_quota_ops.AlterClientQuotasResponse]:
+        """See ``quorum.controller.client_quotas``; validates against the latest image."""
+        self._check_next_offset(next_offset)
+        return client_quota_ops.alter_client_quotas(self._latest, request)
 
     def create_acls(
         self, bindings: Sequence[AclBinding], *, next_offset: int, new_acl_id: Callable[[], Uuid]

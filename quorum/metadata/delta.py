@@ -38,6 +38,7 @@ from typing import Any, Final, TypeVar
 from quorum.ids import RESERVED_UUIDS, Uuid
 from quorum.limits import DELETED_TOPICS_RETAINED_MAX
 from quorum.metadata.batch import DecodedBatch
+from quorum.metadata.client_quotas import client_quota_entity_problem, entity_key
 from quorum.metadata.image import (
     CLUSTER_METADATA_TOPIC_NAME,
     NO_LEADER,
@@ -54,6 +55,7 @@ from quorum.metadata.image import (
 )
 from quorum.metadata.records import (
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     DeletedTopicRecord,
@@ -263,6 +265,8 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._broker_configs: dict[str, dict[str, str | None]] = {}
         self._acls: dict[Uuid, AclBinding | None] = {}  # None: removed in this delta
+        # Client quota entity -> key -> value (None: removed in this delta).
+        self._client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float | None]] = {}
         self._metadata_topic_id = image.metadata_topic_id
         self._next_producer_id = image.next_producer_id
         # Plain functions called as handler(self, record, offset), from a table built once:
@@ -584,6 +588,46 @@ class MetadataDelta:
             raise MetadataReplayError(offset, record, f"no ACL has id {record.id}")
         self._acls[record.id] = None
 
+    def _replay_client_quota(self, record: ClientQuotaRecord, offset: int) -> None:
+        problem = client_quota_entity_problem(record.entity)
+        if problem is not None:
+            raise MetadataReplayError(offset, record, problem)
+        entity = entity_key(record.entity)
+        changes = self._client_quotas.setdefault(entity, {})
+        if record.remove:
+            if record.key in changes:
+                present = changes[record.key] is not None
+            else:
+                present = record.key in self._image.client_quotas.get(entity, {})
+            if not present:
+                raise MetadataReplayError(
+                    offset, record, f"entity {entity!r} has no quota {record.key!r} to remove"
+                )
+            changes[record.key] = None
+        else:
+            changes[record.key] = record.value
+
+    def _apply_client_quotas(
+        self,
+    ) -> Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]]:
+        base = self._image.client_quotas
+        if not self._client_quotas:
+            return base
+        puts: dict[tuple[tuple[str, str | None], ...], Mapping[str, float]] = {}
+        removes = []
+        for entity, changes in self._client_quotas.items():
+            old = base.get(entity, empty_map())
+            assert isinstance(old, PersistentMap), old
+            new = old.updated(
+                {k: v for k, v in changes.items() if v is not None},
+                [k for k, v in changes.items() if v is None and k in old],
+            )
+            if new:
+                puts[entity] = new
+            elif entity in base:
+                removes.append(entity)
+        return _updated(base, puts, removes)
+
     def _replay_remove_topic(self, record: RemoveTopicRecord, offset: int) -> None:
         topic_id = record.topic_id
         topic = self._live_topic_for_update(topic_id)
@@ -720,6 +764,7 @@ class MetadataDelta:
             if self._acls
             else image.acls,
             next_producer_id=self._next_producer_id,
+            client_quotas=self._apply_client_quotas(),
         )
 
     def replica_moves(self) -> tuple[dict[int, dict[Uuid, int]], dict[int, dict[Uuid, int]]]:
@@ -869,6 +914,7 @@ _LOG_HANDLERS: Final[Mapping[type, _Handler]] = {
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_remove_acl,
     ProducerIdsRecord: MetadataDelta._replay_producer_ids,
+    ClientQuotaRecord: MetadataDelta._replay_client_quota,
     LeaderChangeMessage: _ignore,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
@@ -886,6 +932,7 @@ _SNAPSHOT_HANDLERS: Final[Mapping[type, _Handler]] = {
     RegisterBrokerRecord: MetadataDelta._replay_register_broker,
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     ProducerIdsRecord: MetadataDelta._replay_producer_ids,
+    ClientQuotaRecord: MetadataDelta._replay_client_quota,
     SnapshotHeader: _ignore,
     SnapshotFooter: _ignore,
     # The voter set in force at the snapshot's end (KIP-853): read by the Raft layer.

@@ -432,6 +432,13 @@ class MetadataImage:
     acls: Mapping[Uuid, AclBinding] = field(default_factory=empty_map)
     """Every ACL by id (``AccessControlEntryRecord``s, docs/authorization.md)."""
 
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=empty_map
+    )
+    """Client quotas by entity (``ClientQuotaRecord``s, docs/kafka-listener.md#client-quotas):
+    the entity as its ``(entity_type, entity_name)`` pairs sorted by type (a None name: the
+    type's default), then quota key -> value. An entity with no key left is not here."""
+
     next_producer_id: int = 0
     """The first producer id of the next block the controller hands out (Kafka's
     ``ProducerIdsImage.nextProducerId``, from the last ``ProducerIdsRecord``): every id below it

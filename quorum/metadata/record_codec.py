@@ -4,7 +4,8 @@ fields]`` and standalone msgpack bytes.
 
 The wire form and the versioning rules are in ``quorum.metadata.records``'s docstring; the
 classes and the per-type ``*_to_wire`` / ``*_from_wire`` functions in the family modules
-(``records_brokers``, ``records_topics``, ``records_configs_acls``, ``records_control``).
+(``records_brokers``, ``records_topics``, ``records_configs_acls``, ``records_quotas``,
+``records_control``).
 Adding a record type means a class and its two functions in its family module, an entry in
 ``RECORD_CLASSES`` (or ``SNAPSHOT_RECORD_CLASSES``), ``_ENCODERS`` and ``_DECODERS`` here, and
 its columns in ``quorum.analytics.schema``; the import-time checks below and there fail until
@@ -75,6 +76,11 @@ from quorum.metadata.records_control import (
     voters_from_wire,
     voters_to_wire,
 )
+from quorum.metadata.records_quotas import (
+    ClientQuotaRecord,
+    client_quota_from_wire,
+    client_quota_to_wire,
+)
 from quorum.metadata.records_topics import (
     DeletedTopicRecord,
     PartitionChangeRecord,
@@ -134,6 +140,7 @@ MetadataRecord: TypeAlias = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | ProducerIdsRecord
+    | ClientQuotaRecord
     | TopicIdentityRecord
     | DeletedTopicRecord
 )
@@ -164,6 +171,7 @@ RECORD_CLASSES: Final[Mapping[int, type[Record]]] = MappingProxyType(
             AccessControlEntryRecord,
             RemoveAccessControlEntryRecord,
             ProducerIdsRecord,
+            ClientQuotaRecord,
             LeaderChangeMessage,
             SnapshotHeader,
             SnapshotFooter,
@@ -224,6 +232,7 @@ _ENCODERS: Final[dict[type[Record], Callable[[Any], list[object]]]] = {
     AccessControlEntryRecord: acl_to_wire,
     RemoveAccessControlEntryRecord: remove_acl_to_wire,
     ProducerIdsRecord: producer_ids_to_wire,
+    ClientQuotaRecord: client_quota_to_wire,
     LeaderChangeMessage: leader_change_to_wire,
     SnapshotHeader: snapshot_header_to_wire,
     SnapshotFooter: snapshot_footer_to_wire,
@@ -274,6 +283,7 @@ _DECODERS: Final[dict[int, dict[int, tuple[int, _Decoder]]]] = {
     AccessControlEntryRecord.TYPE: {0: (8, acl_from_wire)},
     RemoveAccessControlEntryRecord.TYPE: {0: (1, remove_acl_from_wire)},
     ProducerIdsRecord.TYPE: {0: (3, producer_ids_from_wire)},
+    ClientQuotaRecord.TYPE: {0: (4, client_quota_from_wire)},
     LeaderChangeMessage.TYPE: {0: (3, leader_change_from_wire)},
     SnapshotHeader.TYPE: {0: (2, snapshot_header_from_wire)},
     SnapshotFooter.TYPE: {0: (1, snapshot_footer_from_wire)},

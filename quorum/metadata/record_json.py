@@ -14,6 +14,7 @@ from quorum.ids import Uuid
 from quorum.metadata.record_codec import ALL_RECORD_CLASSES, Record, unknown_type_error
 from quorum.metadata.records_brokers import BrokerEndpoint
 from quorum.metadata.records_control import LeaderChangeMessage, VoterEntry
+from quorum.metadata.records_quotas import ClientQuotaEntityData
 
 __all__ = [
     "KAFKA_TYPE_NAMES",
@@ -46,7 +47,7 @@ def _json_value(value: object) -> object:
         return [_json_value(element) for element in value]
     if isinstance(value, BrokerEndpoint):
         return {"name": value.name, "host": value.host, "port": value.port}
-    if isinstance(value, VoterEntry):
+    if isinstance(value, VoterEntry | ClientQuotaEntityData):
         return {
             field.name: _json_value(getattr(value, field.name))
             for field in dataclasses.fields(value)
@@ -118,6 +119,8 @@ def _kafka_value(value: object) -> object:
         return [_kafka_value(element) for element in value]
     if isinstance(value, BrokerEndpoint):
         return {"name": value.name, "host": value.host, "port": value.port}
+    if isinstance(value, ClientQuotaEntityData):  # Kafka's ClientQuotaRecord.EntityData
+        return {"entityType": value.entity_type, "entityName": value.entity_name}
     if isinstance(value, VoterEntry):  # Kafka's VotersRecord.Voter
         return {
             "voterId": value.voter_id,

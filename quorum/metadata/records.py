@@ -40,7 +40,8 @@ imports; ``from quorum.metadata.records import ...`` is the way in):
 - the record classes by family, each beside its ``*_to_wire`` / ``*_from_wire`` functions:
   ``records_brokers`` (broker registration, fencing, producer-id blocks), ``records_topics``
   (topics, partitions and the snapshot-only topic identity records), ``records_configs_acls``
-  (configs, ACLs) and ``records_control`` (the control records and ``NoOpRecord``);
+  (configs, ACLs), ``records_quotas`` (client quotas) and ``records_control`` (the control
+  records and ``NoOpRecord``);
 - ``record_codec``: the record unions and type-code tables (``RECORD_CLASSES``,
   ``CONTROL_RECORD_TYPES``, ...) and the dispatch between records, wire arrays and msgpack
   bytes, the hot path;
@@ -109,6 +110,7 @@ from quorum.metadata.records_control import (
     VoterEntry,
     VotersRecord,
 )
+from quorum.metadata.records_quotas import ClientQuotaEntityData, ClientQuotaRecord
 from quorum.metadata.records_topics import (
     NO_LEADER,
     DeletedTopicRecord,
@@ -132,6 +134,8 @@ __all__ = [
     "SNAPSHOT_RECORD_CLASSES",
     "AccessControlEntryRecord",
     "BrokerEndpoint",
+    "ClientQuotaEntityData",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "ConfigResourceType",
     "ControlRecord",

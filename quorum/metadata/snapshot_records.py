@@ -4,8 +4,8 @@
 ``image_from_records(records, end_offset=image.offset + 1)`` (or ``image_from_batches``) replays
 them through ``MetadataDelta`` in snapshot mode, giving an image equal to ``image`` in every
 field: topics with their configs and partitions (replicas, ISR, leader, both epochs), brokers
-(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the ACLs, the next
-producer-id block, the metadata
+(incarnation, epoch, endpoints, rack, fenced), broker and cluster configs, the ACLs, the client
+quotas, the next producer-id block, the metadata
 topic's id, and topic identity: each live topic's creation offset and every removed topic (id, name,
 creation and deletion offsets), so that ids stay never reused across a snapshot.
 
@@ -14,6 +14,7 @@ Record order (deterministic, so two controllers with equal images write equal sn
     RegisterBrokerRecord            per broker, by broker id (``fenced`` carries the state)
     ConfigRecord(BROKER, ...)       per broker config, by resource name ("" = cluster) and key
     AccessControlEntryRecord        per ACL, by id
+    ClientQuotaRecord               per client quota entity (sorted) and key
     ProducerIdsRecord               the next producer-id block (broker id and epoch -1), once
                                     any block was handed out
     DeletedTopicRecord              per removed topic, by deletion offset
@@ -42,6 +43,8 @@ from quorum.metadata.batch import DecodedBatch, LogBatch, encode_batch
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.records import (
+    ClientQuotaEntityData,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     DeletedTopicRecord,
@@ -89,6 +92,11 @@ def _sort_key(name: str) -> tuple[int, int, str]:
     return (2, 0, name)
 
 
+def _entity_sort_key(entity: tuple[tuple[str, str | None], ...]) -> list[tuple[str, str]]:
+    """Client quota entities: by type, a default (None) before any name."""
+    return [(kind, "" if name is None else "\0" + name) for kind, name in entity]
+
+
 def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     """The records that rebuild ``image`` from the empty image (see the module docstring).
 
@@ -106,6 +114,15 @@ def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         )
     for acl_id in sorted(image.acls, key=lambda i: i.bytes):
         yield acl_record(acl_id, image.acls[acl_id])
+    for entity in sorted(image.client_quotas, key=_entity_sort_key):
+        values = image.client_quotas[entity]
+        for key in sorted(values):
+            yield ClientQuotaRecord(
+                tuple(ClientQuotaEntityData(kind, name) for kind, name in entity),
+                key,
+                values[key],
+                remove=False,
+            )
     for resource in sorted(image.broker_configs, key=_sort_key):
         configs = image.broker_configs[resource]
         for name in sorted(configs):

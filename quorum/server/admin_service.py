@@ -52,6 +52,7 @@ from quorum.security.acls import AclBinding, AclOperation, ResourceType
 from quorum.security.authorization import RequestAuthorization
 from quorum.security.identity import Caller, CallerResolver
 from quorum.security.node_identity import BROKER_ONLY, Claim, refuse_claim
+from quorum.server import client_quotas_rpc
 from quorum.server.alter_configs_auth import alter_configs_refusals, describe_configs_answer
 from quorum.server.driver import (
     OperationQueueFullError,
@@ -135,6 +136,7 @@ ReadRequest: TypeAlias = (
     | admin_pb2.DescribeClusterRequest
     | admin_pb2.DescribeAclsRequest
     | admin_pb2.DescribeConfigsRequest
+    | admin_pb2.DescribeClientQuotasRequest
 )
 
 
@@ -940,6 +942,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._header(response)
         response.metadata_offset = image.offset
         return response
+
+    AlterClientQuotas = client_quotas_rpc.AlterClientQuotas  # quorum/server/client_quotas_rpc.py
+    DescribeClientQuotas = client_quotas_rpc.DescribeClientQuotas
 
     async def DescribeAcls(
         self, request: admin_pb2.DescribeAclsRequest, context: grpc.aio.ServicerContext

@@ -1,6 +1,7 @@
 """``metaquorum configs``: Kafka's ``kafka-configs.sh`` (``ConfigCommand``) for topics and
 brokers, over the AdminClient's ``incremental_alter_configs``, ``alter_cluster_configs`` and
-``describe_configs``.
+``describe_configs``; for the client quotas of users and clients see
+``quorum.tools.configs_quotas``.
 
 ``--alter --add-config k=v[,k2=v2] --delete-config k[,k2]`` (a list value in brackets:
 ``cleanup.policy=[compact,delete]``) prints Kafka's ``Completed updating config for topic T.``,
@@ -43,6 +44,12 @@ from quorum.controller.describe_configs import (
 )
 from quorum.errors import AdminError, ErrorCode, error_for
 from quorum.metadata.records import ConfigResourceType
+from quorum.tools.configs_quotas import (
+    QUOTA_ENTITY_TYPES,
+    QuotaTarget,
+    parse_quota_value,
+    run_quota_configs,
+)
 
 __all__ = [
     "ConfigsCommand",
@@ -77,6 +84,9 @@ class ConfigsCommand:
     broker_id: int | None = None
     """With ``topic`` None: the broker, or None for the cluster-wide default."""
     describe_all: bool = False
+    quota: QuotaTarget | None = None
+    """A client quota entity (``--entity-type users|clients``): then ``topic`` and
+    ``broker_id`` are None."""
 
 
 def add_configs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,14 +101,20 @@ def add_configs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--entity-type",
         required=True,
-        metavar="topics|brokers",
-        help="topics, or brokers (--entity-name ID, or --entity-default: the cluster-wide default)",
+        metavar="topics|brokers|users|clients",
+        help="topics, brokers (--entity-name ID, or --entity-default: the cluster-wide "
+        "default), or the client quotas of users or clients (--entity-name NAME, or "
+        "--entity-default: the default user or client)",
     )
-    parser.add_argument("--entity-name", metavar="NAME", help="the topic, or the broker's id")
+    parser.add_argument(
+        "--entity-name",
+        metavar="NAME",
+        help="the topic, the broker's id, the user (principal name, CN=alice) or the client id",
+    )
     parser.add_argument(
         "--entity-default",
         action="store_true",
-        help="with --entity-type brokers: the cluster-wide default",
+        help="with --entity-type brokers|users|clients: the cluster-wide default",
     )
     parser.add_argument("--alter", action="store_true", help="change the entity's configs")
     parser.add_argument("--describe", action="store_true", help="the configs set on the entity")
@@ -142,6 +158,8 @@ def parse_add_config(entries: Iterable[str]) -> list[tuple[str, str]]:
 def command_from_args(args: argparse.Namespace) -> ConfigsCommand:
     if args.alter == args.describe:
         raise ConfigsError("give exactly one of --alter and --describe")
+    if args.entity_type in QUOTA_ENTITY_TYPES:
+        return _quota_command(args)
     topic: str | None = None
     broker_id: int | None = None
     if args.entity_type == "topics":
@@ -163,7 +181,8 @@ def command_from_args(args: argparse.Namespace) -> ConfigsCommand:
             broker_id = int(name)
     else:
         raise ConfigsError(
-            f"--entity-type {args.entity_type!r} is not supported: topics or brokers"
+            f"--entity-type {args.entity_type!r} is not supported: topics, brokers, users or "
+            "clients"
         )
     if args.all and not args.describe:
         raise ConfigsError("--all goes with --describe")
@@ -178,6 +197,42 @@ def command_from_args(args: argparse.Namespace) -> ConfigsCommand:
     changes = [AlterConfigOp(k, v) for k, v in sets]
     changes += [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in deletes]
     return ConfigsCommand(topic, describe=False, changes=tuple(changes), broker_id=broker_id)
+
+
+def _quota_command(args: argparse.Namespace) -> ConfigsCommand:
+    """``--entity-type users|clients``: one client quota entity (Kafka's ConfigCommand)."""
+    entity_type = QUOTA_ENTITY_TYPES[args.entity_type]
+    if args.all:
+        raise ConfigsError("--all is not supported with --entity-type users|clients")
+    if args.entity_name is not None and args.entity_default:
+        raise ConfigsError("give --entity-name NAME or --entity-default, not both")
+    if args.entity_name is not None and not args.entity_name:
+        raise ConfigsError(f"--entity-name is empty: name the {entity_type}")
+    if args.describe:
+        if args.add_config or args.delete_config:
+            raise ConfigsError("--add-config and --delete-config go with --alter")
+        every = args.entity_name is None and not args.entity_default
+        target = QuotaTarget(entity_type, args.entity_name, every=every)
+        return ConfigsCommand(None, True, quota=target)
+    if args.entity_name is None and not args.entity_default:
+        raise ConfigsError(
+            f"--entity-type {args.entity_type} --alter takes --entity-name NAME or --entity-default"
+        )
+    changes: list[AlterConfigOp] = []
+    for key, text in parse_add_config(args.add_config):
+        try:
+            parse_quota_value(text)
+        except ValueError:
+            raise ConfigsError(
+                f"Invalid value {text!r} for quota {key}: a number (producer_byte_rate=1024)"
+            ) from None
+        changes.append(AlterConfigOp(key, text))
+    deletes = [k.strip() for entry in args.delete_config for k in entry.split(",") if k.strip()]
+    changes += [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in deletes]
+    if not changes:
+        raise ConfigsError("--alter needs --add-config or --delete-config")
+    target = QuotaTarget(entity_type, args.entity_name)
+    return ConfigsCommand(None, describe=False, changes=tuple(changes), quota=target)
 
 
 def _line(config: DescribedConfig) -> str:
@@ -225,6 +280,8 @@ def _describe(command: ConfigsCommand, admin: Any, out: IO[str]) -> None:
 def run_configs(command: ConfigsCommand, admin: Any, out: IO[str], err: IO[str]) -> int:
     """Run through ``admin`` (an ``AdminClient``) and print Kafka's lines; exit 0, or 1 with
     Kafka's error line."""
+    if command.quota is not None:
+        return run_quota_configs(command.quota, command.changes, admin, out, err)
     try:
         if command.describe:
             _describe(command, admin, out)

@@ -16,6 +16,9 @@ this shell has the same paths::
                                               resource), BROKER:<id>, TOPIC:<name>: one file per
                                               config key
     /image/acls/byId/<acl id>                 JSON of the ACL
+    /image/clientQuotas/<entity>/<key>        a client quota's value; the entity as Kafka's
+                                              shell names it, clientId(app)_user(CN=alice),
+                                              with <default> for a default name
     /image/provenance/offset, snapshot        what the image was loaded from
     /local/version                            this tool's version
 
@@ -382,6 +385,35 @@ def _acl_json(image: MetadataImage, acl_id: Uuid) -> dict[str, object]:
     )
 
 
+def _quota_entity_name(entity: tuple[tuple[str, str | None], ...]) -> str:
+    """Kafka's shell's name of a client quota entity: ``clientId(app)_user(CN=alice)``, ``(``,
+    ``)`` and ``\\`` escaped with ``\\``; ``<default>`` for a default name."""
+
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    kinds = {"client-id": "clientId", "user": "user"}
+    return "_".join(
+        f"{kinds.get(kind, kind)}({'<default>' if name is None else escape(name)})"
+        for kind, name in entity
+    )
+
+
+def _quotas_node(image: MetadataImage) -> DirNode:
+    by_name = {_quota_entity_name(entity): entity for entity in image.client_quotas}
+
+    def entity(name: str) -> Node | None:
+        found = by_name.get(name)
+        if found is None:
+            return None
+        values = image.client_quotas[found]
+        return DirNode(
+            names=values.keys, child=lambda key: _text(values[key]) if key in values else None
+        )
+
+    return DirNode(lambda: sorted(by_name), entity)
+
+
 def _image_node(loaded: LoadedImage) -> DirNode:
     """Kafka's ``MetadataImageNode`` (``/image``), with the parts this image has."""
     image = loaded.image
@@ -417,6 +449,7 @@ def _image_node(loaded: LoadedImage) -> DirNode:
     return _fixed(
         {
             "acls": lambda: _fixed({"byId": lambda: DirNode(lambda: map(str, image.acls), acl)}),
+            "clientQuotas": lambda: _quotas_node(image),
             "cluster": lambda: _fixed(
                 {"brokers": lambda: DirNode(lambda: map(str, image.brokers), broker)}
             ),

@@ -38,6 +38,8 @@ from quorum.ids import Uuid
 from quorum.metadata.batch import LogBatch, decode_batch, encode_batch
 from quorum.metadata.records import (
     BrokerEndpoint,
+    ClientQuotaEntityData,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FenceBrokerRecord,
@@ -340,6 +342,10 @@ def _reference_rows(frame: Any) -> list[dict[str, Any]]:
             value = getattr(record, spec.field)
             if isinstance(value, Uuid):
                 value = str(value)
+            elif spec.kind == "entity":
+                value = arrow_batches.client_quota_entity_json(
+                    [(e.entity_type, e.entity_name) for e in value]
+                )
             elif isinstance(value, tuple):
                 value = [
                     {"name": v.name, "host": v.host, "port": v.port}
@@ -362,6 +368,12 @@ SAMPLES: list[Record] = [record for _, batch in every_record_type() for record i
     PartitionChangeRecord(TOPIC_B, 3),
     PartitionChangeRecord(TOPIC_B, 3, (1,), 2, (1, 2), 9, 10),
     RegisterBrokerRecord(5, INCARNATION, 2**62, (), None, False),
+    ClientQuotaRecord(
+        (ClientQuotaEntityData("user", "alice"), ClientQuotaEntityData("client-id", None)),
+        "producer_byte_rate",
+        1024.0,
+        remove=False,
+    ),
 ]
 BAD_VALUES: list[Any] = [
     None,

@@ -825,3 +825,112 @@ class DescribedConfigSynonym(_message.Message):
     value: str
     source: int
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., source: _Optional[int] = ...) -> None: ...
+
+class ClientQuotaEntityComponent(_message.Message):
+    __slots__ = ("entity_type", "entity_name")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    entity_name: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+
+class ClientQuotaOp(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: float
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ClientQuotaAlteration(_message.Message):
+    __slots__ = ("entity", "ops")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityComponent]
+    ops: _containers.RepeatedCompositeFieldContainer[ClientQuotaOp]
+    def __init__(self, entity: _Optional[_Iterable[_Union[ClientQuotaEntityComponent, _Mapping]]] = ..., ops: _Optional[_Iterable[_Union[ClientQuotaOp, _Mapping]]] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ClientQuotaAlteration]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[ClientQuotaAlteration, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    results: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., results: _Optional[_Iterable[_Union[AlterClientQuotasResult, _Mapping]]] = ...) -> None: ...
+
+class AlterClientQuotasResult(_message.Message):
+    __slots__ = ("entity", "error_code", "error_message")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityComponent]
+    error_code: int
+    error_message: str
+    def __init__(self, entity: _Optional[_Iterable[_Union[ClientQuotaEntityComponent, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ClientQuotaFilterComponent(_message.Message):
+    __slots__ = ("entity_type", "match_type", "match")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    match_type: int
+    match: str
+    def __init__(self, entity_type: _Optional[str] = ..., match_type: _Optional[int] = ..., match: _Optional[str] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("components", "strict", "min_metadata_offset")
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    MIN_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[ClientQuotaFilterComponent]
+    strict: bool
+    min_metadata_offset: int
+    def __init__(self, components: _Optional[_Iterable[_Union[ClientQuotaFilterComponent, _Mapping]]] = ..., strict: _Optional[bool] = ..., min_metadata_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller_id", "controller_endpoint", "metadata_offset", "entries")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller_id: int
+    controller_endpoint: str
+    metadata_offset: int
+    entries: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntry]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_offset: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[ClientQuotaEntry, _Mapping]]] = ...) -> None: ...
+
+class ClientQuotaEntry(_message.Message):
+    __slots__ = ("entity", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityComponent]
+    values: _containers.ScalarMap[str, float]
+    def __init__(self, entity: _Optional[_Iterable[_Union[ClientQuotaEntityComponent, _Mapping]]] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...

@@ -116,6 +116,16 @@ class AdminServiceStub:
                 request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
                 response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/AlterClientQuotas',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/quorum.rpc.v1.AdminService/DescribeClientQuotas',
+                request_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -248,6 +258,23 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Set or remove client quotas (Kafka's AlterClientQuotas;
+        docs/kafka-listener.md#client-quotas): written as ClientQuotaRecords, answered once
+        committed. Needs ALTER_CONFIGS on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """The client quotas a filter matches (Kafka's DescribeClientQuotas) from this node's image.
+        Needs DESCRIBE_CONFIGS on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -330,6 +357,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeAcls,
                     request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.FromString,
                     response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -766,6 +803,60 @@ class AdminService:
             '/quorum.rpc.v1.AdminService/DescribeAcls',
             quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
             quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/AlterClientQuotas',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.rpc.v1.AdminService/DescribeClientQuotas',
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+            quorum_dot_rpc_dot_v1_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,6 +23,8 @@ from quorum.metadata.records import (
     RECORD_CLASSES,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaEntityData,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FenceBrokerRecord,
@@ -129,6 +131,18 @@ metadata_records: st.SearchStrategy[Record] = st.one_of(
     ),
     st.builds(RemoveAccessControlEntryRecord, uuids),
     st.builds(
+        ClientQuotaRecord,
+        st.lists(
+            st.builds(
+                ClientQuotaEntityData, st.sampled_from(["user", "client-id"]), st.none() | texts
+            ),
+            max_size=2,
+        ).map(tuple),
+        texts,
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+    ),
+    st.builds(
         ProducerIdsRecord,
         st.integers(-1, INT32_MAX),
         st.integers(-1, INT64_MAX),
@@ -181,6 +195,12 @@ def one_of_each() -> list[Record]:
         AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:CN=alice", "*", 8, 3),
         RemoveAccessControlEntryRecord(TOPIC_ID),
         ProducerIdsRecord(2, 7, 3000),
+        ClientQuotaRecord(
+            (ClientQuotaEntityData("user", "CN=alice"), ClientQuotaEntityData("client-id", None)),
+            "producer_byte_rate",
+            102400.0,
+            remove=False,
+        ),
         LeaderChangeMessage(1, 3, (1, 2, 3)),
         SnapshotHeader(0, 1_700_000_000_000),
         SnapshotFooter(0),
@@ -217,6 +237,7 @@ def test_type_codes_are_kafkas() -> None:
         7: "FenceBrokerRecord",
         8: "UnfenceBrokerRecord",
         9: "RemoveTopicRecord",
+        14: "ClientQuotaRecord",
         15: "ProducerIdsRecord",
         16: "RemoveAccessControlEntryRecord",
         20: "NoOpRecord",

@@ -9,6 +9,7 @@ import pytest
 from quorum.admin.types import AlterConfigOp, AlterConfigOpType
 from quorum.cli import build_parser
 from quorum.tools.configs import ConfigsCommand, ConfigsError, command_from_args
+from quorum.tools.configs_quotas import QuotaTarget, java_double, quota_line
 
 BASE = ["configs", "--bootstrap-server", "127.0.0.1:1", "--entity-type", "topics"]
 
@@ -84,9 +85,71 @@ def test_brokers_take_an_id_or_the_cluster_wide_default() -> None:
         brokers("--entity-name", "b1", "--describe")
     with pytest.raises(ConfigsError, match="--all goes with --describe"):
         brokers("--entity-default", "--alter", "--all", "--add-config", "a=b")
-    with pytest.raises(ConfigsError, match="topics or brokers"):
+    with pytest.raises(ConfigsError, match="topics, brokers, users or clients"):
         command_from_args(
             build_parser().parse_args(
-                ["configs", "--bootstrap-server", "h:1", "--entity-type", "users", "--describe"]
+                ["configs", "--bootstrap-server", "h:1", "--entity-type", "ips", "--describe"]
             )
         )
+
+
+# ----- client quotas (--entity-type users|clients) -------------------------------------------
+
+
+def quotas(entity_type: str, *args: str) -> ConfigsCommand:
+    base = ["configs", "--bootstrap-server", "h:1", "--entity-type", entity_type]
+    return command_from_args(build_parser().parse_args([*base, *args]))
+
+
+def test_quota_arguments() -> None:
+    command = quotas(
+        "users", "--entity-name", "CN=alice", "--alter",
+        "--add-config", "producer_byte_rate=1024,request_percentage=12.5",
+        "--delete-config", "consumer_byte_rate",
+    )  # fmt: skip
+    assert command.quota == QuotaTarget("user", "CN=alice")
+    assert command.changes == (
+        AlterConfigOp("producer_byte_rate", "1024"),
+        AlterConfigOp("request_percentage", "12.5"),
+        AlterConfigOp("consumer_byte_rate", None, AlterConfigOpType.DELETE),
+    )
+    default = quotas("clients", "--entity-default", "--alter", "--add-config", "a=1")
+    assert default.quota == QuotaTarget("client-id", None)
+    assert quotas("users", "--describe").quota == QuotaTarget("user", None, every=True)
+    assert quotas("clients", "--entity-default", "--describe").quota == QuotaTarget(
+        "client-id", None
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--alter", "--add-config", "producer_byte_rate=1"], "--entity-name NAME or"),
+        (["--entity-name", "u", "--alter", "--add-config", "k=fast"], "Invalid value 'fast'"),
+        (["--entity-name", "u", "--entity-default", "--describe"], "not both"),
+        (["--entity-name", "u", "--describe", "--all"], "--all is not supported"),
+        (["--entity-name", "", "--describe"], "--entity-name is empty"),
+    ],
+)
+def test_bad_quota_arguments_say_what_to_give(args: list[str], text: str) -> None:
+    with pytest.raises(ConfigsError, match=text):
+        quotas("users", *args)
+
+
+def test_quota_lines_are_kafkas() -> None:
+    assert (
+        quota_line((("client-id", None), ("user", "CN=alice")), {"producer_byte_rate": 1e7})
+        == "Quota configs for user-principal 'CN=alice', client-id '<default>' are "
+        "producer_byte_rate=1.0E7\n"
+    )
+    assert quota_line(
+        (("user", "u"),), {"request_percentage": 12.5, "consumer_byte_rate": 1024.0}
+    ) == ("Quota configs for user-principal 'u' are consumer_byte_rate=1024.0, "
+          "request_percentage=12.5\n")  # fmt: skip
+    assert [java_double(v) for v in (0.0, 1.0, 9999999.0, 1.5e8, 5e-4)] == [
+        "0.0",
+        "1.0",
+        "9999999.0",
+        "1.5E8",
+        "5.0E-4",
+    ]

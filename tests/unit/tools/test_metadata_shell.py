@@ -264,7 +264,7 @@ def test_kafkas_image_paths_and_the_log_dump_agree(cluster: Cluster) -> None:
     run = metaquorum("metadata", "ls", "--log", cluster.directory, "/image", "/image/topics")
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n\n") == [
-        "/image:\nacls\ncluster\nconfigs\nprovenance\ntopics",
+        "/image:\nacls\nclientQuotas\ncluster\nconfigs\nprovenance\ntopics",
         "/image/topics:\nbyId\nbyName\n",
     ]
     by_name = "/image/topics/byName/orders"
