@@ -896,6 +896,11 @@ class BrokerNode:
                     self.caught_up,
                     config=self._log_config,
                     retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+                    cleaner_backoff_ms=(
+                        self.config.log_cleaner_backoff_ms
+                        if self.config.log_cleaner_enable
+                        else None
+                    ),
                 ),
                 name="maintain-logs",
             ),

@@ -628,6 +628,17 @@ class NodeConfig:
             "replicas",
         ),
     )
+    # The log cleaner (broker/log/cleaner.py): Kafka's names and defaults.
+    log_cleaner_enable: bool = field(
+        default=True,
+        metadata=key(boolean(), "whether a broker compacts the logs of compacted topics"),
+    )
+    log_cleaner_backoff_ms: int = field(
+        default=15_000,
+        metadata=key(
+            integer(0, INT64_MAX), "how long the log cleaner waits when no log needs cleaning"
+        ),
+    )
     # Kafka's name and default (5 minutes).
     log_retention_check_interval_ms: int = field(
         default=300_000,

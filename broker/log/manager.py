@@ -20,8 +20,9 @@ run is kept as it was read. A checkpoint file that cannot be read is ignored wit
 every log of that dir is then recovered from its start (its high watermarks start at the log
 start offsets).
 
-Every method blocks (opens recover, retention deletes files): callers run them in a worker
-thread. Thread-safe: one lock guards the maps and the checkpoint writes, each log has its own.
+Every method blocks (opens recover, retention deletes files, the cleaner rewrites files):
+callers run them in a worker thread. Thread-safe: one lock guards the maps and the checkpoint
+writes, each log has its own.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from quorum.ids import Uuid
 
 __all__ = [
     "LOG_CHECKPOINT_INTERVAL_MS",
+    "LOG_CLEANER_BACKOFF_MS",
     "RETENTION_CHECK_INTERVAL_MS",
     "InconsistentTopicIdError",
     "LogManager",
@@ -64,6 +66,8 @@ __all__ = [
 
 # Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms.
 LOG_CHECKPOINT_INTERVAL_MS: Final = 60_000
+# Kafka's log.cleaner.backoff.ms.
+LOG_CLEANER_BACKOFF_MS: Final = 15_000
 # Kafka's log.retention.check.interval.ms.
 RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 
@@ -292,6 +296,22 @@ class LogManager:
             except (LogNotHereError, InconsistentTopicIdError, LogClosedError, LogStorageError):
                 continue
         return deleted
+
+    def run_cleaner(self, targets: Iterable[LogTarget]) -> int:
+        """Clean the log of every compacted partition this broker leads that needs it
+        (``PartitionLog.clean``); the number of logs cleaned. A log whose disk fails is
+        failed (``LogStorageError``) and skipped."""
+        cleaned = 0
+        for target in targets:
+            if not target.config.compact:
+                continue
+            try:
+                log = self.get(target.topic_id, target.name, target.partition)
+                if log.clean(target.config, self._clock()) is not None:
+                    cleaned += 1
+            except (LogNotHereError, InconsistentTopicIdError, LogClosedError, LogStorageError):
+                continue
+        return cleaned
 
     def _persist_log_start(self, log: PartitionLog) -> None:
         with self._lock:

@@ -49,9 +49,19 @@ from broker.log.batch import (
     record_timestamps,
     stamp,
 )
+from broker.log.cleaner import (
+    CleanerStats,
+    build_offset_map,
+    complete_swaps,
+    group_segments,
+    plan_cleaning,
+    swap_in,
+    write_cleaned,
+)
 from broker.log.config import LogConfig
 from broker.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from broker.log.errors import (
+    INVALID_RECORD,
     OFFSET_OUT_OF_RANGE,
     RECORD_LIST_TOO_LARGE,
     UNKNOWN_SERVER_ERROR,
@@ -66,6 +76,7 @@ from broker.log.producer_state import (
     ProducerState,
     snapshot_offsets,
 )
+from broker.log.records import has_null_key
 from broker.log.segment import LogSegment, segment_name
 from quorum.storage.fsutil import fsync_directory
 
@@ -159,6 +170,12 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self.producers = self._loaded_producer_state()
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        # The log cleaner's: where the last clean's dirty section ended (Kafka keeps it in
+        # cleaner-offset-checkpoint; here it starts at the log start offset after a restart,
+        # so the first clean after one reads the whole cleanable log), and the earliest
+        # delete horizon the last clean assigned (the log is cleaned again once it passes).
+        self.first_dirty_offset = self.log_start_offset
+        self.delete_horizon_due_ms: int | None = None
 
     # ----- opening ----------------------------------------------------------------------------
 
@@ -248,6 +265,13 @@ class PartitionLog:
         batch's offsets. Raises ``RecordBatchError`` (RECORD_LIST_TOO_LARGE: larger than a
         segment; the producer-state codes of ``producer_state.py``) or ``LogStorageError``."""
         header = batch.header
+        if config.compact and has_null_key(batch.data, header):
+            raise RecordBatchError(
+                INVALID_RECORD,
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.directory.name} (its cleanup.policy holds compact: every record needs a "
+                "key)",
+            )
         if len(batch.data) > config.segment_bytes:
             raise RecordBatchError(
                 RECORD_LIST_TOO_LARGE,
@@ -299,7 +323,7 @@ class PartitionLog:
         whole magic-2 batches exactly as the leader wrote them, offsets and partition leader
         epochs assigned, possibly followed by a partial batch (a fetch cut at its byte limit:
         ignored). Every batch is checked first (``batch.check_replicated``: framing, magic,
-        CRC32C, size, a base offset continuing the log end offset), and nothing is written if
+        CRC32C, size, a base offset at or past the log end offset), and nothing is written if
         one fails (``RecordBatchError``). They are written byte for byte, one write per
         segment (rolls by ``append``'s rules), each new leader epoch assigned at its first
         batch, producer state updated from each batch (a follower that becomes leader
@@ -311,12 +335,12 @@ class PartitionLog:
         headers = check_replicated(view, None, config.segment_bytes)
         with self._lock:
             self._check_usable()
-            if headers and headers[0].base_offset != self.log_end_offset:
+            if headers and headers[0].base_offset < self.log_end_offset:
                 raise RecordBatchError(
                     UNKNOWN_SERVER_ERROR,
-                    f"the fetched batches start at offset {headers[0].base_offset}, not at this "
+                    f"the fetched batches start at offset {headers[0].base_offset}, below this "
                     f"replica's log end offset {self.log_end_offset}: a follower appends only "
-                    "at its log end",
+                    "at or past its log end (past it: a compacted leader's gap)",
                 )
             active = self.segments[-1]
             run = _Run(0, active.bytes_since_index_entry)
@@ -475,6 +499,11 @@ class PartitionLog:
                 segment = self.segments[index]
                 try:
                     found = segment.find(offset)
+                    while found is None and index + 1 < len(self.segments):
+                        # A gap at a segment's end (a cleaned log): the next segment serves.
+                        index += 1
+                        segment = self.segments[index]
+                        found = segment.find(segment.base_offset)
                     if found is not None:
                         data = segment.read(found[0], max_bytes, min_one)
                 except OSError as exc:
@@ -715,6 +744,85 @@ class PartitionLog:
             excess -= segment.size
             count += 1
         return count
+
+    def clean(
+        self,
+        config: LogConfig,
+        now_ms: int,
+        stop_at: Callable[[str], None] = lambda _: None,
+    ) -> CleanerStats | None:
+        """Compact the log if it needs it now (``cleaner.py``): None when it did not. The
+        reading and writing run without the lock; each group's swap takes it, and is skipped
+        when the log changed under it (a truncation, a close). ``stop_at`` cuts the clean at
+        a step (tests). Raises ``LogStorageError`` (a failed swap fails the log)."""
+        with self._lock:
+            self._check_usable()
+            plan = plan_cleaning(
+                self.segments,
+                self._high_watermark,
+                first_dirty_offset=max(self.first_dirty_offset, self.log_start_offset),
+                config=config,
+                now_ms=now_ms,
+                horizon_due_ms=self.delete_horizon_due_ms,
+            )
+            if plan is None:
+                return None
+            producer_last = self.producers.last_offsets()
+        stats = CleanerStats()
+        offset_map = build_offset_map(plan.segments, plan.first_dirty_offset)
+        horizon_due: int | None = None
+        for group in group_segments(plan.segments, config.segment_bytes):
+            try:
+                cleaned = write_cleaned(
+                    self.directory,
+                    group,
+                    offset_map,
+                    config=config,
+                    now_ms=now_ms,
+                    producer_last_offsets=producer_last,
+                    stats=stats,
+                )
+            except OSError as exc:
+                complete_swaps(self.directory, self._log)  # deletes the .cleaned files
+                raise LogStorageError(f"the log cleaner could not write: {exc}") from exc
+            stop_at("cleaned files written")
+            if cleaned.horizon_ms is not None:
+                horizon_due = min(horizon_due or cleaned.horizon_ms, cleaned.horizon_ms)
+            with self._lock:
+                first = next((i for i, s in enumerate(self.segments) if s is group[0]), None)
+                if (
+                    self.closed
+                    or self.failed is not None
+                    or first is None
+                    or self.segments[first : first + len(group)] != group
+                    or first + len(group) >= len(self.segments)
+                ):
+                    complete_swaps(self.directory, self._log)
+                    return stats
+                next_base = self.segments[first + len(group)].base_offset
+                try:
+                    swap_in(self.directory, cleaned.base_offset, group, stop_at)
+                    new = LogSegment(self.directory, cleaned.base_offset, group[0].created_ms)
+                    problem = new.load_sealed(next_base)
+                except OSError as exc:
+                    raise self._fail("swapping in a cleaned segment", exc) from exc
+                assert problem is None, f"the cleaned {new.path} does not load: {problem}"
+                self.segments[first : first + len(group)] = [new]
+        with self._lock:
+            self.first_dirty_offset = max(self.first_dirty_offset, offset_map.end_offset)
+            self.delete_horizon_due_ms = horizon_due
+        self._log.info(
+            "log_cleaned",
+            first_dirty_offset=plan.first_dirty_offset,
+            first_uncleanable_offset=plan.first_uncleanable_offset,
+            dirty_ratio=round(plan.dirty_bytes / plan.total_bytes, 3),
+            segments_read=stats.segments_read,
+            segments_written=stats.segments_written,
+            bytes_read=stats.bytes_read,
+            bytes_written=stats.bytes_written,
+            records_removed=stats.records_removed,
+        )
+        return stats
 
     def _drop_old_producer_snapshots(self) -> None:
         """Snapshots below the log start offset but the newest of them (loading starts there,
