@@ -624,6 +624,8 @@ class BrokerNode:
             segment_bytes=config.offsets_topic_segment_bytes,
             commit_timeout_ms=config.offsets_commit_timeout_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes,
+            retention_ms=config.offsets_retention_minutes * 60_000,
+            retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
         return GroupCoordinator(
             self.data_plane,

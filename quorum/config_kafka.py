@@ -75,7 +75,6 @@ _GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
         "leader.imbalance.per.broker.percentage",
     ),
     "group, transaction and share coordinators": (
-        "offsets.retention.minutes",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "transaction.state.log.num.partitions",

@@ -344,6 +344,18 @@ class NodeConfig:
             "a commit or group write waits this long for the ISR of its partition",
         ),
     )
+    # KIP-211: a group's offsets expire this long after it became Empty (7 days).
+    offsets_retention_minutes: int = field(
+        default=10_080,
+        metadata=key(
+            integer(1, INT32_MAX),
+            "a group's committed offsets expire this long after it became Empty",
+        ),
+    )
+    offsets_retention_check_interval_ms: int = field(
+        default=600_000,
+        metadata=key(integer(1, INT64_MAX), "how often a coordinator expires committed offsets"),
+    )
     offset_metadata_max_bytes: int = field(
         default=4_096,
         metadata=key(integer(0, INT32_MAX), "the longest metadata string of a committed offset"),
