@@ -5,8 +5,9 @@ worker thread so the broker's loop (heartbeats, metadata fetching) never waits f
 Each retention check reads the topics' log configs anew (the topic's configs over the broker's
 dynamic and static defaults), so a config change applies at the next check. The log cleaner
 (``cleaner.py``) runs the same way every ``log.cleaner.backoff.ms`` (Kafka's cleaner thread
-sleeps that long when no log needs cleaning) over the compacted partitions this broker leads,
-unless ``log.cleaner.enable`` is false."""
+sleeps that long when no log needs cleaning) over the compacted partitions this broker holds a
+replica of, leader or follower (each replica's log is cleaned on its own, below its own high
+watermark, as Kafka's are), unless ``log.cleaner.enable`` is false."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from broker.log.manager import (
 )
 from quorum.metadata.image import MetadataImage, TopicImage
 
-__all__ = ["led_partitions", "maintain_logs"]
+__all__ = ["led_partitions", "maintain_logs", "replicated_partitions"]
 
 
 def led_partitions(
@@ -40,6 +41,21 @@ def led_partitions(
         for topic in image.topics_by_id.values()
         for partition in topic.partitions.values()
         if partition.leader == broker_id
+    ]
+
+
+def replicated_partitions(
+    image: MetadataImage,
+    broker_id: int,
+    config: Callable[[TopicImage], LogConfig] = lambda topic: LogConfig.of(topic.configs),
+) -> list[LogTarget]:
+    """Every partition with a replica on ``broker_id`` (leader or follower): what the log
+    cleaner looks after (Kafka cleans every replica's log on its own)."""
+    return [
+        LogTarget(topic.topic_id, topic.name, partition.partition, config(topic))
+        for topic in image.topics_by_id.values()
+        for partition in topic.partitions.values()
+        if broker_id in partition.replicas
     ]
 
 
@@ -70,7 +86,9 @@ async def maintain_logs(
             next_retention_s = now_s + retention_check_interval_ms / 1000
             await asyncio.to_thread(logs.run_retention, led_partitions(image(), broker_id, config))
         if cleaner_backoff_ms is not None and now_s >= next_clean_s:
-            await asyncio.to_thread(logs.run_cleaner, led_partitions(image(), broker_id, config))
+            await asyncio.to_thread(
+                logs.run_cleaner, replicated_partitions(image(), broker_id, config)
+            )
             next_clean_s = time.monotonic() + cleaner_backoff_ms / 1000
         if now_s >= next_checkpoint_s:
             next_checkpoint_s = now_s + LOG_CHECKPOINT_INTERVAL_MS / 1000

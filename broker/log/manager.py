@@ -95,7 +95,8 @@ class InconsistentTopicIdError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LogTarget:
-    """A partition this broker leads, as the image says: what retention must look after."""
+    """A partition of this broker, as the image says: one it leads (what retention looks
+    after) or one it holds a replica of (what the log cleaner looks after)."""
 
     topic_id: Uuid
     name: str
@@ -298,9 +299,9 @@ class LogManager:
         return deleted
 
     def run_cleaner(self, targets: Iterable[LogTarget]) -> int:
-        """Clean the log of every compacted partition this broker leads that needs it
-        (``PartitionLog.clean``); the number of logs cleaned. A log whose disk fails is
-        failed (``LogStorageError``) and skipped."""
+        """Clean the log of every compacted partition of ``targets`` (the replicas this broker
+        holds) that needs it (``PartitionLog.clean``); the number of logs cleaned. A log whose
+        disk fails is failed (``LogStorageError``) and skipped."""
         cleaned = 0
         for target in targets:
             if not target.config.compact:

@@ -639,6 +639,7 @@ class PartitionLog:
         )
 
     def _lower_to(self, end: int) -> None:
+        self.first_dirty_offset = min(self.first_dirty_offset, end)
         self._high_watermark = min(self._high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
         self.log_start_offset = min(self.log_start_offset, end)
@@ -674,6 +675,7 @@ class PartitionLog:
             raise self._fail("truncating fully", exc) from exc
         self.producers = ProducerState()
         self.log_start_offset = self.recovery_point = self._high_watermark = offset
+        self.first_dirty_offset = offset
         self._log.info(
             "log_truncated_fully", log_start_offset=offset, previous_log_end_offset=old_end
         )

@@ -329,3 +329,22 @@ def test_produce_to_a_compacted_topic_refuses_records_without_a_key(tmp_path: Pa
     # A topic that only deletes takes them.
     assert log.append(produced([(None, b"v")]), 0, LogConfig(), NOW_MS).base_offset == 0
     log.close()
+
+
+def test_a_follower_replicates_a_cleaned_log_with_its_gaps_and_cleans_its_own(
+    tmp_path: Path,
+) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    generate(random.Random(7), leader, 80, 10)
+    assert leader.clean(COMPACT, NOW_MS) is not None
+    follower = open_log(tmp_path / "follower" / "t-0")
+    while follower.log_end_offset < leader.log_end_offset:
+        data = leader.read(follower.log_end_offset, 4096, True).records
+        follower.append_as_follower(data, COMPACT, NOW_MS)
+    follower.set_follower_high_watermark(leader.high_watermark)
+    assert stored(follower) == stored(leader)
+    # Its own clean (its segments are not the leader's) keeps the same records.
+    follower.clean(COMPACT, NOW_MS)
+    assert stored(follower) == stored(leader)
+    follower.close()
+    assert stored(open_log(tmp_path / "follower" / "t-0")) == stored(leader)
