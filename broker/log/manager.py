@@ -310,7 +310,13 @@ class LogManager:
                 log = self.get(target.topic_id, target.name, target.partition)
                 if log.clean(target.config, self._clock()) is not None:
                     cleaned += 1
-            except (LogNotHereError, InconsistentTopicIdError, LogClosedError, LogStorageError):
+            except LogStorageError as exc:
+                self._log.warning(
+                    "log_cleaner_failed",
+                    partition_dir=f"{target.name}-{target.partition}",
+                    error=str(exc),
+                )
+            except (LogNotHereError, InconsistentTopicIdError, LogClosedError):
                 continue
         return cleaned
 

@@ -31,6 +31,7 @@ log end offset and moved by the replica layer, never by an append; consumers rea
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -176,6 +177,9 @@ class PartitionLog:
         # delete horizon the last clean assigned (the log is cleaned again once it passes).
         self.first_dirty_offset = self.log_start_offset
         self.delete_horizon_due_ms: int | None = None
+        # Truncations so far: a clean whose offset map was built before one is dropped (Kafka
+        # aborts cleaning a partition it truncates), its records may be gone.
+        self._truncations = 0
 
     # ----- opening ----------------------------------------------------------------------------
 
@@ -639,6 +643,7 @@ class PartitionLog:
         )
 
     def _lower_to(self, end: int) -> None:
+        self._truncations += 1
         self.first_dirty_offset = min(self.first_dirty_offset, end)
         self._high_watermark = min(self._high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
@@ -676,6 +681,7 @@ class PartitionLog:
         self.producers = ProducerState()
         self.log_start_offset = self.recovery_point = self._high_watermark = offset
         self.first_dirty_offset = offset
+        self._truncations += 1
         self._log.info(
             "log_truncated_fully", log_start_offset=offset, previous_log_end_offset=old_end
         )
@@ -754,9 +760,10 @@ class PartitionLog:
         stop_at: Callable[[str], None] = lambda _: None,
     ) -> CleanerStats | None:
         """Compact the log if it needs it now (``cleaner.py``): None when it did not. The
-        reading and writing run without the lock; each group's swap takes it, and is skipped
-        when the log changed under it (a truncation, a close). ``stop_at`` cuts the clean at
-        a step (tests). Raises ``LogStorageError`` (a failed swap fails the log)."""
+        reading and writing run without the lock; each group's swap takes it, and the clean
+        stops when the log changed under it (a truncation since the clean began, a close).
+        ``stop_at`` cuts the clean at a step (tests). Raises ``LogStorageError`` (a failed swap
+        fails the log)."""
         with self._lock:
             self._check_usable()
             plan = plan_cleaning(
@@ -770,9 +777,13 @@ class PartitionLog:
             if plan is None:
                 return None
             producer_last = self.producers.last_offsets()
+            truncations = self._truncations
         stats = CleanerStats()
-        offset_map = build_offset_map(plan.segments, plan.first_dirty_offset)
         horizon_due: int | None = None
+        try:
+            offset_map = build_offset_map(plan.segments, plan.first_dirty_offset)
+        except OSError as exc:
+            return self._cleaner_failed(exc, stats)
         for group in group_segments(plan.segments, config.segment_bytes):
             try:
                 cleaned = write_cleaned(
@@ -785,16 +796,20 @@ class PartitionLog:
                     stats=stats,
                 )
             except OSError as exc:
-                complete_swaps(self.directory, self._log)  # deletes the .cleaned files
-                raise LogStorageError(f"the log cleaner could not write: {exc}") from exc
+                return self._cleaner_failed(exc, stats)
             stop_at("cleaned files written")
             if cleaned.horizon_ms is not None:
-                horizon_due = min(horizon_due or cleaned.horizon_ms, cleaned.horizon_ms)
+                horizon_due = (
+                    cleaned.horizon_ms
+                    if horizon_due is None
+                    else min(horizon_due, cleaned.horizon_ms)
+                )
             with self._lock:
                 first = next((i for i, s in enumerate(self.segments) if s is group[0]), None)
                 if (
                     self.closed
                     or self.failed is not None
+                    or self._truncations != truncations
                     or first is None
                     or self.segments[first : first + len(group)] != group
                     or first + len(group) >= len(self.segments)
@@ -825,6 +840,21 @@ class PartitionLog:
             records_removed=stats.records_removed,
         )
         return stats
+
+    def _cleaner_failed(self, exc: OSError, stats: CleanerStats) -> CleanerStats:
+        """Reading the segments or writing the ``.cleaned`` files failed, without the lock:
+        the log was closed or truncated meanwhile (its files went: the clean is dropped), or
+        the disk failed (``LogStorageError``; the log itself is untouched, its next append or
+        read finds out). The ``.cleaned`` files are deleted where they can be."""
+        with contextlib.suppress(OSError):
+            complete_swaps(self.directory, self._log)
+        with self._lock:
+            if self.closed:
+                return stats
+        raise LogStorageError(
+            f"the log cleaner could not clean {self.directory.name}: {exc} (the log is as it "
+            "was; the cleaner tries again at its next run)"
+        ) from exc
 
     def _drop_old_producer_snapshots(self) -> None:
         """Snapshots below the log start offset but the newest of them (loading starts there,

@@ -348,3 +348,29 @@ def test_a_follower_replicates_a_cleaned_log_with_its_gaps_and_cleans_its_own(
     assert stored(follower) == stored(leader)
     follower.close()
     assert stored(open_log(tmp_path / "follower" / "t-0")) == stored(leader)
+
+
+def test_a_log_closed_or_truncated_during_a_clean_is_left_as_it_is(tmp_path: Path) -> None:
+    """The swap checks, under the lock, that the segments it replaces are still the log's."""
+    closed = _build(tmp_path / "closed" / "t-0")
+    before = stored(closed)
+
+    def close_it(step: str) -> None:
+        if step == "cleaned files written":
+            closed.close()
+
+    assert closed.clean(COMPACT, NOW_MS, close_it) is not None
+    names = os.listdir(tmp_path / "closed" / "t-0")
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+    assert stored(open_log(tmp_path / "closed" / "t-0")) == before
+    # A follower's truncation replaced the segments: the clean drops its group.
+    truncated = _build(tmp_path / "truncated" / "t-0")
+    cut = truncated.segments[1].base_offset + 1
+
+    def truncate_it(step: str) -> None:
+        if step == "cleaned files written":
+            truncated.truncate_to(cut)
+
+    truncated.clean(COMPACT, NOW_MS, truncate_it)
+    assert stored(truncated) == [r for r in before if r[0] < truncated.log_end_offset]
+    truncated.close()
