@@ -784,7 +784,9 @@ class PartitionLog:
             offset_map = build_offset_map(plan.segments, plan.first_dirty_offset)
         except OSError as exc:
             return self._cleaner_failed(exc, stats)
-        for group in group_segments(plan.segments, config.segment_bytes):
+        # Up to where the map reaches (all of the dirty section unless the map filled up).
+        covered = tuple(s for s in plan.segments if s.next_offset <= offset_map.end_offset)
+        for group in group_segments(covered, config.segment_bytes):
             try:
                 cleaned = write_cleaned(
                     self.directory,
