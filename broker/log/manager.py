@@ -94,6 +94,17 @@ class InconsistentTopicIdError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class CleanerMetrics:
+    """The log cleaner's last run, as Kafka's ``LogCleaner`` gauges report it: the bytes it
+    wrote as a percentage of those it read (``cleaner-recopy-percent``, of the last log
+    cleaned) and the longest clean of the run (``max-clean-time-secs``)."""
+
+    recopy_percent: int = 0
+    max_clean_time_s: float = 0.0
+    logs_cleaned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class LogTarget:
     """A partition of this broker, as the image says: one it leads (what retention looks
     after) or one it holds a replica of (what the log cleaner looks after)."""
@@ -158,6 +169,8 @@ class LogManager:
         self._paths: dict[tuple[Uuid, int], Path] = {}
         self._blocked: set[Path] = set()
         self._closed = False
+        # Replaced whole after each run of the cleaner (a scrape reads it from another thread).
+        self.cleaner_metrics = CleanerMetrics()
 
     # ----- lookups ----------------------------------------------------------------------------
 
@@ -303,13 +316,19 @@ class LogManager:
         holds) that needs it (``PartitionLog.clean``); the number of logs cleaned. A log whose
         disk fails is failed (``LogStorageError``) and skipped."""
         cleaned = 0
+        longest_s = 0.0
+        recopy = self.cleaner_metrics.recopy_percent
         for target in targets:
             if not target.config.compact:
                 continue
             try:
                 log = self.get(target.topic_id, target.name, target.partition)
-                if log.clean(target.config, self._clock()) is not None:
+                started_s = time.monotonic()
+                stats = log.clean(target.config, self._clock())
+                if stats is not None:
                     cleaned += 1
+                    longest_s = max(longest_s, time.monotonic() - started_s)
+                    recopy = 100 * stats.bytes_written // max(stats.bytes_read, 1)
             except LogStorageError as exc:
                 self._log.warning(
                     "log_cleaner_failed",
@@ -318,6 +337,11 @@ class LogManager:
                 )
             except (LogNotHereError, InconsistentTopicIdError, LogClosedError):
                 continue
+        self.cleaner_metrics = CleanerMetrics(
+            recopy,
+            longest_s,
+            self.cleaner_metrics.logs_cleaned + cleaned,
+        )
         return cleaned
 
     def _persist_log_start(self, log: PartitionLog) -> None:
