@@ -16,6 +16,7 @@ Randomness is seeded (``KAFKA_DATA_SEED``); waits are on conditions with deadlin
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import uuid
@@ -217,15 +218,20 @@ def test_kafka_dump_log_reads_a_cleaned_segment(tmp_path: Path) -> None:
     )
 
     log = open_log(tmp_path / "t-0")
+    config = dataclasses.replace(COMPACT, segment_bytes=40_000)
+    # 200 keys written once (they stay: the cleaned segment gets offset-index entries), then
+    # an idempotent producer's batches whose keys are all overwritten later.
+    for key in range(200):
+        log.append(produced([(f"once-{key}".encode(), b"x" * 150)]), 0, config, NOW_MS)
     sequence = 0
     for i in range(40):
         records = [(b"a", str(i).encode() * 20), (b"b", None if i % 3 == 0 else b"v" * 30)]
-        log.append(produced(records, producer_id=5, base_sequence=sequence), 0, COMPACT, NOW_MS)
+        log.append(produced(records, producer_id=5, base_sequence=sequence), 0, config, NOW_MS)
         sequence += 2
-    for _ in range(30):
-        log.append(produced([(b"a", b"w" * 60), (b"c", None)]), 0, COMPACT, NOW_MS)
+    for _ in range(300):
+        log.append(produced([(b"a", b"w" * 60), (b"b", None)]), 0, config, NOW_MS)
     log.update_high_watermark(log.log_end_offset)
-    assert log.clean(COMPACT, NOW_MS) is not None
+    assert log.clean(config, NOW_MS) is not None
     segments = [s.path for s in log.segments[:-1]]
     log.close()
     ours = [
@@ -247,3 +253,17 @@ def test_kafka_dump_log_reads_a_cleaned_segment(tmp_path: Path) -> None:
     assert re.search(r"count: 0 .*producerId: 5 ", result.stdout), result.stdout[-3000:]
     batches = sum(len(decode_batches(path.read_bytes())) for path in segments)
     assert result.stdout.count("isvalid: true") == batches
+    # The rebuilt indexes pass Kafka's checks (an entry not at a batch holding its offset is
+    # reported as a mismatch).
+    indexes = ",".join(
+        str(path.with_suffix(suffix)) for path in segments for suffix in (".index", ".timeindex")
+    )
+    assert segments[0].with_suffix(".index").stat().st_size > 0, "no offset-index entry"
+    sane = run_tool(DUMP_LOG, "--files", indexes, "--index-sanity-check")
+    assert sane.returncode == 0, sane.stderr
+    checked = sane.stdout.count("passed sanity check.") + sane.stdout.count("is empty.")
+    assert checked == 2 * len(segments), sane.stdout
+    verify = run_tool(DUMP_LOG, "--files", indexes, "--verify-index-only")
+    assert verify.returncode == 0, verify.stderr
+    problems = [line for line in verify.stdout.splitlines() if not line.startswith("Dumping ")]
+    assert problems == [], verify.stdout
