@@ -12,7 +12,8 @@ durably first, so a new incarnation under the same name never inherits its recov
 and keeps the path from being opened again until the rename is done.
 
 Checkpoints (Kafka's names, in each log dir): ``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` (the high watermarks),
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (the high watermarks) and
+``cleaner-offset-checkpoint`` (where each compacted log's dirty section starts),
 keyed by topic name and partition as Kafka's are, written atomically by ``write_checkpoints``
 (every ``LOG_CHECKPOINT_INTERVAL_MS``, after retention moved a log start offset, after a
 truncation lowered a log's offsets, and at close). An entry whose log was never opened in this
@@ -38,6 +39,7 @@ from typing import Any, Final
 import structlog
 
 from broker.log.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -123,10 +125,12 @@ class _LogDir:
         self.recovery_points: dict[tuple[str, int], int] = {}
         self.log_starts: dict[tuple[str, int], int] = {}
         self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.cleaner_offsets: dict[tuple[str, int], int] = {}
         for name, entries in (
             (RECOVERY_POINT_CHECKPOINT, self.recovery_points),
             (LOG_START_OFFSET_CHECKPOINT, self.log_starts),
             (REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks),
+            (CLEANER_OFFSET_CHECKPOINT, self.cleaner_offsets),
         ):
             remove_stale_tmp(path, name)
             try:
@@ -134,7 +138,8 @@ class _LogDir:
             except CheckpointError as exc:
                 # No recovery point: every log of the dir is recovered from its start. No log
                 # start offset: each log starts at its first segment. No high watermark: each
-                # starts at its log start offset.
+                # starts at its log start offset. No cleaner offset: each compacted log is
+                # dirty from its start.
                 logger.warning("log_checkpoint_unreadable", path=str(path / name), problem=str(exc))
 
     def drop(self, entry: tuple[str, int]) -> bool:
@@ -143,12 +148,13 @@ class _LogDir:
         return any(offset is not None for offset in found)
 
     def _all(self) -> tuple[dict[tuple[str, int], int], ...]:
-        return (self.recovery_points, self.log_starts, self.high_watermarks)
+        return (self.recovery_points, self.log_starts, self.high_watermarks, self.cleaner_offsets)
 
     def write(self) -> None:
         write_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, self.recovery_points)
         write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, self.log_starts)
         write_offset_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)
+        write_offset_checkpoint(self.path / CLEANER_OFFSET_CHECKPOINT, self.cleaner_offsets)
 
 
 class LogManager:
@@ -209,6 +215,7 @@ class LogManager:
                     logger=self._log,
                     high_watermark=state.high_watermarks.get(entry, 0),
                     on_truncated=self._persist_after_truncation,
+                    first_dirty_offset=state.cleaner_offsets.get(entry, 0),
                 )
             except OSError as exc:
                 self._log.error("partition_log_open_failed", dir=str(path), error=str(exc))
@@ -283,6 +290,8 @@ class LogManager:
         state.recovery_points[parsed] = log.recovery_point
         state.log_starts[parsed] = log.log_start_offset
         state.high_watermarks[parsed] = log.high_watermark
+        if parsed in state.cleaner_offsets or log.first_dirty_offset > log.log_start_offset:
+            state.cleaner_offsets[parsed] = log.first_dirty_offset
 
     def _refresh_entries(self) -> None:
         for key, log in self._logs.items():
@@ -291,7 +300,7 @@ class LogManager:
                 self._record(*entry, log)
 
     def write_checkpoints(self) -> None:
-        """Write every log dir's three checkpoint files (atomically)."""
+        """Write every log dir's four checkpoint files (atomically)."""
         with self._lock:
             self._refresh_entries()
             for state in self._dirs.values():

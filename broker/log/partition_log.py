@@ -144,9 +144,11 @@ class PartitionLog:
         logger: Any,
         high_watermark: int = 0,
         on_truncated: Callable[[PartitionLog], None] | None = None,
+        first_dirty_offset: int = 0,
     ) -> None:
         """Open (and recover) the log in ``directory``. Blocking: call it off the loop.
-        ``high_watermark`` is the log dir's checkpointed one (clamped to the recovered log);
+        ``high_watermark`` is the log dir's checkpointed one (clamped to the recovered log),
+        ``first_dirty_offset`` its cleaner offset (likewise);
         ``on_truncated`` is called after a truncation, outside the log's lock, to write the
         log dir's checkpoints (``LogManager``: the lowered recovery point, log start offset
         and high watermark are durable before the log grows past the old ones again)."""
@@ -171,11 +173,13 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self.producers = self._loaded_producer_state()
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
-        # The log cleaner's: where the last clean's dirty section ended (Kafka keeps it in
-        # cleaner-offset-checkpoint; here it starts at the log start offset after a restart,
-        # so the first clean after one reads the whole cleanable log), and the earliest
-        # delete horizon the last clean assigned (the log is cleaned again once it passes).
-        self.first_dirty_offset = self.log_start_offset
+        # The log cleaner's: where the last clean's dirty section ended (the log dir's
+        # cleaner-offset-checkpoint, within the recovered log), and the earliest delete
+        # horizon the last clean assigned (the log is cleaned again once it passes; after a
+        # restart, at the next clean).
+        self.first_dirty_offset = min(
+            max(first_dirty_offset, self.log_start_offset), self.log_end_offset
+        )
         self.delete_horizon_due_ms: int | None = None
         # Truncations so far: a clean whose offset map was built before one is dropped (Kafka
         # aborts cleaning a partition it truncates), its records may be gone.

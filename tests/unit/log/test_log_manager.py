@@ -220,4 +220,15 @@ def test_the_cleaner_runs_over_compacted_replicas_and_reports_kafkas_gauges(
         "kafka_log_logcleaner_max_clean_time_secs": metrics.max_clean_time_s,
     }
     assert logs.run_cleaner(targets) == 0  # nothing dirty is left
+    first_dirty = log.first_dirty_offset
+    assert first_dirty == log.segments[-1].base_offset > 0
     logs.close()
+    # cleaner-offset-checkpoint, Kafka's text format: a restart does not clean it all again.
+    checkpoint = (tmp_path / "cleaner-offset-checkpoint").read_text()
+    assert checkpoint == f"0\n1\nc 0 {first_dirty}\n"
+    again = LogManager([tmp_path], LOGGER, clock=lambda: NOW_MS)
+    reopened = again.get(topic, "c", 0)
+    assert reopened.first_dirty_offset == first_dirty
+    reopened.update_high_watermark(reopened.log_end_offset)
+    assert again.run_cleaner(targets) == 0
+    again.close()
