@@ -51,6 +51,7 @@ from typing import Final
 
 from broker.log.batch import (
     BATCH_HEADER_BYTES,
+    BATCH_LENGTH_MIN,
     CONTROL_FLAG,
     LOG_OVERHEAD_BYTES,
     BatchHeader,
@@ -180,7 +181,8 @@ def plan_cleaning(
 
 
 def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a sealed segment, in bounded reads."""
+    """Every batch of a sealed segment, in bounded reads. Raises ``OSError`` (EIO: a batch
+    length no magic-2 batch has)."""
     position = 0
     end = segment.size
     while position + BATCH_HEADER_BYTES <= end:
@@ -189,6 +191,12 @@ def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
         while at + LOG_OVERHEAD_BYTES <= len(chunk):
             _, length = _OFFSET_AND_LENGTH.unpack_from(chunk, at)
             size = LOG_OVERHEAD_BYTES + length
+            if length < BATCH_LENGTH_MIN:
+                # A damaged sealed segment: the clean stops (Kafka marks the log uncleanable);
+                # the log itself is as it was.
+                raise OSError(
+                    errno.EIO, f"{segment.path.name}: a batch length of {length} at {position + at}"
+                )
             if at + size > len(chunk):
                 break
             yield read_header(chunk, at), chunk[at : at + size]

@@ -374,3 +374,19 @@ def test_a_log_closed_or_truncated_during_a_clean_is_left_as_it_is(tmp_path: Pat
     truncated.clean(COMPACT, NOW_MS, truncate_it)
     assert stored(truncated) == [r for r in before if r[0] < truncated.log_end_offset]
     truncated.close()
+
+
+def test_a_damaged_sealed_segment_stops_the_clean_and_is_left_as_it_is(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = _build(directory)
+    second = log.segments[1].path
+    damaged = bytearray(second.read_bytes())
+    damaged[8:12] = (5).to_bytes(4, "big")  # a batch length no magic-2 batch has
+    second.write_bytes(bytes(damaged))
+    with pytest.raises(errors.LogStorageError) as caught:
+        log.clean(COMPACT, NOW_MS)
+    assert second.name in str(caught.value)
+    assert second.read_bytes() == bytes(damaged)
+    assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap"))]
+    assert log.failed is None  # the log serves on; the cleaner tries again at its next run
+    log.close()
