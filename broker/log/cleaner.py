@@ -55,6 +55,7 @@ from broker.log.batch import (
     CONTROL_FLAG,
     LOG_OVERHEAD_BYTES,
     BatchHeader,
+    batch_crc,
     read_header,
 )
 from broker.log.config import LogConfig
@@ -181,8 +182,8 @@ def plan_cleaning(
 
 
 def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a sealed segment, in bounded reads. Raises ``OSError`` (EIO: a batch
-    length no magic-2 batch has)."""
+    """Every batch of a sealed segment, in bounded reads, its CRC32C checked. Raises
+    ``OSError`` (EIO: a batch length no magic-2 batch has, a CRC that does not hold)."""
     position = 0
     end = segment.size
     while position + BATCH_HEADER_BYTES <= end:
@@ -199,13 +200,25 @@ def iter_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, bytes]]:
                 )
             if at + size > len(chunk):
                 break
-            yield read_header(chunk, at), chunk[at : at + size]
+            yield _checked(segment, position + at, read_header(chunk, at), chunk[at : at + size])
             at += size
         if at == 0:  # one batch larger than a read
             header = read_header(segment.read_batch(position, BATCH_HEADER_BYTES))
-            yield header, segment.read_batch(position, header.size)
+            yield _checked(segment, position, header, segment.read_batch(position, header.size))
             at = header.size
         position += at
+
+
+def _checked(
+    segment: LogSegment, position: int, header: BatchHeader, data: bytes
+) -> tuple[BatchHeader, bytes]:
+    """The batch if its CRC32C holds: a clean never rewrites a damaged batch under a new CRC.
+    Raises ``OSError`` (EIO)."""
+    if len(data) != header.size or batch_crc(data, 0, len(data)) != header.crc:
+        raise OSError(
+            errno.EIO, f"{segment.path.name}: the batch at byte {position} fails its CRC32C"
+        )
+    return header, data
 
 
 def build_offset_map(segments: tuple[LogSegment, ...], first_dirty_offset: int) -> OffsetMap:

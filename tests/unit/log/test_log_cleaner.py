@@ -390,3 +390,13 @@ def test_a_damaged_sealed_segment_stops_the_clean_and_is_left_as_it_is(tmp_path:
     assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap"))]
     assert log.failed is None  # the log serves on; the cleaner tries again at its next run
     log.close()
+    # A flipped bit in a record: never rewritten under a new CRC.
+    flipped = _build(tmp_path / "flipped" / "t-0")
+    first = flipped.segments[0].path
+    data = bytearray(first.read_bytes())
+    data[70] ^= 0x01
+    first.write_bytes(bytes(data))
+    with pytest.raises(errors.LogStorageError, match="CRC32C"):
+        flipped.clean(COMPACT, NOW_MS)
+    assert first.read_bytes() == bytes(data)
+    flipped.close()
