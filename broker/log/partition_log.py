@@ -820,7 +820,8 @@ class PartitionLog:
                     or self.segments[first : first + len(group)] != group
                     or first + len(group) >= len(self.segments)
                 ):
-                    complete_swaps(self.directory, self._log)
+                    with contextlib.suppress(OSError):  # the directory may have moved aside
+                        complete_swaps(self.directory, self._log)
                     return stats
                 next_base = self.segments[first + len(group)].base_offset
                 try:
