@@ -23,9 +23,11 @@ from quorum.server.metric_stats import LATENCY_BUCKETS_S, QUANTILES, gauge, quan
 
 if TYPE_CHECKING:
     from broker.kafka.data_plane import DataPlane
+    from broker.log.manager import CleanerMetrics
 
 __all__ = [
     "broker_families",
+    "cleaner_families",
     "data_plane_families",
     "group_families",
     "kafka_listener_families",
@@ -200,6 +202,8 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
     for name, partition, size_bytes in sorted(sizes):
         size.add_metric((name, str(partition)), size_bytes)
     yield size
+    if data_plane.logs is not None:
+        yield from cleaner_families(data_plane.logs.cleaner_metrics)
     yield from replica_families(data_plane, image)
     total_time = "kafka_network_requestmetrics_totaltimems"
     times = SummaryMetricFamily(
@@ -216,6 +220,22 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
         times.samples.append(Sample(f"{total_time}_count", {"request": api}, float(count)))
         times.samples.append(Sample(f"{total_time}_sum", {"request": api}, total_ms))
     yield times
+
+
+def cleaner_families(cleaner: CleanerMetrics) -> Iterator[Metric]:
+    """Kafka's ``LogCleaner`` gauges as the JMX exporter names them, of the cleaner's last
+    run (docs/kafka-listener.md#log-compaction)."""
+    prefix = "kafka_log_logcleaner_"
+    yield GaugeMetricFamily(
+        prefix + "cleaner_recopy_percent",
+        "Bytes the last clean wrote as a percentage of the bytes it read (cleaner-recopy-percent)",
+        value=cleaner.recopy_percent,
+    )
+    yield GaugeMetricFamily(
+        prefix + "max_clean_time_secs",
+        "Seconds the longest clean of the cleaner's last run took (max-clean-time-secs)",
+        value=cleaner.max_clean_time_s,
+    )
 
 
 def replica_families(data_plane: DataPlane, image: MetadataImage) -> Iterator[Metric]:

@@ -624,6 +624,8 @@ class BrokerNode:
             segment_bytes=config.offsets_topic_segment_bytes,
             commit_timeout_ms=config.offsets_commit_timeout_ms,
             metadata_max_bytes=config.offset_metadata_max_bytes,
+            retention_ms=config.offsets_retention_minutes * 60_000,
+            retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
         return GroupCoordinator(
             self.data_plane,
@@ -896,6 +898,11 @@ class BrokerNode:
                     self.caught_up,
                     config=self._log_config,
                     retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+                    cleaner_backoff_ms=(
+                        self.config.log_cleaner_backoff_ms
+                        if self.config.log_cleaner_enable
+                        else None
+                    ),
                 ),
                 name="maintain-logs",
             ),

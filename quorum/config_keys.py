@@ -344,6 +344,18 @@ class NodeConfig:
             "a commit or group write waits this long for the ISR of its partition",
         ),
     )
+    # KIP-211: a group's offsets expire this long after it became Empty (7 days).
+    offsets_retention_minutes: int = field(
+        default=10_080,
+        metadata=key(
+            integer(1, INT32_MAX),
+            "a group's committed offsets expire this long after it became Empty",
+        ),
+    )
+    offsets_retention_check_interval_ms: int = field(
+        default=600_000,
+        metadata=key(integer(1, INT64_MAX), "how often a coordinator expires committed offsets"),
+    )
     offset_metadata_max_bytes: int = field(
         default=4_096,
         metadata=key(integer(0, INT32_MAX), "the longest metadata string of a committed offset"),
@@ -631,6 +643,17 @@ class NodeConfig:
             integer(1),
             "a topic without `min.insync.replicas` refuses acks=all writes with fewer in-sync "
             "replicas",
+        ),
+    )
+    # The log cleaner (broker/log/cleaner.py): Kafka's names and defaults.
+    log_cleaner_enable: bool = field(
+        default=True,
+        metadata=key(boolean(), "whether a broker compacts the logs of compacted topics"),
+    )
+    log_cleaner_backoff_ms: int = field(
+        default=15_000,
+        metadata=key(
+            integer(0, INT64_MAX), "how long the log cleaner waits when no log needs cleaning"
         ),
     )
     # Kafka's name and default (5 minutes).

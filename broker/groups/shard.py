@@ -145,6 +145,39 @@ class GroupShard:
             records += self.delete_offsets(group_id, gone)
         return records
 
+    def expire_offsets(self, now_ms: int, wall_ms: int, retention_ms: int) -> list[Record]:
+        """Offsets retention (Kafka's ``cleanupGroupMetadata``, KIP-211): the tombstones of the
+        offsets that expired, and of the groups left Empty without offsets (then Dead and
+        gone). An offset expires at its own expire timestamp when it has one (v1 commits);
+        else ``retention_ms`` after the group became Empty (a group that had members: its
+        state timestamp, on the coordinator's clock ``now_ms``; it restarts when a coordinator
+        loads the group) or after its commit (a group of simple commits, without a protocol
+        type: ``wall_ms``). A group in another state keeps its offsets (Kafka also expires
+        a Stable consumer group's offsets of topics it no longer subscribes to: not done)."""
+        records: list[Record] = []
+        for group_id in sorted(set(self.offsets) | set(self.groups)):
+            group = self.group(group_id)
+            if group is None or not group.is_(GroupState.EMPTY) or group.pending:
+                continue
+            stored = self.offsets.get(group_id, {})
+            for tp, value in sorted(stored.items()):
+                if value.expire_timestamp_ms >= 0:
+                    expired = wall_ms >= value.expire_timestamp_ms
+                elif group.protocol_type is not None and group.state_timestamp_ms >= 0:
+                    expired = group.state_timestamp_ms + retention_ms <= now_ms
+                else:
+                    expired = value.commit_timestamp_ms + retention_ms <= wall_ms
+                if expired:
+                    del stored[tp]
+                    records.append(offset_record(group_id, tp[0], tp[1], None))
+            if stored:
+                continue
+            self.offsets.pop(group_id, None)
+            records.append(group_record(group_id, None))
+            self.groups.pop(group_id, None)
+            group.dead()
+        return records
+
     # ----- timers and effects -------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:

@@ -75,6 +75,8 @@ class CoordinatorSettings:
     segment_bytes: int = 104_857_600  # offsets.topic.segment.bytes
     commit_timeout_ms: int = 5_000  # offsets.commit.timeout.ms
     metadata_max_bytes: int = 4_096  # offset.metadata.max.bytes
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes, in ms
+    retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 @dataclass
@@ -121,6 +123,7 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._create_asked_ms: int | None = None
         self._seen_topics: object = None
+        self._next_expiry_ms: int | None = None
 
     # ----- the topic and the partition of a group ---------------------------------------------
 
@@ -392,8 +395,31 @@ class GroupCoordinator:
                 if deadline is not None:
                     next_ms = min(next_ms, deadline)
             self._drop_deleted_topics()
+            next_ms = min(next_ms, self._expire_offsets(now))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(next_ms - now, 1) / 1000)
+
+    def _expire_offsets(self, now_ms: int) -> int:
+        """Every ``offsets.retention.check.interval.ms``: the expired offsets and the Empty
+        groups left without any, written as tombstones (``GroupShard.expire_offsets``; the log
+        cleaner then removes them, docs/groups.md#offsets-retention). When to look next."""
+        interval = self.settings.retention_check_interval_ms
+        if self._next_expiry_ms is None:
+            self._next_expiry_ms = now_ms + interval
+        if now_ms < self._next_expiry_ms:
+            return self._next_expiry_ms
+        self._next_expiry_ms = now_ms + interval
+        wall = self._wall_ms()
+        for loaded in self.partitions.values():
+            if not loaded.ready:
+                continue
+            records = loaded.shard.expire_offsets(now_ms, wall, self.settings.retention_ms)
+            if records:
+                self._log.info(
+                    "group_offsets_expired", partition=loaded.index, tombstones=len(records)
+                )
+                self._spawn(self.write(loaded.index, records), "offsets_expired")
+        return self._next_expiry_ms
 
     def _drop_deleted_topics(self) -> None:
         """Kafka removes the committed offsets of a deleted topic: tombstones for them."""

@@ -336,8 +336,9 @@ def check_replicated(
     - a batch length below a magic-2 header's, a magic other than 2, a negative last offset
       delta, a CRC32C that does not match: CORRUPT_MESSAGE;
     - larger than ``size_max`` (the topic's segment.bytes): RECORD_LIST_TOO_LARGE;
-    - a base offset other than ``next_offset`` (the first batch: the follower's log end
-      offset, unchecked when None; later ones: the previous batch's next offset):
+    - a base offset below ``next_offset`` (the first batch: the follower's log end offset,
+      unchecked when None; later ones: the previous batch's next offset; a gap is allowed,
+      as Kafka's followers allow it: a compacted leader's log has gaps, ``cleaner.py``):
       UNKNOWN_SERVER_ERROR, as Kafka's ``UnexpectedAppendOffsetException`` and
       ``OffsetsOutOfOrderException`` are answered (a follower fetching from its log end offset
       never gets one: a bug, not a peer's fault).
@@ -378,14 +379,14 @@ def check_replicated(
                 CORRUPT_MESSAGE,
                 f"{where} has CRC32C {header.crc:#010x} but its bytes give {crc:#010x}",
             )
-        if next_offset is not None and base_offset != next_offset:
+        if next_offset is not None and base_offset < next_offset:
             raise RecordBatchError(
                 UNKNOWN_SERVER_ERROR,
-                f"{where} does not start at the replica's next offset {next_offset} "
+                f"{where} starts below the replica's next offset {next_offset} "
                 + (
-                    "(the log end offset): a follower appends only at its log end"
+                    "(the log end offset): a follower appends only at or past its log end"
                     if not headers
-                    else "(the previous batch's end): the batches are not contiguous"
+                    else "(the previous batch's end): the batches overlap"
                 ),
             )
         headers.append(header)

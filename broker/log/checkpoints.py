@@ -27,6 +27,7 @@ from quorum.limits import LOG_CHECKPOINT_BYTES_MAX
 from quorum.storage.fsutil import write_file_atomically
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
@@ -43,6 +44,8 @@ LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 # Kafka's name for the high watermarks (ReplicaManager's HighwaterMarkCheckpoint).
 REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+# Where each compacted log's dirty section starts: the end of its last clean (Kafka's file).
+CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION: Final = 0
 
 

@@ -24,6 +24,12 @@ class LogConfig:
     max_message_bytes: int = int(TOPIC_CONFIG_DEFAULTS["max.message.bytes"])
     min_insync_replicas: int = int(TOPIC_CONFIG_DEFAULTS["min.insync.replicas"])
     timestamps: TimestampRules = TimestampRules()
+    compact: bool = False
+    """``cleanup.policy`` holds ``compact``: the log cleaner keeps the last record per key
+    (``cleaner.py``) and produce refuses records without a key."""
+    delete_retention_ms: int = int(TOPIC_CONFIG_DEFAULTS["delete.retention.ms"])
+    min_cleanable_dirty_ratio: float = float(TOPIC_CONFIG_DEFAULTS["min.cleanable.dirty.ratio"])
+    min_compaction_lag_ms: int = int(TOPIC_CONFIG_DEFAULTS["min.compaction.lag.ms"])
 
     @classmethod
     def of(cls, configs: Mapping[str, str], defaults: Mapping[str, str] | None = None) -> LogConfig:
@@ -37,9 +43,9 @@ class LogConfig:
             return TOPIC_CONFIG_DEFAULTS[name] if found is None else found
 
         # A compacted topic without "delete" keeps its segments whatever their age or size
-        # (Kafka deletes only under the "delete" policy). Compaction itself is not done here,
-        # so such a log (``__consumer_offsets``) only grows: docs/groups.md#what-differs.
-        deletes = "delete" in value("cleanup.policy").split(",")
+        # (Kafka deletes only under the "delete" policy); the log cleaner compacts it.
+        policies = value("cleanup.policy").split(",")
+        deletes = "delete" in policies
         return cls(
             segment_bytes=int(value("segment.bytes")),
             segment_ms=int(value("segment.ms")),
@@ -52,4 +58,8 @@ class LogConfig:
                 before_max_ms=int(value("message.timestamp.before.max.ms")),
                 after_max_ms=int(value("message.timestamp.after.max.ms")),
             ),
+            compact="compact" in policies,
+            delete_retention_ms=int(value("delete.retention.ms")),
+            min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio")),
+            min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
         )

@@ -1,7 +1,8 @@
 """Opening a partition log is recovery (Kafka's ``LogLoader``), in a partition directory of
 ``partition_log.py``'s layout (docs/architecture.md#partition-logs).
 
-Leftovers of a crash are removed, segments wholly below the log start offset are deleted,
+A log cleaner's swap cut by a crash is finished or discarded (``cleaner.complete_swaps``),
+leftovers of a crash are removed, segments wholly below the log start offset are deleted,
 every segment from the one holding the recovery point on is checked batch by batch and cut
 after its last valid batch (later segments are then deleted), the indexes of what was checked
 are rebuilt, and the leader-epoch cache follows the batches. The recovery point (the offset
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from broker.log.batch import BATCH_HEADER_BYTES, read_header
+from broker.log.cleaner import complete_swaps
 from broker.log.epochs import LeaderEpochCache
 from broker.log.producer_state import (
     SNAPSHOT_SUFFIX,
@@ -36,7 +38,7 @@ from quorum.storage.fsutil import fsync_directory
 __all__ = ["LoadedLog", "load_producer_state", "load_segments", "snapshot_path"]
 
 # What a crash can leave in a partition directory: a checkpoint's temporary file, and (from
-# Kafka's own tools or a later version of this log) segments being deleted, cleaned or swapped.
+# Kafka's own tools) segments being deleted; the cleaner's are handled before (complete_swaps).
 LEFTOVER_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
 SEGMENT_FILE_SUFFIXES: Final = (LOG_SUFFIX, ".index", ".timeindex")
 
@@ -62,6 +64,7 @@ def load_segments(
 ) -> LoadedLog:
     """Recover the segments of ``directory`` (one empty segment at the log start offset if
     there are none) and bring ``epochs`` in line with them."""
+    complete_swaps(directory, logger)
     bases = _segment_files(directory)
     fresh = not bases
     if fresh:

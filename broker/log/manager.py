@@ -12,7 +12,8 @@ durably first, so a new incarnation under the same name never inherits its recov
 and keeps the path from being opened again until the rename is done.
 
 Checkpoints (Kafka's names, in each log dir): ``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint`` and ``replication-offset-checkpoint`` (the high watermarks),
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (the high watermarks) and
+``cleaner-offset-checkpoint`` (where each compacted log's dirty section starts),
 keyed by topic name and partition as Kafka's are, written atomically by ``write_checkpoints``
 (every ``LOG_CHECKPOINT_INTERVAL_MS``, after retention moved a log start offset, after a
 truncation lowered a log's offsets, and at close). An entry whose log was never opened in this
@@ -20,8 +21,9 @@ run is kept as it was read. A checkpoint file that cannot be read is ignored wit
 every log of that dir is then recovered from its start (its high watermarks start at the log
 start offsets).
 
-Every method blocks (opens recover, retention deletes files): callers run them in a worker
-thread. Thread-safe: one lock guards the maps and the checkpoint writes, each log has its own.
+Every method blocks (opens recover, retention deletes files, the cleaner rewrites files):
+callers run them in a worker thread. Thread-safe: one lock guards the maps and the checkpoint
+writes, each log has its own.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Final
 import structlog
 
 from broker.log.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -55,6 +58,7 @@ from quorum.ids import Uuid
 
 __all__ = [
     "LOG_CHECKPOINT_INTERVAL_MS",
+    "LOG_CLEANER_BACKOFF_MS",
     "RETENTION_CHECK_INTERVAL_MS",
     "InconsistentTopicIdError",
     "LogManager",
@@ -64,6 +68,8 @@ __all__ = [
 
 # Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms.
 LOG_CHECKPOINT_INTERVAL_MS: Final = 60_000
+# Kafka's log.cleaner.backoff.ms.
+LOG_CLEANER_BACKOFF_MS: Final = 15_000
 # Kafka's log.retention.check.interval.ms.
 RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 
@@ -90,8 +96,20 @@ class InconsistentTopicIdError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class CleanerMetrics:
+    """The log cleaner's last run, as Kafka's ``LogCleaner`` gauges report it: the bytes it
+    wrote as a percentage of those it read (``cleaner-recopy-percent``, of the last log
+    cleaned) and the longest clean of the run (``max-clean-time-secs``)."""
+
+    recopy_percent: int = 0
+    max_clean_time_s: float = 0.0
+    logs_cleaned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class LogTarget:
-    """A partition this broker leads, as the image says: what retention must look after."""
+    """A partition of this broker, as the image says: one it leads (what retention looks
+    after) or one it holds a replica of (what the log cleaner looks after)."""
 
     topic_id: Uuid
     name: str
@@ -107,10 +125,12 @@ class _LogDir:
         self.recovery_points: dict[tuple[str, int], int] = {}
         self.log_starts: dict[tuple[str, int], int] = {}
         self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.cleaner_offsets: dict[tuple[str, int], int] = {}
         for name, entries in (
             (RECOVERY_POINT_CHECKPOINT, self.recovery_points),
             (LOG_START_OFFSET_CHECKPOINT, self.log_starts),
             (REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks),
+            (CLEANER_OFFSET_CHECKPOINT, self.cleaner_offsets),
         ):
             remove_stale_tmp(path, name)
             try:
@@ -118,7 +138,8 @@ class _LogDir:
             except CheckpointError as exc:
                 # No recovery point: every log of the dir is recovered from its start. No log
                 # start offset: each log starts at its first segment. No high watermark: each
-                # starts at its log start offset.
+                # starts at its log start offset. No cleaner offset: each compacted log is
+                # dirty from its start.
                 logger.warning("log_checkpoint_unreadable", path=str(path / name), problem=str(exc))
 
     def drop(self, entry: tuple[str, int]) -> bool:
@@ -127,12 +148,13 @@ class _LogDir:
         return any(offset is not None for offset in found)
 
     def _all(self) -> tuple[dict[tuple[str, int], int], ...]:
-        return (self.recovery_points, self.log_starts, self.high_watermarks)
+        return (self.recovery_points, self.log_starts, self.high_watermarks, self.cleaner_offsets)
 
     def write(self) -> None:
         write_offset_checkpoint(self.path / RECOVERY_POINT_CHECKPOINT, self.recovery_points)
         write_offset_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT, self.log_starts)
         write_offset_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)
+        write_offset_checkpoint(self.path / CLEANER_OFFSET_CHECKPOINT, self.cleaner_offsets)
 
 
 class LogManager:
@@ -153,6 +175,8 @@ class LogManager:
         self._paths: dict[tuple[Uuid, int], Path] = {}
         self._blocked: set[Path] = set()
         self._closed = False
+        # Replaced whole after each run of the cleaner (a scrape reads it from another thread).
+        self.cleaner_metrics = CleanerMetrics()
 
     # ----- lookups ----------------------------------------------------------------------------
 
@@ -191,6 +215,7 @@ class LogManager:
                     logger=self._log,
                     high_watermark=state.high_watermarks.get(entry, 0),
                     on_truncated=self._persist_after_truncation,
+                    first_dirty_offset=state.cleaner_offsets.get(entry, 0),
                 )
             except OSError as exc:
                 self._log.error("partition_log_open_failed", dir=str(path), error=str(exc))
@@ -265,6 +290,8 @@ class LogManager:
         state.recovery_points[parsed] = log.recovery_point
         state.log_starts[parsed] = log.log_start_offset
         state.high_watermarks[parsed] = log.high_watermark
+        if parsed in state.cleaner_offsets or log.first_dirty_offset > log.log_start_offset:
+            state.cleaner_offsets[parsed] = log.first_dirty_offset
 
     def _refresh_entries(self) -> None:
         for key, log in self._logs.items():
@@ -273,7 +300,7 @@ class LogManager:
                 self._record(*entry, log)
 
     def write_checkpoints(self) -> None:
-        """Write every log dir's three checkpoint files (atomically)."""
+        """Write every log dir's four checkpoint files (atomically)."""
         with self._lock:
             self._refresh_entries()
             for state in self._dirs.values():
@@ -292,6 +319,39 @@ class LogManager:
             except (LogNotHereError, InconsistentTopicIdError, LogClosedError, LogStorageError):
                 continue
         return deleted
+
+    def run_cleaner(self, targets: Iterable[LogTarget]) -> int:
+        """Clean the log of every compacted partition of ``targets`` (the replicas this broker
+        holds) that needs it (``PartitionLog.clean``); the number of logs cleaned. A log whose
+        disk fails is failed (``LogStorageError``) and skipped."""
+        cleaned = 0
+        longest_s = 0.0
+        recopy = self.cleaner_metrics.recopy_percent
+        for target in targets:
+            if not target.config.compact:
+                continue
+            try:
+                log = self.get(target.topic_id, target.name, target.partition)
+                started_s = time.monotonic()
+                stats = log.clean(target.config, self._clock())
+                if stats is not None:
+                    cleaned += 1
+                    longest_s = max(longest_s, time.monotonic() - started_s)
+                    recopy = 100 * stats.bytes_written // max(stats.bytes_read, 1)
+            except LogStorageError as exc:
+                self._log.warning(
+                    "log_cleaner_failed",
+                    partition_dir=f"{target.name}-{target.partition}",
+                    error=str(exc),
+                )
+            except (LogNotHereError, InconsistentTopicIdError, LogClosedError):
+                continue
+        self.cleaner_metrics = CleanerMetrics(
+            recopy,
+            longest_s,
+            self.cleaner_metrics.logs_cleaned + cleaned,
+        )
+        return cleaned
 
     def _persist_log_start(self, log: PartitionLog) -> None:
         with self._lock:

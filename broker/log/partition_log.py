@@ -31,6 +31,7 @@ log end offset and moved by the replica layer, never by an append; consumers rea
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -49,9 +50,19 @@ from broker.log.batch import (
     record_timestamps,
     stamp,
 )
+from broker.log.cleaner import (
+    CleanerStats,
+    build_offset_map,
+    complete_swaps,
+    group_segments,
+    plan_cleaning,
+    swap_in,
+    write_cleaned,
+)
 from broker.log.config import LogConfig
 from broker.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from broker.log.errors import (
+    INVALID_RECORD,
     OFFSET_OUT_OF_RANGE,
     RECORD_LIST_TOO_LARGE,
     UNKNOWN_SERVER_ERROR,
@@ -66,6 +77,7 @@ from broker.log.producer_state import (
     ProducerState,
     snapshot_offsets,
 )
+from broker.log.records import has_null_key
 from broker.log.segment import LogSegment, segment_name
 from quorum.storage.fsutil import fsync_directory
 
@@ -132,9 +144,11 @@ class PartitionLog:
         logger: Any,
         high_watermark: int = 0,
         on_truncated: Callable[[PartitionLog], None] | None = None,
+        first_dirty_offset: int = 0,
     ) -> None:
         """Open (and recover) the log in ``directory``. Blocking: call it off the loop.
-        ``high_watermark`` is the log dir's checkpointed one (clamped to the recovered log);
+        ``high_watermark`` is the log dir's checkpointed one (clamped to the recovered log),
+        ``first_dirty_offset`` its cleaner offset (likewise);
         ``on_truncated`` is called after a truncation, outside the log's lock, to write the
         log dir's checkpoints (``LogManager``: the lowered recovery point, log start offset
         and high watermark are durable before the log grows past the old ones again)."""
@@ -159,6 +173,17 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self.producers = self._loaded_producer_state()
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        # The log cleaner's: where the last clean's dirty section ended (the log dir's
+        # cleaner-offset-checkpoint, within the recovered log), and the earliest delete
+        # horizon the last clean assigned (the log is cleaned again once it passes; after a
+        # restart, at the next clean).
+        self.first_dirty_offset = min(
+            max(first_dirty_offset, self.log_start_offset), self.log_end_offset
+        )
+        self.delete_horizon_due_ms: int | None = None
+        # Truncations so far: a clean whose offset map was built before one is dropped (Kafka
+        # aborts cleaning a partition it truncates), its records may be gone.
+        self._truncations = 0
 
     # ----- opening ----------------------------------------------------------------------------
 
@@ -248,6 +273,13 @@ class PartitionLog:
         batch's offsets. Raises ``RecordBatchError`` (RECORD_LIST_TOO_LARGE: larger than a
         segment; the producer-state codes of ``producer_state.py``) or ``LogStorageError``."""
         header = batch.header
+        if config.compact and has_null_key(batch.data, header):
+            raise RecordBatchError(
+                INVALID_RECORD,
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.directory.name} (its cleanup.policy holds compact: every record needs a "
+                "key)",
+            )
         if len(batch.data) > config.segment_bytes:
             raise RecordBatchError(
                 RECORD_LIST_TOO_LARGE,
@@ -299,7 +331,7 @@ class PartitionLog:
         whole magic-2 batches exactly as the leader wrote them, offsets and partition leader
         epochs assigned, possibly followed by a partial batch (a fetch cut at its byte limit:
         ignored). Every batch is checked first (``batch.check_replicated``: framing, magic,
-        CRC32C, size, a base offset continuing the log end offset), and nothing is written if
+        CRC32C, size, a base offset at or past the log end offset), and nothing is written if
         one fails (``RecordBatchError``). They are written byte for byte, one write per
         segment (rolls by ``append``'s rules), each new leader epoch assigned at its first
         batch, producer state updated from each batch (a follower that becomes leader
@@ -311,12 +343,12 @@ class PartitionLog:
         headers = check_replicated(view, None, config.segment_bytes)
         with self._lock:
             self._check_usable()
-            if headers and headers[0].base_offset != self.log_end_offset:
+            if headers and headers[0].base_offset < self.log_end_offset:
                 raise RecordBatchError(
                     UNKNOWN_SERVER_ERROR,
-                    f"the fetched batches start at offset {headers[0].base_offset}, not at this "
+                    f"the fetched batches start at offset {headers[0].base_offset}, below this "
                     f"replica's log end offset {self.log_end_offset}: a follower appends only "
-                    "at its log end",
+                    "at or past its log end (past it: a compacted leader's gap)",
                 )
             active = self.segments[-1]
             run = _Run(0, active.bytes_since_index_entry)
@@ -475,6 +507,11 @@ class PartitionLog:
                 segment = self.segments[index]
                 try:
                     found = segment.find(offset)
+                    while found is None and index + 1 < len(self.segments):
+                        # A gap at a segment's end (a cleaned log): the next segment serves.
+                        index += 1
+                        segment = self.segments[index]
+                        found = segment.find(segment.base_offset)
                     if found is not None:
                         data = segment.read(found[0], max_bytes, min_one)
                 except OSError as exc:
@@ -610,6 +647,8 @@ class PartitionLog:
         )
 
     def _lower_to(self, end: int) -> None:
+        self._truncations += 1
+        self.first_dirty_offset = min(self.first_dirty_offset, end)
         self._high_watermark = min(self._high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
         self.log_start_offset = min(self.log_start_offset, end)
@@ -645,6 +684,8 @@ class PartitionLog:
             raise self._fail("truncating fully", exc) from exc
         self.producers = ProducerState()
         self.log_start_offset = self.recovery_point = self._high_watermark = offset
+        self.first_dirty_offset = offset
+        self._truncations += 1
         self._log.info(
             "log_truncated_fully", log_start_offset=offset, previous_log_end_offset=old_end
         )
@@ -715,6 +756,112 @@ class PartitionLog:
             excess -= segment.size
             count += 1
         return count
+
+    def clean(
+        self,
+        config: LogConfig,
+        now_ms: int,
+        stop_at: Callable[[str], None] = lambda _: None,
+    ) -> CleanerStats | None:
+        """Compact the log if it needs it now (``cleaner.py``): None when it did not. The
+        reading and writing run without the lock; each group's swap takes it, and the clean
+        stops when the log changed under it (a truncation since the clean began, a close).
+        ``stop_at`` cuts the clean at a step (tests). Raises ``LogStorageError`` (a failed swap
+        fails the log)."""
+        with self._lock:
+            self._check_usable()
+            plan = plan_cleaning(
+                self.segments,
+                self._high_watermark,
+                first_dirty_offset=max(self.first_dirty_offset, self.log_start_offset),
+                config=config,
+                now_ms=now_ms,
+                horizon_due_ms=self.delete_horizon_due_ms,
+            )
+            if plan is None:
+                return None
+            producer_last = self.producers.last_offsets()
+            truncations = self._truncations
+        stats = CleanerStats()
+        horizon_due: int | None = None
+        try:
+            offset_map = build_offset_map(plan.segments, plan.first_dirty_offset)
+        except OSError as exc:
+            return self._cleaner_failed(exc, stats)
+        # Up to where the map reaches (all of the dirty section unless the map filled up).
+        covered = tuple(s for s in plan.segments if s.next_offset <= offset_map.end_offset)
+        for group in group_segments(covered, config.segment_bytes):
+            try:
+                cleaned = write_cleaned(
+                    self.directory,
+                    group,
+                    offset_map,
+                    config=config,
+                    now_ms=now_ms,
+                    producer_last_offsets=producer_last,
+                    stats=stats,
+                )
+            except OSError as exc:
+                return self._cleaner_failed(exc, stats)
+            stop_at("cleaned files written")
+            if cleaned.horizon_ms is not None:
+                horizon_due = (
+                    cleaned.horizon_ms
+                    if horizon_due is None
+                    else min(horizon_due, cleaned.horizon_ms)
+                )
+            with self._lock:
+                first = next((i for i, s in enumerate(self.segments) if s is group[0]), None)
+                if (
+                    self.closed
+                    or self.failed is not None
+                    or self._truncations != truncations
+                    or first is None
+                    or self.segments[first : first + len(group)] != group
+                    or first + len(group) >= len(self.segments)
+                ):
+                    with contextlib.suppress(OSError):  # the directory may have moved aside
+                        complete_swaps(self.directory, self._log)
+                    return stats
+                next_base = self.segments[first + len(group)].base_offset
+                try:
+                    swap_in(self.directory, cleaned.base_offset, group, stop_at)
+                    new = LogSegment(self.directory, cleaned.base_offset, group[0].created_ms)
+                    problem = new.load_sealed(next_base)
+                except OSError as exc:
+                    raise self._fail("swapping in a cleaned segment", exc) from exc
+                assert problem is None, f"the cleaned {new.path} does not load: {problem}"
+                self.segments[first : first + len(group)] = [new]
+        with self._lock:
+            self.first_dirty_offset = max(self.first_dirty_offset, offset_map.end_offset)
+            self.delete_horizon_due_ms = horizon_due
+        self._log.info(
+            "log_cleaned",
+            first_dirty_offset=plan.first_dirty_offset,
+            first_uncleanable_offset=plan.first_uncleanable_offset,
+            dirty_ratio=round(plan.dirty_bytes / plan.total_bytes, 3),
+            segments_read=stats.segments_read,
+            segments_written=stats.segments_written,
+            bytes_read=stats.bytes_read,
+            bytes_written=stats.bytes_written,
+            records_removed=stats.records_removed,
+        )
+        return stats
+
+    def _cleaner_failed(self, exc: OSError, stats: CleanerStats) -> CleanerStats:
+        """Reading the segments or writing the ``.cleaned`` files failed, without the lock:
+        the log was closed or truncated meanwhile (its files went: the clean is dropped), or
+        the disk failed (``LogStorageError``; the log itself is untouched, its next append or
+        read finds out). The ``.cleaned`` files are deleted where they can be."""
+        with contextlib.suppress(OSError):
+            complete_swaps(self.directory, self._log)
+        with self._lock:
+            if self.closed:
+                return stats
+        raise LogStorageError(
+            f"the log cleaner could not clean {self.directory.name}: {exc} (the log is as it "
+            "was; the cleaner tries again at its next run)"
+        ) from exc
 
     def _drop_old_producer_snapshots(self) -> None:
         """Snapshots below the log start offset but the newest of them (loading starts there,

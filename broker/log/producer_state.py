@@ -164,6 +164,15 @@ class ProducerState:
             for producer_id, producer in self._producers.items()
         ]
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its newest batch: the batches the log cleaner
+        keeps (empty if need be) so that a producer's state survives a clean."""
+        return {
+            producer_id: producer.batches[-1].last_offset
+            for producer_id, producer in self._producers.items()
+            if producer.batches
+        }
+
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Check a producer's batch before it is appended: the retained batch it repeats (do
         not append; answer with its offsets), or None (append it). Raises

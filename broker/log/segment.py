@@ -8,7 +8,8 @@ batch. The active segment keeps its ``.log`` open; a sealed one is opened for ea
 partition holds one descriptor however many segments it keeps.
 
 ``recover`` is Kafka's ``LogSegment.recover``: every batch from the start is checked (its
-framing, magic 2, a base offset that continues the previous batch's, the CRC32C over the
+framing, magic 2, a base offset past the previous batch's last offset (a cleaned segment has
+gaps: ``cleaner.py``), the CRC32C over the
 batch), the indexes are rebuilt on the way, and the file is
 cut after the last valid batch: a torn tail left by a crash is never served.
 """
@@ -364,7 +365,7 @@ class LogSegment:
             if (
                 header.batch_length < BATCH_LENGTH_MIN
                 or header.magic != MAGIC_V2
-                or header.base_offset != expected
+                or header.base_offset < expected
                 or header.last_offset_delta < 0
                 or not self.fits(header.last_offset)
                 or valid + size > file_size

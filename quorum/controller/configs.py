@@ -9,6 +9,12 @@ name                     accepted values                                        
                          topic (KIP-619). Stored in the ``TopicRecord``, not as a
                          ``ConfigRecord``.
 ``cleanup.policy``       comma-separated list of ``delete`` and ``compact``          delete
+``delete.retention.ms``  long >= 0: how long the cleaner keeps a tombstone after it   86400000
+                         first cleaned its batch (KIP-534's delete horizon)
+``min.cleanable.``       double in [0, 1]: the share of a compacted log's cleanable   0.5
+``dirty.ratio``          bytes not yet cleaned above which the cleaner cleans it
+``min.compaction.``      long >= 0: records younger than this are not compacted       0
+``lag.ms``
 ``compression.type``     ``uncompressed``, ``zstd``, ``lz4``, ``snappy``, ``gzip``,   producer
                          ``producer``
 ``max.message.bytes``    int >= 0                                                     1048588
@@ -29,7 +35,9 @@ name                     accepted values                                        
 =======================  ==========================================================  ==========
 
 The last four are read by the brokers' partition logs (``broker/log/config.py``), as are
-``max.message.bytes``, ``min.insync.replicas``, ``retention.*`` and ``segment.bytes``.
+``cleanup.policy``, ``delete.retention.ms``, ``min.cleanable.dirty.ratio``,
+``min.compaction.lag.ms`` (the log cleaner), ``max.message.bytes``, ``min.insync.replicas``,
+``retention.*`` and ``segment.bytes``.
 
 Refused with INVALID_CONFIG: an unknown or empty name, a name given twice, a null value (Kafka:
 "Null value not supported for topic configs"), a value longer than
@@ -125,9 +133,24 @@ def _cleanup_policy(text: str) -> str:
     return ",".join(parts)
 
 
+def _ratio(text: str) -> str:
+    """Kafka's ``ConfigDef.Type.DOUBLE`` with ``between(0, 1)``: a decimal number."""
+    body = text.strip()
+    try:
+        value = float(body)
+    except ValueError:
+        raise _BadValue("must be a double in [0, 1]") from None
+    if not body.replace(".", "", 1).isdigit() or not 0.0 <= value <= 1.0:
+        raise _BadValue("must be a double in [0, 1]")
+    return repr(value)
+
+
 SUPPORTED_TOPIC_CONFIGS: Final[dict[str, Callable[[str], str]]] = {
     CONFIG_INTERNAL: config_boolean,
     "cleanup.policy": _cleanup_policy,
+    "delete.retention.ms": lambda v: config_integer(v, 0, INT64_MAX, "a long"),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": lambda v: config_integer(v, 0, INT64_MAX, "a long"),
     "compression.type": _one_of(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     "max.message.bytes": lambda v: config_integer(v, 0, INT32_MAX, "an int"),
     CONFIG_MIN_INSYNC_REPLICAS: lambda v: config_integer(v, 1, INT32_MAX, "an int"),
@@ -146,6 +169,9 @@ assert all(len(name) <= TOPIC_CONFIG_NAME_CHARS_MAX for name in SUPPORTED_TOPIC_
 
 TOPIC_CONFIG_DEFAULTS: Final[dict[str, str]] = {
     "cleanup.policy": "delete",
+    "delete.retention.ms": "86400000",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
     "compression.type": "producer",
     "max.message.bytes": "1048588",
     CONFIG_MIN_INSYNC_REPLICAS: "1",

@@ -64,6 +64,9 @@ CONFIG_SOURCE_DEFAULT: Final = 5
 
 TOPIC_CONFIG_TYPES: Final = {
     "cleanup.policy": ConfigType.LIST,
+    "delete.retention.ms": ConfigType.LONG,
+    "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
+    "min.compaction.lag.ms": ConfigType.LONG,
     "compression.type": ConfigType.STRING,
     "max.message.bytes": ConfigType.INT,
     "min.insync.replicas": ConfigType.INT,

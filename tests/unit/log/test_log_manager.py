@@ -5,6 +5,7 @@ deleting/, and a new incarnation under the same name that inherits nothing."""
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,42 @@ def test_retention_runs_over_the_partitions_led_here(tmp_path: Path) -> None:
     )
     assert deleted >= 2 and log.log_start_offset == log.log_end_offset == 16
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 16\n"
+
+
+def test_the_cleaner_runs_over_compacted_replicas_and_reports_kafkas_gauges(
+    tmp_path: Path,
+) -> None:
+    from broker.metrics import cleaner_families  # noqa: PLC0415
+    from tests.unit.log.test_log_cleaner import COMPACT, generate  # noqa: PLC0415
+
+    topic = Uuid.random()
+    make_partition(tmp_path, "c-0", topic)
+    logs = LogManager([tmp_path], LOGGER, clock=lambda: NOW_MS)
+    log = logs.get(topic, "c", 0)
+    generate(random.Random(3), log, 60, 5)
+    size = log.size_bytes()
+    # A topic that is not compacted is left alone; a partition not here is skipped.
+    assert logs.run_cleaner([LogTarget(topic, "c", 0, LogConfig())]) == 0
+    targets = [LogTarget(topic, "c", 0, COMPACT), LogTarget(Uuid.random(), "u", 0, COMPACT)]
+    assert logs.run_cleaner(targets) == 1
+    assert log.size_bytes() < size
+    metrics = logs.cleaner_metrics
+    assert 0 < metrics.recopy_percent < 100 and metrics.max_clean_time_s > 0
+    rendered = {s.name: s.value for f in cleaner_families(metrics) for s in f.samples}
+    assert rendered == {
+        "kafka_log_logcleaner_cleaner_recopy_percent": metrics.recopy_percent,
+        "kafka_log_logcleaner_max_clean_time_secs": metrics.max_clean_time_s,
+    }
+    assert logs.run_cleaner(targets) == 0  # nothing dirty is left
+    first_dirty = log.first_dirty_offset
+    assert first_dirty == log.segments[-1].base_offset > 0
+    logs.close()
+    # cleaner-offset-checkpoint, Kafka's text format: a restart does not clean it all again.
+    checkpoint = (tmp_path / "cleaner-offset-checkpoint").read_text()
+    assert checkpoint == f"0\n1\nc 0 {first_dirty}\n"
+    again = LogManager([tmp_path], LOGGER, clock=lambda: NOW_MS)
+    reopened = again.get(topic, "c", 0)
+    assert reopened.first_dirty_offset == first_dirty
+    reopened.update_high_watermark(reopened.log_end_offset)
+    assert again.run_cleaner(targets) == 0
+    again.close()
