@@ -68,6 +68,7 @@ __all__ = [
     "check_replicated",
     "iter_headers",
     "read_header",
+    "read_varint",
     "record_timestamps",
     "stamp",
 ]
@@ -470,7 +471,7 @@ def stamp(
 # ----- one batch's records, for ListOffsets by timestamp (off the append path) --------------
 
 
-def _varint(buffer: bytes, position: int) -> tuple[int, int]:
+def read_varint(buffer: bytes, position: int) -> tuple[int, int]:
     """A zig-zag varint (Kafka's ByteUtils.readVarlong) and the position after it."""
     shift = 0
     raw = 0
@@ -504,11 +505,11 @@ def record_timestamps(batch: bytes) -> list[tuple[int, int]] | None:
     position = 0
     try:
         for _ in range(header.record_count):
-            length, position = _varint(body, position)
+            length, position = read_varint(body, position)
             end = position + length
             position += 1  # attributes
-            timestamp_delta, position = _varint(body, position)
-            offset_delta, position = _varint(body, position)
+            timestamp_delta, position = read_varint(body, position)
+            offset_delta, position = read_varint(body, position)
             found.append(
                 (header.base_offset + offset_delta, header.base_timestamp + timestamp_delta)
             )

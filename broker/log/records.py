@@ -36,6 +36,7 @@ from broker.log.batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
     BatchHeader,
+    read_varint,
 )
 
 __all__ = [
@@ -72,20 +73,6 @@ class Record(NamedTuple):
     headers: bytes
 
 
-def _varint(buffer: bytes, position: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        if position >= len(buffer) or shift > 63:
-            raise ValueError("a varint runs past the batch")
-        byte = buffer[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-
-
 def _put_varint(out: bytearray, value: int) -> None:
     raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
     while raw >= 0x80:
@@ -95,15 +82,15 @@ def _put_varint(out: bytearray, value: int) -> None:
 
 
 def _skip_headers(body: bytes, position: int, end: int) -> int:
-    count, position = _varint(body, position)
+    count, position = read_varint(body, position)
     if count < 0 or count > end - position:
         raise ValueError("a header count past the record")
     for _ in range(count):
-        key_length, position = _varint(body, position)
+        key_length, position = read_varint(body, position)
         if key_length < 0:
             raise ValueError("a null header key")
         position += key_length
-        value_length, position = _varint(body, position)
+        value_length, position = read_varint(body, position)
         if value_length > 0:
             position += value_length
     return position
@@ -136,18 +123,18 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> list[Recor
     position = 0
     try:
         for _ in range(header.record_count):
-            length, position = _varint(body, position)
+            length, position = read_varint(body, position)
             end = position + length
             if length < 0 or end > len(body):
                 raise ValueError("a record runs past the batch")
             attributes = body[position]
             position += 1
-            timestamp_delta, position = _varint(body, position)
-            offset_delta, position = _varint(body, position)
-            key_length, position = _varint(body, position)
+            timestamp_delta, position = read_varint(body, position)
+            offset_delta, position = read_varint(body, position)
+            key_length, position = read_varint(body, position)
             key = None if key_length < 0 else body[position : position + key_length]
             position += max(key_length, 0)
-            value_length, position = _varint(body, position)
+            value_length, position = read_varint(body, position)
             value = None if value_length < 0 else body[position : position + value_length]
             position += max(value_length, 0)
             headers_at = position
