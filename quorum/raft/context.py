@@ -212,20 +212,6 @@ class RaftContext:
         timeout = self.config.election_timeout_ms
         return now_ms + timeout + self.rng.randrange(timeout)
 
-    def successor_backoff_ms(self, position: int, successors: int) -> int:
-        """How long the preferred successor at ``position`` (of ``successors``) waits before
-        its election after EndQuorumEpoch (Kafka's ``strictExponentialElectionBackoffMs``):
-        the first not at all, each next one twice as long as the one before it, the last
-        ``election_backoff_max_ms`` / 2, without jitter, so a later successor starts only if
-        the ones before it did not win (with random jitter, the second often started within
-        the first's election and split its pre-vote)."""
-        cap = self.config.election_backoff_max_ms
-        if position <= 0:
-            return 0
-        if position >= successors:
-            return cap
-        return min(cap, (cap >> (successors - 1)) << (position - 1))
-
     def backoff_ms(self, retries: int) -> int:
         """Binary exponential backoff with full jitter, capped (Kafka's
         ``binaryExponentialElectionBackoffMs``)."""

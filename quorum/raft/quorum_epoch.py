@@ -134,8 +134,7 @@ class QuorumEpoch:
     ) -> None:
         """The leader of ``leader_epoch`` resigned. A follower of it stops trusting it (so it
         grants pre-votes) and the first preferred successor starts an election at once; the
-        others wait a backoff that doubles with their place in the list (Kafka's strict
-        exponential backoff, ``RaftContext.successor_backoff_ms``).
+        others wait a backoff that grows with their place in the list.
 
         Errors: header errors, INCONSISTENT_VOTER_SET (leader not a voter, or this node is
         not one), INVALID_REQUEST (as for BeginQuorumEpoch, or successors that are not
@@ -157,10 +156,9 @@ class QuorumEpoch:
             if isinstance(follower, FollowerState) and follower.leader_id == request.leader_id:
                 follower.last_fetch_success_ms = None
                 follower.leader_resigned = True
-                successors = request.preferred_successors
-                if ctx.node_id in successors:
-                    position = successors.index(ctx.node_id)
-                    delay = ctx.successor_backoff_ms(position, len(successors))
+                if ctx.node_id in request.preferred_successors:
+                    position = request.preferred_successors.index(ctx.node_id)
+                    delay = 0 if position == 0 else ctx.backoff_ms(position)
                     follower.fetch_deadline_ms = min(follower.fetch_deadline_ms, ctx.now_ms + delay)
             ctx.emit("leader_resigned", leader_id=request.leader_id)
         ctx.reply(envelope, EndQuorumEpochResponse(error, ctx.leader_id, ctx.epoch))
