@@ -4,6 +4,11 @@ DescribeQuorum requests a broker forwards (Kafka's brokers forward it to the con
 
 Any controller may be asked; one that does not lead answers NOT_CONTROLLER naming the leader's
 address, which is tried next. Unreachable controllers are skipped. Every call has a deadline.
+While no controller leads (the election after the active controller resigned or died), a
+forwarded write is asked again after a short backoff until its deadline rather than refused at
+once, as Kafka's brokers hold a forwarded request until a controller is active: the client
+would otherwise wait its own retry backoff (librdkafka's ``retry.backoff.ms``, 100 ms) after
+an election of some tens of milliseconds.
 Over SSL, whoever answers at an address must prove to be a controller of this cluster (its
 certificate carries ``node_server_name(cluster_id, "controller")``): a broker's certificate, or
 another cluster's, fails the handshake (docs/security.md#whom-a-node-connects-to).
@@ -11,6 +16,8 @@ another cluster's, fails the handshake (docs/security.md#whom-a-node-connects-to
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -24,6 +31,11 @@ from quorum.security.tls import AioChannels, ClientSecurity
 from quorum.server.grpc_options import NODE_CHANNEL_OPTIONS
 
 CALL_TIMEOUT_S = 5.0
+# While no controller leads, the first retry of a call waits this long, each next one twice as
+# long, up to the bound (Kafka's brokers look for a new controller every 100 ms, their
+# ``retry.backoff.ms``; an election here takes some tens of milliseconds, hence the short start).
+RETRY_BACKOFF_MS_INITIAL = 10
+RETRY_BACKOFF_MS_MAX = 100
 
 
 class ControllerUnavailableError(Exception):
@@ -62,10 +74,35 @@ class ControllerClient:
         *,
         metadata: tuple[tuple[str, bytes], ...] = (),
         timeout_s: float = CALL_TIMEOUT_S,
+        retry_until_s: float | None = None,
     ) -> Any:
         """Send to the active controller; returns its answer (whatever its error code, except
         NOT_CONTROLLER, which is followed). ``timeout_s`` bounds each attempt; ``metadata`` is
-        sent with it (a forwarded client's principal)."""
+        sent with it (a forwarded client's principal). ``retry_until_s`` (``time.monotonic()``
+        seconds): while no controller leads, ask every controller again after a backoff
+        (``RETRY_BACKOFF_MS_INITIAL``, doubling up to ``RETRY_BACKOFF_MS_MAX``) until then;
+        without it, the first round that finds none raises ``ControllerUnavailableError``."""
+        backoff_s = RETRY_BACKOFF_MS_INITIAL / 1000
+        while True:
+            try:
+                return await self._call_once(method, request, metadata, timeout_s)
+            except ControllerUnavailableError:
+                if retry_until_s is None or time.monotonic() + backoff_s >= retry_until_s:
+                    raise
+            # A retry backoff, not synchronisation: nothing tells a broker when an election ends.
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(2 * backoff_s, RETRY_BACKOFF_MS_MAX / 1000)
+
+    async def _call_once(
+        self,
+        method: str,
+        request: Any,
+        metadata: tuple[tuple[str, bytes], ...],
+        timeout_s: float,
+    ) -> Any:
+        """One round over the controllers: the preferred one, then the others, following
+        NOT_CONTROLLER's hints. Raises ``ControllerUnavailableError`` when none answered as the
+        active controller."""
         order = ([self._preferred] if self._preferred else []) + [
             a for a in self._addresses if a != self._preferred
         ]

@@ -11,6 +11,7 @@ connection (read-your-writes).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Final
 
 from broker.controller_client import ControllerClient, ControllerUnavailableError
@@ -28,8 +29,9 @@ FORWARD_TIMEOUT_MS_MIN: Final = 5_000
 
 
 class ForwardingError(Exception):
-    """The write could not be handed to an active controller: every entry of the request is
-    answered with ``error_code`` (NOT_CONTROLLER or REQUEST_TIMED_OUT, both retriable)."""
+    """The write could not be handed to an active controller within its deadline: every entry of
+    the request is answered with ``error_code`` (NOT_CONTROLLER or REQUEST_TIMED_OUT, both
+    retriable)."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -45,19 +47,23 @@ class Forwarder:
         ``ForwardingError``."""
         timeout_s = min(max(timeout_ms, FORWARD_TIMEOUT_MS_MIN), FORWARD_TIMEOUT_MS_MAX) / 1000
         try:
+            # While no controller leads (an election), the write waits for the next one within
+            # its deadline, as Kafka's forwarding does, instead of being refused at once.
             return await asyncio.wait_for(
                 self._controllers.call(
                     method,
                     request,
                     metadata=forwarding_metadata(caller),
                     timeout_s=timeout_s,
+                    retry_until_s=time.monotonic() + timeout_s,
                 ),
                 timeout_s,
             )
         except ControllerUnavailableError as exc:
             raise ForwardingError(
                 ErrorCode.NOT_CONTROLLER,
-                f"the broker could not reach the active controller ({exc}); retry shortly",
+                f"the broker found no active controller within {timeout_s:g} s ({exc}); "
+                "retry shortly",
             ) from None
         except TimeoutError:
             raise ForwardingError(

@@ -93,6 +93,8 @@ class ControllerNode:
             interceptors=interceptors,
         )
         self._serving: bool | None = None
+        # The epoch this node last became the active controller in (logged once per epoch).
+        self._active_epoch: int | None = None
         self.state_machine = ControllerStateMachine(
             image,
             config=ControllerConfig(
@@ -197,6 +199,15 @@ class ControllerNode:
             self.raft.maybe_take_snapshot(self.state_machine.committed_image)
         if ready.snapshot_to_fetch is not None:
             self.raft.spawn(self.raft.fetch_snapshot(*ready.snapshot_to_fetch, self._on_image))
+        if self._active_epoch != self.node.epoch and self.controller_ready():
+            # Kafka's "becoming the active controller": the first moment a write is accepted
+            # (what scripts/bench/handover.py reads as the end of an election).
+            self._active_epoch = self.node.epoch
+            self.log.info(
+                "controller_activated",
+                epoch=self.node.epoch,
+                applied_offset=self.state_machine.committed_image.offset,
+            )
         serving = self.node.leader_id is not None
         if serving != self._serving:
             self._serving = serving
