@@ -176,6 +176,7 @@ def run_follow(
                 log_path,
                 functools.partial(checkpointed_offset, checkpoint),
                 caught_up=lambda: query.lastProgress is not None,
+                final_refresh=until_offset is not None,
                 interval_s=refresh_interval_s,
                 stdout=stdout,
             )

@@ -24,13 +24,15 @@ once, so a restarted follow computes the same tables: exactly once by constructi
 
 Cost. A refresh reads the records table (Parquet: no decoding of the log) once, persists it,
 and runs every job on it: linear in the records so far, like a one-off replay minus the
-decoding. It runs when the stream has committed records newer than the current tables, at
-most every ``interval_s`` (``--refresh-interval``, default 30 s) and never sooner than its
-last duration after it ended, so refreshes take at most half of the time whatever the log's
-size (the stream keeps the other half: it appends only the new records); the tables lag the
-records table by up to one interval plus one refresh. Most of a refresh on a small log is
-Spark's cost per job (about a dozen jobs: 15-35 s on 2 loaded cores for a few hundred
-records); the records' share grows with the log.
+decoding. It runs when the stream has committed records newer than the current tables: the
+first at once if there are no tables yet and the run does not end with a refresh of its own
+(as ``--until-offset`` does), else one interval after the start; then at most every
+``interval_s`` (``--refresh-interval``, default 30 s) and never sooner than its last duration
+after it ended, so refreshes take at most half of the time whatever the log's size (the stream
+keeps the other half: it appends only the new records). The tables lag the records table by
+up to one interval plus one refresh. Most of a refresh on a small log is Spark's cost per job
+(about a dozen jobs: 15-60 s for a few hundred records on 2 cores at load averages of 10-20);
+the records' share grows with the log.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ class TableRefresher:
         committed: Any,
         *,
         caught_up: Any = None,
+        final_refresh: bool = False,
         interval_s: float,
         stdout: TextIO,
     ) -> None:
@@ -200,6 +203,7 @@ class TableRefresher:
         # log holds): no refresh before, so a restart far behind does not first compute
         # tables of the records it already had.
         self.caught_up = caught_up or (lambda: True)
+        self.final_refresh = final_refresh
         self.interval_s = interval_s
         self.stdout = stdout
         self.published = current_freshness(out)
@@ -230,7 +234,10 @@ class TableRefresher:
 
     def _run(self) -> None:
         self.spark.sparkContext.setJobGroup(_JOB_GROUP, "replay --follow tables", True)
-        delay = 0.0
+        # At once when there are no tables yet; after an interval when a restart finds some,
+        # or when the run ends with a refresh of its own (--until-offset): the stream catches
+        # up meanwhile, and the refresh then covers what it read.
+        delay = 0.0 if self.published is None and not self.final_refresh else self.interval_s
         while not self._stop.wait(delay):
             delay = 0.2
             if not self.caught_up() or not self.behind():
