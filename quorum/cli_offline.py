@@ -274,8 +274,14 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         default=None,
         metavar="SECONDS",
         help="with --follow: recompute the analytics tables from the records table at most "
-        "every SECONDS while it has new records (default 30; never sooner than 3 times the "
-        "last refresh's duration: each reads every record so far)",
+        "every SECONDS while it has new records (default 30; never sooner than the last "
+        "refresh took after it ended: each reads every record so far)",
+    )
+    parser.add_argument(
+        "--no-tables",
+        dest="tables",
+        action="store_false",
+        help="with --follow: keep OUT/records/ only, not the analytics tables",
     )
     parser.add_argument(
         "--verbose",
@@ -298,8 +304,8 @@ def replay(args: argparse.Namespace) -> int:
         return _follow(args, dict(settings))
     if args.until_offset is not None:
         raise CommandError("--until-offset needs --follow")
-    if args.refresh_interval is not None:
-        raise CommandError("--refresh-interval needs --follow")
+    if args.refresh_interval is not None or not args.tables:
+        raise CommandError("--refresh-interval and --no-tables need --follow")
     from quorum.analytics.replay import run_replay
 
     return run_replay(
@@ -331,6 +337,7 @@ def _follow(args: argparse.Namespace, settings: dict[str, str]) -> int:
         until_offset=args.until_offset,
         trigger_interval_s=args.trigger_interval,
         refresh_interval_s=30.0 if args.refresh_interval is None else args.refresh_interval,
+        tables=args.tables,
         ship_env=args.ship_env,
         conf=settings,
         stdout=sys.stdout,

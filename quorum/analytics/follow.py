@@ -75,6 +75,7 @@ def run_follow(
     until_offset: int | None = None,
     trigger_interval_s: float = 1.0,
     refresh_interval_s: float = 30.0,
+    tables: bool = True,
     ship_env: bool = True,
     conf: Mapping[str, str] | None = None,
     stdout: TextIO,
@@ -82,7 +83,8 @@ def run_follow(
     verbose: bool = False,
 ) -> int:
     """Follow ``log_dir`` into ``out`` until a signal or ``until_offset``, refreshing the
-    analytics tables every ``refresh_interval_s`` seconds; the exit code (0, or 1 with one
+    analytics tables every ``refresh_interval_s`` seconds (``tables`` False: the records table
+    only); the exit code (0, or 1 with one
     ``Error:`` line on ``stderr``)."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
     from pyspark.errors.exceptions.captured import StreamingQueryException  # noqa: PLC0415
@@ -116,7 +118,8 @@ def run_follow(
         return 1
     out_path.mkdir(parents=True, exist_ok=True)
     try:
-        prepare_out(out_path)
+        if tables:
+            prepare_out(out_path)
     except OutError as exc:
         print(f"Error: {exc}", file=stderr)
         return 1
@@ -170,17 +173,22 @@ def run_follow(
                 if trigger_interval_s > 0:
                     writer = writer.trigger(processingTime=f"{trigger_interval_s} seconds")
                 query = writer.start()
-            refresher = TableRefresher(
-                spark,
-                out_path,
-                log_path,
-                functools.partial(checkpointed_offset, checkpoint),
-                caught_up=lambda: query.lastProgress is not None,
-                final_refresh=until_offset is not None,
-                interval_s=refresh_interval_s,
-                stdout=stdout,
+            refresher = (
+                None
+                if not tables
+                else TableRefresher(
+                    spark,
+                    out_path,
+                    log_path,
+                    functools.partial(checkpointed_offset, checkpoint),
+                    caught_up=lambda: query.lastProgress is not None,
+                    final_refresh=until_offset is not None,
+                    interval_s=refresh_interval_s,
+                    stdout=stdout,
+                )
             )
-            refresher.start()
+            if refresher is not None:
+                refresher.start()
             return _watch(
                 query, checkpoint, until_offset, stop, refresher, stdout=stdout, stderr=stderr
             )
@@ -196,7 +204,7 @@ def _watch(
     checkpoint: Path,
     until_offset: int | None,
     stop: threading.Event,
-    refresher: TableRefresher,
+    refresher: TableRefresher | None,
     *,
     stdout: TextIO,
     stderr: TextIO,
@@ -227,7 +235,7 @@ def _watch(
                     )
                 return 1
             break
-        if refresher.error is not None:
+        if refresher is not None and refresher.error is not None:
             refresher.stop()
             query.stop()
             print(f"Error: refreshing the tables: {root_cause(str(refresher.error))}", file=stderr)
@@ -250,10 +258,13 @@ def _watch(
                 reason = f"every record up to offset {until_offset:,} is written"
                 break
     query.stop()
-    refresher.stop()
+    if refresher is not None:
+        refresher.stop()
     committed = checkpointed_offset(checkpoint)
     upto = "no record yet" if committed is None else f"records up to offset {committed - 1:,}"
     print(f"    {reason}: {upto} committed ({checkpoint})", file=stdout)
+    if refresher is None:
+        return 0
     if until_offset is not None and not stop.is_set() and refresher.behind():
         try:
             refresher.refresh()  # the tables of every record written
