@@ -207,6 +207,7 @@ class TableRefresher:
         self.interval_s = interval_s
         self.stdout = stdout
         self.published = current_freshness(out)
+        self.refreshes = 0  # published by this refresher
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follow-tables", daemon=True)
@@ -325,6 +326,7 @@ class TableRefresher:
         _fsync_tree(root)
         self._swap(version)
         self.published = published
+        self.refreshes += 1
         print(
             f"    tables: up to offset {last:,} ({published.records:,} records, refreshed in "
             f"{published.seconds:.1f} s; {self.out / CURRENT} -> {TABLES}/{version})",
