@@ -249,7 +249,9 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         action="store_true",
         help="keep following the log as the node appends to it: a Structured Streaming query "
         "appends every record to OUT/records/ (Parquet, exactly once across restarts: its "
-        "checkpoint is OUT/_checkpoints/records/) until SIGINT/SIGTERM or --until-offset",
+        "checkpoint is OUT/_checkpoints/records/) until SIGINT/SIGTERM or --until-offset; the "
+        "analytics tables and the report are recomputed from it every --refresh-interval and "
+        "swapped in whole under OUT/current (OUT/topic_lifecycle, ... link there)",
     )
     parser.add_argument(
         "--until-offset",
@@ -265,6 +267,21 @@ def add_replay_commands(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="with --follow: start a micro-batch every SECONDS (default 1; 0: as soon as the "
         "previous one ends)",
+    )
+    parser.add_argument(
+        "--refresh-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --follow: recompute the analytics tables from the records table at most "
+        "every SECONDS while it has new records (default 30; never sooner than the last "
+        "refresh took after it ended: each reads every record so far)",
+    )
+    parser.add_argument(
+        "--no-tables",
+        dest="tables",
+        action="store_false",
+        help="with --follow: keep OUT/records/ only, not the analytics tables",
     )
     parser.add_argument(
         "--verbose",
@@ -287,6 +304,8 @@ def replay(args: argparse.Namespace) -> int:
         return _follow(args, dict(settings))
     if args.until_offset is not None:
         raise CommandError("--until-offset needs --follow")
+    if args.refresh_interval is not None or not args.tables:
+        raise CommandError("--refresh-interval and --no-tables need --follow")
     from quorum.analytics.replay import run_replay
 
     return run_replay(
@@ -305,8 +324,9 @@ def _follow(args: argparse.Namespace, settings: dict[str, str]) -> int:
     """``replay --follow``: the flags of a one-off replay mean nothing to a stream."""
     if args.as_of_offset is not None or args.include_snapshots is not None:
         raise CommandError(
-            "--follow writes the records table only: --as-of-offset and --include-snapshots "
-            "belong to a one-off replay (run it without --follow)"
+            "--follow keeps the tables as of its last record, from the log it streams: "
+            "--as-of-offset and --include-snapshots belong to a one-off replay (run it "
+            "without --follow)"
         )
     from quorum.analytics.follow import run_follow
 
@@ -316,6 +336,8 @@ def _follow(args: argparse.Namespace, settings: dict[str, str]) -> int:
         master=args.master,
         until_offset=args.until_offset,
         trigger_interval_s=args.trigger_interval,
+        refresh_interval_s=30.0 if args.refresh_interval is None else args.refresh_interval,
+        tables=args.tables,
         ship_env=args.ship_env,
         conf=settings,
         stdout=sys.stdout,

@@ -11,7 +11,8 @@ writes Parquet, on a cluster too: ``pack`` packs (and caches) the Python environ
 to the executors, ``failure`` reports a failed job by its root cause and the executor's log.
 ``stream``: the same source as a Structured Streaming source (``readStream``), following a
 live log's end with ``log_tail``; ``follow``: ``metaquorum replay --follow``, which streams the
-records into Parquet exactly once across restarts.
+records into Parquet exactly once across restarts, and ``follow_tables``, which keeps every
+replay table current beside it (recomputed from the records, swapped in whole).
 
 Importing this package imports nothing heavy; ``pyspark`` is needed only by the submodules.
 """

@@ -9,12 +9,20 @@ stopped anywhere (Ctrl-C, SIGTERM, kill -9, a failed task) and started again wit
 ``--out`` writes every record exactly once (read the table with ``spark.read.parquet``, which
 goes through ``_spark_metadata``; files of a micro-batch that was cut short are never listed).
 
-It stops on SIGINT or SIGTERM (the micro-batch in flight is abandoned and written again on the
-next start) and, with ``--until-offset N``, once every record up to offset N is committed.
+Beside it, the analytics tables of a one-off ``replay`` (topic lifecycle, name reuse, the
+image as of the last offset, ...) and its report are recomputed from ``OUT/records/`` every
+``--refresh-interval`` seconds while the stream has new records, and swapped in whole under
+``OUT/current`` (``quorum.analytics.follow_tables``: how, what it costs, how fresh).
+
+It stops on SIGINT or SIGTERM (the micro-batch and the table refresh in flight are abandoned:
+the batch is written again on the next start, the tables stay at their last complete
+version) and, with ``--until-offset N``, once every record up to offset N is committed and
+the tables reflect them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -26,12 +34,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from quorum.analytics.follow_tables import CURRENT, OutError, TableRefresher, prepare_out
+
 __all__ = ["CHECKPOINTS", "RECORDS", "run_follow"]
 
 RECORDS = "records"
 CHECKPOINTS = "_checkpoints"
 # How often the command looks at the query (signals, --until-offset, progress to print).
 _POLL_S = 0.2
+_LOCAL_SHUFFLE_PARTITIONS = 4
 
 
 @contextmanager
@@ -63,14 +74,18 @@ def run_follow(
     *,
     until_offset: int | None = None,
     trigger_interval_s: float = 1.0,
+    refresh_interval_s: float = 30.0,
+    tables: bool = True,
     ship_env: bool = True,
     conf: Mapping[str, str] | None = None,
     stdout: TextIO,
     stderr: TextIO,
     verbose: bool = False,
 ) -> int:
-    """Follow ``log_dir`` into ``out`` until a signal or ``until_offset``; the exit code (0, or
-    1 with one ``Error:`` line on ``stderr``)."""
+    """Follow ``log_dir`` into ``out`` until a signal or ``until_offset``, refreshing the
+    analytics tables every ``refresh_interval_s`` seconds (``tables`` False: the records table
+    only); the exit code (0, or 1 with one
+    ``Error:`` line on ``stderr``)."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
     from pyspark.errors.exceptions.captured import StreamingQueryException  # noqa: PLC0415
 
@@ -89,6 +104,12 @@ def run_follow(
             f"Error: --trigger-interval must be >= 0 seconds, got {trigger_interval_s}", file=stderr
         )
         return 1
+    if refresh_interval_s < 0:
+        print(
+            f"Error: --refresh-interval must be >= 0 seconds, got {refresh_interval_s}",
+            file=stderr,
+        )
+        return 1
     log_path, out_path = Path(os.path.abspath(log_dir)), Path(os.path.abspath(out))
     try:
         list_log_files(log_path)
@@ -96,9 +117,19 @@ def run_follow(
         print(f"Error: {exc}", file=stderr)
         return 1
     out_path.mkdir(parents=True, exist_ok=True)
+    try:
+        if tables:
+            prepare_out(out_path)
+    except OutError as exc:
+        print(f"Error: {exc}", file=stderr)
+        return 1
     table, checkpoint = out_path / RECORDS, out_path / CHECKPOINTS / RECORDS
     settings = dict(conf or {})
     cluster_master = master is not None and not master.startswith("local")
+    if not cluster_master:
+        # The tables' jobs shuffle small data: Spark's 200 partitions cost about a quarter of a
+        # refresh on a local master (AQE coalesces them only after they are written).
+        settings.setdefault("spark.sql.shuffle.partitions", str(_LOCAL_SHUFFLE_PARTITIONS))
     progress = Progress(total=2 + (1 if cluster_master and ship_env else 0), out=stdout)
     try:
         cluster = cluster_python(ship_env, settings, progress) if cluster_master else None
@@ -142,7 +173,25 @@ def run_follow(
                 if trigger_interval_s > 0:
                     writer = writer.trigger(processingTime=f"{trigger_interval_s} seconds")
                 query = writer.start()
-            return _watch(query, checkpoint, until_offset, stop, stdout=stdout, stderr=stderr)
+            refresher = (
+                None
+                if not tables
+                else TableRefresher(
+                    spark,
+                    out_path,
+                    log_path,
+                    functools.partial(checkpointed_offset, checkpoint),
+                    caught_up=lambda: query.lastProgress is not None,
+                    final_refresh=until_offset is not None,
+                    interval_s=refresh_interval_s,
+                    stdout=stdout,
+                )
+            )
+            if refresher is not None:
+                refresher.start()
+            return _watch(
+                query, checkpoint, until_offset, stop, refresher, stdout=stdout, stderr=stderr
+            )
         except StreamingQueryException as exc:
             print(f"Error: {root_cause(str(exc))}", file=stderr)
             return 1
@@ -155,12 +204,14 @@ def _watch(
     checkpoint: Path,
     until_offset: int | None,
     stop: threading.Event,
+    refresher: TableRefresher | None,
     *,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
     """Print each micro-batch that wrote records; stop the query on a signal, at
-    ``until_offset``, or report its failure."""
+    ``until_offset`` (after a last refresh of the tables), or report its failure or the
+    tables'."""
     from quorum.analytics.failure import root_cause  # noqa: PLC0415
     from quorum.analytics.stream import checkpointed_offset  # noqa: PLC0415
 
@@ -184,6 +235,11 @@ def _watch(
                     )
                 return 1
             break
+        if refresher is not None and refresher.error is not None:
+            refresher.stop()
+            query.stop()
+            print(f"Error: refreshing the tables: {root_cause(str(refresher.error))}", file=stderr)
+            return 1
         progress = query.lastProgress
         if progress is not None and progress["batchId"] != printed:
             printed = progress["batchId"]
@@ -202,7 +258,26 @@ def _watch(
                 reason = f"every record up to offset {until_offset:,} is written"
                 break
     query.stop()
+    if refresher is not None:
+        refresher.stop()
     committed = checkpointed_offset(checkpoint)
     upto = "no record yet" if committed is None else f"records up to offset {committed - 1:,}"
     print(f"    {reason}: {upto} committed ({checkpoint})", file=stdout)
+    if refresher is None:
+        return 0
+    if until_offset is not None and not stop.is_set() and refresher.behind():
+        try:
+            refresher.refresh()  # the tables of every record written
+        except Exception as exc:  # a Spark job's failure, a full disk: reported, not raised
+            print(f"Error: refreshing the tables: {root_cause(str(exc))}", file=stderr)
+            return 1
+    tables = refresher.published
+    if tables is None:
+        print("    tables: none yet", file=stdout)
+    else:
+        print(
+            f"    tables: up to offset {tables.up_to_offset:,} "
+            f"({refresher.out / CURRENT}, refreshed {tables.refreshed_at})",
+            file=stdout,
+        )
     return 0

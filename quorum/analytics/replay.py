@@ -93,6 +93,7 @@ __all__ = [
     "cluster_python",
     "main",
     "run_replay",
+    "write_tables",
 ]
 
 # Offsets per broker kept for the partitions-per-broker plot (the job's output itself is full).
@@ -476,10 +477,48 @@ def _replay(
             f"    log from offset {coverage.log_start:,}; snapshots ending at {ends}",
             file=stdout,
         )
+    path, reuse_rows = write_tables(
+        spark,
+        records,
+        coverage,
+        out,
+        log_dir,
+        totals=totals,
+        as_of=as_of,
+        stage=progress.stage,
+        stage_seconds=progress.seconds,
+    )
+    table = report.format_name_reuse(reuse_rows, _NAME_REUSE_ROWS_PRINTED)
+    records.unpersist()
+    print(f"\nName reuse ({len(reuse_rows):,} names had more than one topic id):", file=stdout)
+    print(table, file=stdout)
+    print(f"\nReport: {path}", file=stdout)
+
+
+def write_tables(
+    spark: SparkSession,
+    records: DataFrame,
+    coverage: Any,
+    out: Path,
+    log_dir: Path,
+    *,
+    totals: Mapping[str, Any],
+    as_of: int | None,
+    stage: Callable[[str], Any],
+    stage_seconds: list[tuple[str, float]],
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Every job's Parquet table under ``out`` (``out/NAME/``) from the decoded ``records``
+    (persisted by the caller: every job reads them), the image tables as of ``as_of`` (None:
+    none), then ``out/report.md`` and its plots. ``stage(name)`` times each step (a context
+    manager); ``stage_seconds`` are the report's stage timings. Returns the report's path and
+    the name-reuse rows. ``replay`` and ``replay --follow``'s refreshes
+    (``quorum.analytics.follow_tables``) both write their tables with it."""
+    from quorum.analytics import jobs, report  # noqa: PLC0415
+
     outputs: list[str] = []
 
     def write(name: str, frame: Callable[[], DataFrame]) -> None:
-        with progress.stage(name):
+        with stage(name):
             frame().write.mode("overwrite").parquet(str(out / name))
         outputs.append(name)
 
@@ -491,18 +530,15 @@ def _replay(
         write("acls_as_of", lambda: jobs.acls_as_of(records, as_of_n, coverage))
         write("voters_as_of", lambda: jobs.voters_as_of(records, as_of_n, coverage))
 
-    with progress.stage("report and plots"):
+    with stage("report and plots"):
         summary, reuse_rows = _report(
             spark, out, log_dir, totals=totals, as_of=as_of, outputs=outputs
         )
         summary.snapshot_ends = list(coverage.snapshot_ends)
-        summary.stage_seconds = list(progress.seconds)
+        summary.stage_seconds = list(stage_seconds)
         table = report.format_name_reuse(reuse_rows, _NAME_REUSE_ROWS_PRINTED)
         path = report.write_report(out, summary, table)
-    records.unpersist()
-    print(f"\nName reuse ({len(reuse_rows):,} names had more than one topic id):", file=stdout)
-    print(table, file=stdout)
-    print(f"\nReport: {path}", file=stdout)
+    return path, reuse_rows
 
 
 def _report(
@@ -510,7 +546,7 @@ def _report(
     out: Path,
     log_dir: Path,
     *,
-    totals: Any,
+    totals: Mapping[str, Any],
     as_of: int | None,
     outputs: list[str],
 ) -> tuple[Any, list[dict[str, Any]]]:

@@ -11,7 +11,9 @@ file sink with a checkpoint, a processing-time trigger of ``--trigger-interval``
 ``--master`` default ``local[2]``) is measured for ``--seconds`` (default 60), from
 ``--warmup`` seconds (default 15) after its first micro-batch (which starts the Python workers
 and the JVM's compilers while the writer goes on), and the bench polls ``query.lastProgress``
-every 20 ms.
+every 20 ms. Beside the query, the analytics tables are refreshed as ``replay --follow``
+refreshes them (every ``--refresh-interval`` seconds, default 30; ``--no-tables``: not at all),
+competing with the stream for the same cores.
 
 End-to-end lag of a micro-batch: from the moment the first batch it covers was durable in the
 log (so the record that waited longest) to the moment the bench saw the micro-batch committed
@@ -30,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -42,8 +45,10 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
+from quorum.analytics.follow_tables import TableRefresher, prepare_out
 from quorum.analytics.replay import build_session
 from quorum.analytics.source import MetaquorumDataSource
+from quorum.analytics.stream import checkpointed_offset
 from quorum.ids import Uuid
 from quorum.metadata.batch import encode_batch
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord
@@ -122,6 +127,16 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds after the first micro-batch not measured",
     )
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--refresh-interval",
+        type=float,
+        default=30.0,
+        help="seconds between refreshes of the analytics tables beside the stream, as replay "
+        "--follow runs them (quorum.analytics.follow_tables)",
+    )
+    parser.add_argument(
+        "--no-tables", dest="tables", action="store_false", help="the records table only"
+    )
     args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="mq-stream-bench-"))
@@ -147,6 +162,19 @@ def run(root: Path, args: argparse.Namespace) -> int:
         .trigger(processingTime=f"{args.trigger_interval} seconds")
         .start()
     )
+    refresher = None
+    if args.tables:
+        prepare_out(root)
+        refresher = TableRefresher(
+            spark,
+            root,
+            directory,
+            functools.partial(checkpointed_offset, root / "checkpoint"),
+            caught_up=lambda: query.lastProgress is not None,
+            interval_s=args.refresh_interval,
+            stdout=sys.stdout,
+        )
+        refresher.start()
     lags: list[float] = []
     warmup_lags: list[float] = []
     committed = 0
@@ -191,6 +219,8 @@ def run(root: Path, args: argparse.Namespace) -> int:
             if stop_at is not None and now - stop_at > 60:
                 break
     finally:
+        if refresher is not None:
+            refresher.stop()
         query.stop()
         writer.stop_requested.set()
         spark.stop()
@@ -222,6 +252,20 @@ def run(root: Path, args: argparse.Namespace) -> int:
         print("the table did NOT hold the last record within 60 s of the writer stopping")
         return 1
     print(f"last record in the table {caught_up_after:.2f} s after the writer stopped")
+    if refresher is not None:
+        tables = refresher.published
+        print(
+            f"tables (refreshed every {args.refresh_interval:.0f} s at most, never sooner than "
+            f"the last refresh took): {refresher.refreshes} refreshes, "
+            + (
+                "none published"
+                if tables is None
+                else f"the last of {tables.records:,} records in {tables.seconds:.1f} s"
+            )
+        )
+        if refresher.error is not None:
+            print(f"a refresh failed: {refresher.error}")
+            return 1
     print(f"load average (1, 5, 15 min) at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     return 0 if lags and max(lags) < 5.0 else 1
 

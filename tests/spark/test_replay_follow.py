@@ -90,6 +90,7 @@ def test_follow_stops_on_signals_and_resumes_exactly_once(spark: Any, tmp_path: 
         str(out),
         "--master",
         "local[1]",
+        "--no-tables",  # the records table is what this test is about (test_follow_tables.py)
     ]
     output = tmp_path / "follow.out"
 
@@ -145,6 +146,8 @@ def test_follow_stops_on_signals_and_resumes_exactly_once(spark: Any, tmp_path: 
         (["--until-offset", "5"], "--until-offset needs --follow"),
         (["--follow", "--as-of-offset", "5"], "--as-of-offset and --include-snapshots belong"),
         (["--follow", "--until-offset", "-1"], "--until-offset must be >= 0, got -1"),
+        (["--refresh-interval", "5"], "--refresh-interval and --no-tables need --follow"),
+        (["--follow", "--refresh-interval", "-1"], "--refresh-interval must be >= 0 seconds"),
     ],
 )
 def test_follow_refuses_flags_that_do_not_apply(
@@ -166,7 +169,10 @@ def test_follow_behind_deleted_segments_fails_naming_the_offsets(tmp_path: Path)
     log = SegmentedLog.open(tmp_path / "meta" / "__cluster_metadata-0", segment_bytes_max=1024)
     append(log, 20, records=5)
     out = tmp_path / "out"
-    follow = ["replay", "--follow", "--log-dir", str(tmp_path / "meta"), "--out", str(out)]
+    follow = [
+        *("replay", "--follow", "--no-tables", "--log-dir", str(tmp_path / "meta")),
+        *("--out", str(out)),
+    ]
     run_cli(*follow, "--master", "local[1]", "--until-offset", "30", timeout_s=300)
     append(log, 80, records=5)
     new_start = log.delete_before(400)
@@ -181,3 +187,22 @@ def test_follow_behind_deleted_segments_fails_naming_the_offsets(tmp_path: Path)
     assert "(snapshots ending at: 400)" in result.stderr, result.stderr
     assert "What to do: run replay --follow with a new --out" in result.stderr, result.stderr
     assert checkpointed_offset(out / "_checkpoints" / "records") == 31
+
+
+def test_follow_refuses_an_out_holding_a_one_off_replay(tmp_path: Path) -> None:
+    """--follow links OUT/<table> to its current version: it does not overwrite a table that
+    is something else (a one-off replay's output) and says what to do, before Spark starts."""
+    SegmentedLog.open(tmp_path / "__cluster_metadata-0").close()
+    (tmp_path / "out" / "topic_lifecycle").mkdir(parents=True)
+    (tmp_path / "out" / "topic_lifecycle" / "part-0.parquet").write_bytes(b"kept")
+    result = run_cli(
+        *("replay", "--follow", "--log-dir", str(tmp_path), "--out", str(tmp_path / "out")),
+        check=False,
+    )
+    assert result.returncode == 1, result
+    assert "topic_lifecycle exists and is not --follow's link to current/topic_lifecycle" in (
+        result.stderr
+    ), result.stderr
+    assert "give --follow an --out of its own" in result.stderr, result.stderr
+    assert (tmp_path / "out" / "topic_lifecycle" / "part-0.parquet").read_bytes() == b"kept"
+    assert not (tmp_path / "out" / "records").exists()
