@@ -230,14 +230,13 @@ def test_a_recreated_topic_stops_a_guarded_stream_before_it_writes_a_record_of_i
     # One table, two incarnations, no error: records of the new incarnation under the old
     # one's offsets. Which ones depends on when the connector meets offsets that went
     # backwards: on from offset 10 (new-0 .. new-9 never read), or in some runs from offset 0
-    # (offsets 0-9 then appear twice, with different records), once under load some of them
-    # twice (a full run at load average 15).
+    # (offsets 0-9 then appear twice, with different records); and the stream is stopped once
+    # 15 rows are written, so from 0 it may have read only new-0 .. new-4 by then.
     rows = written(out)
     assert rows[: len(old)] == list(enumerate(old)) or set(enumerate(old)) <= set(rows)
     read_new = [(offset, value) for offset, value in rows if value.startswith("new-")]
     assert read_new, rows
     assert set(read_new) <= {(i, f"new-{i}") for i in range(15)}, read_new
-    assert {(i, f"new-{i}") for i in range(10, 15)} <= set(read_new), read_new
 
     # 4. A new query reads the new incarnation from offset 0.
     log = tmp_path / "fresh.log"
