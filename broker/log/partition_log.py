@@ -77,7 +77,7 @@ from broker.log.producer_state import (
     ProducerState,
     snapshot_offsets,
 )
-from broker.log.records import has_null_key
+from broker.log.records import has_null_key, holds_record_from
 from broker.log.segment import LogSegment, segment_name
 from quorum.storage.fsutil import fsync_directory
 
@@ -514,12 +514,37 @@ class PartitionLog:
                         found = segment.find(segment.base_offset)
                     if found is not None:
                         data = segment.read(found[0], max_bytes, min_one)
+                        data = self._read_on_to_a_record(data, offset, index, found[0], max_bytes)
                 except OSError as exc:
                     raise LogStorageError(f"reading {segment.path} failed: {exc}") from exc
                 if limit < end:
                     kept = batches_below(data, limit)
                     data = data if kept == len(data) else data[:kept]
             return ReadResult(data, self._high_watermark, self.log_start_offset, end)
+
+    def _read_on_to_a_record(
+        self, data: bytes, offset: int, index: int, position: int, max_bytes: int
+    ) -> bytes:
+        """``data`` read at ``position`` of segment ``index``, and on batch by batch (into the
+        next segments) until it holds a record at or past ``offset``: in a cleaned log the
+        batches there may hold none (``holds_record_from``), and a consumer must not be
+        answered with them alone. Beyond ``max_bytes`` by one batch at the most, as KIP-74's
+        first batch. Under the lock."""
+        position += len(data)
+        while data and not holds_record_from(data, offset):
+            segment = self.segments[index]
+            if position < segment.size:
+                more = segment.read(position, max(max_bytes - len(data), 0), True)
+                if not more:
+                    break
+                data += more
+                position += len(more)
+            elif index + 1 < len(self.segments):
+                index += 1
+                position = 0
+            else:
+                break
+        return data
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:

@@ -36,6 +36,8 @@ from broker.log.batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
     BatchHeader,
+    iter_headers,
+    read_header,
     read_varint,
 )
 
@@ -47,6 +49,7 @@ __all__ = [
     "encode_batch",
     "encode_empty_batch",
     "has_null_key",
+    "holds_record_from",
 ]
 
 # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK (KIP-534).
@@ -154,6 +157,30 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader) -> list[Recor
     except ValueError:
         return None
     return records
+
+
+def holds_record_from(data: bytes | memoryview, offset: int) -> bool:
+    """Whether ``data`` (whole stored batches) holds a record at or past ``offset``: what a
+    consumer needs of a fetch answer (librdkafka reports an answer without one as a record too
+    large to fetch, MSG_SIZE_TOO_LARGE). A cleaned log may answer without one: a batch emptied
+    of its records is kept (a producer's last sequence, a cleaned segment's end), and a batch
+    that lost its last records keeps its last offset. A batch holding records that starts at
+    or past ``offset`` holds one; an earlier one is read record by record, only when no later
+    one does (one whose records cannot be read here, snappy, lz4 or zstd, counts as holding
+    one)."""
+    earlier = []
+    for position, base_offset, size in iter_headers(data):
+        header = read_header(data, position)
+        if header.record_count <= 0:
+            continue
+        if base_offset >= offset:
+            return True
+        earlier.append((position, size, header))
+    for position, size, header in earlier:  # read only when no later batch answers
+        records = decode_records(memoryview(data)[position : position + size], header)
+        if records is None or any(header.base_offset + r.offset_delta >= offset for r in records):
+            return True
+    return False
 
 
 def has_null_key(batch: bytes | memoryview, header: BatchHeader) -> bool | None:
