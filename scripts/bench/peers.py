@@ -621,6 +621,13 @@ def main() -> int:
         help="kafka: the in-flight load, unmeasured, before the measurements",
     )
     parser.add_argument(
+        "--warm-up-topics",
+        type=int,
+        default=None,
+        help="kafka: end the warm-up once this many topics were created (the same cluster size "
+        "on both sides: our brokers' cost per create grows with the partitions they hold)",
+    )
+    parser.add_argument(
         "--scale-partitions",
         type=int,
         default=0,

@@ -18,7 +18,8 @@ The client is the same against both clusters' brokers: confluent-kafka (librdkaf
 admin call, and for the Metadata probes a raw Kafka-protocol connection per broker (Metadata v12
 through kio, the codec our broker uses), because librdkafka cannot ask one chosen broker.
 
-0. warm-up: the load of 2. for ``--warm-up-seconds`` (60), not measured: the JVM compiles
+0. warm-up: the load of 2. for ``--warm-up-seconds`` (60), or until ``--warm-up-topics`` topics
+   were created (so both clusters hold as many), not measured: the JVM compiles
    Kafka's hot paths during the first minutes (its compiler threads still took 8-10 ms of CPU
    per topic after 300 sequential topics). Both sides get it.
 1. sequential CreateTopics: one AdminClient bootstrapped on every broker, one topic (1
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -353,10 +355,11 @@ def sequential(side: Side, count: int, run: int) -> list[float]:
 
 
 def in_flight(
-    side: Side, depth: int, seconds: float, run: int | str
+    side: Side, depth: int, seconds: float, run: int | str, limit: int | None = None
 ) -> tuple[list[float], float, dict[str, float]]:
-    """``depth`` clients, one request outstanding each, for ``seconds``: the latencies, the
-    client process's CPU seconds and every node's over the window."""
+    """``depth`` clients, one request outstanding each, for ``seconds`` (or until ``limit``
+    topics were created, if given): the latencies, the client process's CPU seconds and every
+    node's over the window."""
     brokers = side.brokers()
     admins = [AdminClient(side.client_config(brokers[i % len(brokers)])) for i in range(depth)]
     for i, admin in enumerate(admins):  # connected and warm before the window
@@ -366,11 +369,15 @@ def in_flight(
     deadline = [0.0]
     errors: list[BaseException] = []
 
+    created = itertools.count(1)
+
     def worker(number: int) -> None:
         start.wait()
         i = 0
         try:
             while time.perf_counter() < deadline[0]:
+                if limit is not None and next(created) > limit:
+                    break
                 began = time.perf_counter()
                 create(admins[number], f"load-{run}-{number}-{i}")
                 latencies[number].append(time.perf_counter() - began)
@@ -562,8 +569,10 @@ def measure(side: Side, args: argparse.Namespace, run: int, figures: Figures) ->
         # The JVM compiles Kafka's hot paths during the first minutes of load (its compiler
         # threads took 8-10 ms of CPU per topic after 300 sequential topics); both sides get
         # the same warm-up: the in-flight load for this long, not measured.
-        lat, _, _ = in_flight(side, args.in_flight, args.warm_up_seconds, f"w{run}")
-        say(f"warm-up: {len(lat):,} topics in {args.warm_up_seconds:.0f} s, not measured")
+        lat, _, _ = in_flight(
+            side, args.in_flight, args.warm_up_seconds, f"w{run}", limit=args.warm_up_topics
+        )
+        say(f"warm-up: {len(lat):,} topics in at most {args.warm_up_seconds:.0f} s, not measured")
     if args.sequential:
         lat = sequential(side, args.sequential, run)
         figures.add("CreateTopics sequential p50 ms", statistics.median(lat) * 1000)
