@@ -5,7 +5,6 @@ not answered NOT_CONTROLLER at once (the client would then wait its own retry ba
 from __future__ import annotations
 
 import datetime
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,7 @@ from kio.static.primitive import i16, i32, i32Timedelta
 from quorum.errors import ErrorCode
 from quorum.harness import process_cluster, wait_for_unfenced_broker, wait_until
 from quorum.kafka_wire import KafkaWire
-
-
-def listening(address: str) -> bool:
-    host, port = address.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
+from tests.process.test_kafka_data_process import listening
 
 
 def test_forwarded_create_waits_for_the_next_active_controller(tmp_path: Path) -> None:

@@ -67,19 +67,11 @@ from quorum.errors import ErrorCode
 from quorum.harness import ProcessCluster, process_cluster, wait_until
 from quorum.rpc.v1 import admin_pb2, admin_pb2_grpc
 from quorum.security.identity import FORWARDED_PRINCIPAL_KEY
+from tests.process.test_kafka_data_process import listening
 from tests.unit.kafka.test_kafka_protocol import Harness, image_with_topics, mutate
 
 BROKERS = (101, 102)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def listening(address: str) -> bool:
-    host, port = address.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import socket
 import struct
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from broker.groups.partitioning import partition_for
 from broker.kafka.protocol import API_VERSIONS
 from quorum.harness import REPO, ProcessCluster, process_cluster, wait_until
 from quorum.kafka_peer import compile_driver, kafka_missing, run_tool
+from tests.process.test_kafka_data_process import listening
 from tests.record_batches import decode_batches
 
 MISSING = kafka_missing()
@@ -117,15 +117,6 @@ def client_properties(cluster: ProcessCluster) -> str:
 
 def kafka_address(cluster: ProcessCluster, broker: int = 101) -> str:
     return cluster.nodes[broker].kafka_address("KAFKA")
-
-
-def listening(address: str) -> bool:
-    host, port = address.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 def tool(

@@ -34,6 +34,7 @@ from quorum.analytics.follow_tables import (
 from quorum.analytics.replay import run_replay
 from quorum.analytics.stream import checkpointed_offset
 from quorum.harness import METAQUORUM, REPO, FakeBrokers, process_cluster, wait_until
+from tests.spark.test_replay_follow import group_gone
 
 # Two lives of the command (a JVM each), about six table refreshes' worth of Spark jobs.
 pytestmark = [pytest.mark.process, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -42,14 +43,6 @@ pytestmark = [pytest.mark.process, pytest.mark.slow, pytest.mark.timeout(600)]
 def published(out: Path) -> int:
     fresh = current_freshness(out)
     return -1 if fresh is None else fresh.up_to_offset
-
-
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 class Follow:
