@@ -48,6 +48,7 @@ replace a file that appeared meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -83,6 +84,7 @@ from broker.reconcile import (
     ScheduleDeletion,
     WritePartitionMetadata,
     build_dir_name,
+    format_partition_dir,
     parse_partition_dir,
     plan_reconciliation,
     unique_deleting_name,
@@ -183,6 +185,15 @@ class ExecuteResult:
     failures: tuple[Failure, ...]
     metadata_written: tuple[WritePartitionMetadata, ...] = ()
 
+    def unfinished(self, plan: ReconcilePlan) -> set[str]:
+        """Names of the entries whose planned create, move or metadata write failed (for a
+        scoped pass to carry them into the next one)."""
+        done = {c.dir_name for c in self.created} | {m.dir_name for m in self.moved}
+        done |= {w.dir_name for w in self.metadata_written}
+        planned = {c.dir_name for c in plan.creates} | {m.dir_name for m in plan.move_aside}
+        planned |= {w.dir_name for w in plan.write_metadata}
+        return planned - done
+
 
 def _no_failpoint(name: str) -> None:
     del name
@@ -226,13 +237,18 @@ class LogDirs:
 
     # ----- scan -------------------------------------------------------------------------------
 
-    def scan(self) -> Scan:
-        """What is on disk now. Never follows symlinks, never modifies anything."""
+    def scan(self, names: Collection[str] | None = None) -> Scan:
+        """What is on disk now: every entry of each log dir, or only the entries called one of
+        ``names`` (each log dir is still listed, so a lost one is noticed). Never follows
+        symlinks, never modifies anything."""
         on_disk: list[LocalPartition] = []
         pending: dict[tuple[str, str], PendingDeletion] = {}
         for log_dir in self._log_dirs:
-            names = _list_log_dir(log_dir)
-            for name in names:
+            listed = _list_log_dir(log_dir)
+            if names is not None:
+                present = set(listed)
+                listed = sorted(name for name in names if name in present)
+            for name in listed:
                 if name in RESERVED_ENTRY_NAMES:
                     continue
                 entry = self._scan_entry(log_dir, name)
@@ -370,9 +386,34 @@ class LogDirs:
         now_ms: int,
         delete_delay_ms: int,
         removed: Collection[tuple[Uuid, int]] = frozenset(),
+        scope: Mapping[tuple[Uuid, int], str] | None = None,
     ) -> ReconcilePlan:
-        """Scan, then ``plan_reconciliation`` against the scan (a dry run: nothing changes)."""
-        scan = self.scan()
+        """Scan, then ``plan_reconciliation`` against the scan (a dry run: nothing changes).
+
+        ``scope`` (INCREMENTAL only): the partitions a delta touched, (topic id, partition) ->
+        topic name, ``assigned`` and ``removed`` among them. Only the entries named like them
+        are read, so a pass costs what the delta holds, not what the broker holds (the FULL
+        pass after catch-up has compared everything; the directories the broker makes after
+        it are the plan's own)."""
+        names = None
+        elsewhere = None
+        if scope is not None:
+            assert mode is ReconcileMode.INCREMENTAL, "a FULL plan compares every entry"
+            assert set(assigned) <= set(scope), "a scoped plan's assignments are in its scope"
+            names = set()
+            for (_, partition), topic_name in scope.items():
+                with contextlib.suppress(ValueError):  # the plan reports an illegal name
+                    names.add(format_partition_dir(topic_name, partition))
+        scan = self.scan(names)
+        if names is not None and len(self._log_dirs) > 1:
+            elsewhere = {
+                str(log_dir): sum(
+                    1
+                    for name in _list_log_dir(log_dir)
+                    if name not in names and parse_partition_dir(name) is not None
+                )
+                for log_dir in self._log_dirs
+            }
         return plan_reconciliation(
             assigned=assigned,
             on_disk=scan.on_disk,
@@ -382,6 +423,7 @@ class LogDirs:
             now_ms=now_ms,
             delete_delay_ms=delete_delay_ms,
             removed=removed,
+            partitions_elsewhere=elsewhere,
         )
 
     def reconcile(
@@ -392,14 +434,16 @@ class LogDirs:
         now_ms: int,
         delete_delay_ms: int,
         removed: Collection[tuple[Uuid, int]] = frozenset(),
+        scope: Mapping[tuple[Uuid, int], str] | None = None,
     ) -> tuple[ReconcilePlan, ExecuteResult]:
-        """Scan, plan and execute."""
+        """Scan, plan and execute (``scope``: see ``plan``)."""
         plan = self.plan(
             assigned=assigned,
             mode=mode,
             now_ms=now_ms,
             delete_delay_ms=delete_delay_ms,
             removed=removed,
+            scope=scope,
         )
         return plan, self.execute(plan)
 

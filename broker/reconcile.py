@@ -433,13 +433,17 @@ def plan_reconciliation(
     now_ms: int,
     delete_delay_ms: int,
     removed: Collection[tuple[Uuid, int]] = frozenset(),
+    partitions_elsewhere: Mapping[str, int] | None = None,
 ) -> ReconcilePlan:
     """The plan that brings ``log_dirs`` in line with ``assigned`` (see the module docstring).
 
     ``assigned``: (topic_id, partition) -> topic name, every partition the committed image
-    assigns to this broker. ``on_disk`` and ``pending_deletions``: what ``LogDirs.scan`` found.
-    ``removed``: (INCREMENTAL) partitions the delta took away from this broker. ``log_dirs``:
-    the online log dirs, in configuration order, where new partitions may be placed.
+    assigns to this broker (INCREMENTAL: may be only those the delta touched, the scan then
+    covering the entries named like them and like ``removed``). ``on_disk`` and
+    ``pending_deletions``: what ``LogDirs.scan`` found. ``removed``: (INCREMENTAL) partitions
+    the delta took away from this broker. ``log_dirs``: the online log dirs, in configuration
+    order, where new partitions may be placed. ``partitions_elsewhere``: partition directories
+    of each log dir that a partial scan left out of ``on_disk``, counted for placement.
     """
     assert log_dirs, "a broker needs at least one log dir"
     assert len(set(log_dirs)) == len(log_dirs), log_dirs
@@ -558,6 +562,8 @@ def plan_reconciliation(
     for entry in kept:
         held_names.setdefault(entry.dir_name, []).append(entry)
     partition_counts = dict.fromkeys(log_dirs, 0)
+    for log_dir, count in (partitions_elsewhere or {}).items():
+        partition_counts[log_dir] += count
     for entry in kept:
         if entry.parsed is not None and entry.state is not EntryState.NOT_A_DIRECTORY:
             partition_counts[entry.log_dir] += 1

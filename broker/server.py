@@ -117,6 +117,13 @@ def assigned_partitions(image: MetadataImage, broker_id: int) -> dict[tuple[Uuid
     }
 
 
+def hosted(image: MetadataImage, key: tuple[Uuid, int], broker_id: int) -> bool:
+    """Whether the image places partition ``key`` on the broker."""
+    topic = image.topics_by_id.get(key[0])
+    state = None if topic is None else topic.partitions.get(key[1])
+    return state is not None and broker_id in state.replicas
+
+
 @dataclass
 class ReconcileStats:
     runs: int = 0
@@ -212,7 +219,9 @@ class BrokerNode:
         # caught up and asks to be unfenced at once.
         self._heartbeat_now = asyncio.Event()
         self.image_changed = asyncio.Event()
-        self._removed: set[tuple[Uuid, int]] = set()
+        # The partitions this broker gained or lost since the last reconciliation pass, with
+        # their topic names: what the next INCREMENTAL pass looks at.
+        self._scope: dict[tuple[Uuid, int], str] = {}
         self.stats = ReconcileStats()
         # log dir -> (directories, bytes) in its deleting/, as of the last scan or run.
         self.pending_deletions: dict[str, tuple[int, int]] = {}
@@ -287,9 +296,9 @@ class BrokerNode:
         changes = delta.local_changes(self.broker_id)
         before = self.image
         self.image = delta.apply()
-        for lost in changes.deletes.values():
-            self._removed.update((lost.topic_id, p) for p in lost.partitions)
-        if self.image.topics_by_id is not before.topics_by_id or changes.creates or changes.deletes:
+        for changed in (*changes.creates.values(), *changes.deletes.values()):
+            self._scope.update(((changed.topic_id, p), changed.name) for p in changed.partitions)
+        if changes.creates or changes.deletes:
             self.image_changed.set()
         if self.image.topics_by_id is not before.topics_by_id or (
             self.image.brokers is not before.brokers
@@ -378,7 +387,7 @@ class BrokerNode:
             topics_gone_first=[repr(name) for name in sorted(lost)[:10]],
         )
         self.image = image
-        self._removed = set()
+        self._scope = {}
         self._full_requested = True
         self.image_changed.set()
         if self.caught_up.is_set():
@@ -534,8 +543,15 @@ class BrokerNode:
             if self._full_requested:  # a snapshot replaced the image: compare everything
                 self._full_requested = False
                 mode = ReconcileMode.FULL
-            removed, self._removed = self._removed, set()
-            assigned = assigned_partitions(self.image, self.broker_id)
+            scope, self._scope = self._scope, {}
+            image = self.image
+            if mode is ReconcileMode.FULL:
+                assigned = assigned_partitions(image, self.broker_id)
+            else:
+                assigned = {
+                    k: name for k, name in scope.items() if hosted(image, k, self.broker_id)
+                }
+            removed = {key for key in scope if key not in assigned}
             started_s = time.perf_counter()
             try:
                 plan, result = await asyncio.to_thread(
@@ -545,9 +561,18 @@ class BrokerNode:
                     now_ms=wall_ms(),
                     delete_delay_ms=self.config.delete_topic_delay_ms,
                     removed=removed,
+                    scope=None if mode is ReconcileMode.FULL else scope,
                 )
             except LogDirUnavailableError as exc:
                 raise self._log_dir_failed(exc) from exc
+            if mode is ReconcileMode.INCREMENTAL and (unfinished := result.unfinished(plan)):
+                # A failed create or move (ENOSPC, EACCES) is tried again by the next pass.
+                retry = {
+                    key: name
+                    for key, name in scope.items()
+                    if f"{name}-{key[1]}" in unfinished  # format_partition_dir's name
+                }
+                self._scope = retry | self._scope
             if self._reconciliations is not None:
                 runs, duration = self._reconciliations
                 runs.labels(mode.name).inc()

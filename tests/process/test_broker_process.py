@@ -313,8 +313,11 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
         pid = broker.process.pid
         fiu_ctrl(pid, f"enable {FIU_OPEN_EIO}")
         try:
-            # An image change makes the broker scan its log dir and read live-0's file.
-            admin.create_topics([NewTopic("trigger", 1, 1)]).all()
+            # A delete and recreate of "live" makes the broker read live-0's file (a pass
+            # reads the entries named like the partitions the change touched): read as missing,
+            # the old incarnation's data would be adopted by the new topic id.
+            admin.delete_topics(TopicCollection.of_topic_names(["live"])).all()
+            admin.create_topics([NewTopic("live", 1, 1)]).all()
             wait_until(
                 lambda: "partition_metadata_read_failed" in cluster.logs(101),
                 30,
@@ -334,7 +337,7 @@ def test_a_real_eio_on_partition_metadata_stops_the_broker_and_moves_nothing(
         (failed,) = [e for e in events if e["event"] == "log_dir_failed"]
         assert failed["path"] == str(metadata) and failed["errno"] == errno.EIO
         assert f"Error: cannot read {metadata}" in cluster.logs(101)
-        # Not moved, not rewritten, no trigger-0 created, no deleting/.
+        # Not moved, not rewritten, no deleting/.
         assert directory_state(broker.log_dir) == before
         assert cluster.nodes[1].alive
         admin.close()

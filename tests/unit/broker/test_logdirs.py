@@ -620,6 +620,89 @@ def test_incremental_removal(d1: Path) -> None:
     assert entries(d1) == ["a-0", DELETING_DIR]
 
 
+def scoped(
+    dirs: LogDirs, assigned: Mapping[Key, str], scope: Mapping[Key, str], now_ms: int = NOW
+) -> tuple[reconcile.ReconcilePlan, logdirs_module.ExecuteResult]:
+    """An INCREMENTAL pass over the partitions a delta touched, as the broker runs it."""
+    return dirs.reconcile(
+        assigned=assigned,
+        mode=INCREMENTAL,
+        now_ms=now_ms,
+        delete_delay_ms=DELAY,
+        removed=frozenset(scope) - set(assigned),
+        scope=scope,
+    )
+
+
+def test_a_scoped_pass_reads_only_the_entries_the_delta_names(d1: Path) -> None:
+    """With many partitions held, a new one costs one read, not one per partition held; what
+    the delta does not name (even a stray) is left for the next FULL pass."""
+    for p in range(50):
+        make_partition(d1, f"held-{p}", ID0)
+    make_partition(d1, "stray-0", ID_B)
+    reads: list[str] = []
+
+    def read_file(directory: Path) -> bytes:
+        reads.append(directory.name)
+        return logdirs_module.read_partition_metadata_bytes(directory)
+
+    dirs = logdirs(d1, read_file=read_file)
+    plan, result = scoped(dirs, {(ID1, 0): "new"}, {(ID1, 0): "new"})
+    assert reads == [] and [c.dir_name for c in result.created] == ["new-0"]
+    assert not plan.move_aside and (d1 / "stray-0").is_dir()
+    # Recreated under the same name with another id: the old copy is read, moved aside, and the
+    # new incarnation made in its place.
+    plan, result = scoped(dirs, {(ID_B, 0): "new"}, {(ID1, 0): "new", (ID_B, 0): "new"})
+    assert reads == ["new-0"]
+    assert [(m.dir_name, m.reason) for m in result.moved] == [
+        ("new-0", MoveReason.TOPIC_ID_MISMATCH)
+    ]
+    assert [c.dir_name for c in result.created] == ["new-0"]
+    assert partition_metadata.parse((d1 / "new-0" / "partition.metadata").read_bytes()) == ID_B
+    # Lost: the live copy the delta names is moved aside, nothing else is read.
+    reads.clear()
+    plan, result = scoped(dirs, {}, {(ID0, 3): "held"})
+    assert reads == ["held-3"]
+    assert [(m.dir_name, m.reason) for m in result.moved] == [("held-3", MoveReason.REMOVED)]
+    assert not result.unfinished(plan)
+
+
+def test_a_scoped_pass_places_new_partitions_by_every_partition_held(d1: Path, d2: Path) -> None:
+    """Kafka's placement (the log dir with the fewest partitions) counts what a scoped pass
+    did not read."""
+    for p in range(3):
+        make_partition(d1, f"held-{p}", ID0)
+    make_partition(d2, "held-3", ID0)
+    dirs = logdirs(d1, d2)
+    scope = {(ID1, p): "new" for p in range(3)}
+    _, result = scoped(dirs, scope, scope)
+    assert sorted((Path(c.log_dir).name, c.dir_name) for c in result.created) == [
+        ("d1", "new-2"),
+        ("d2", "new-0"),
+        ("d2", "new-1"),
+    ]
+
+
+def test_a_scoped_pass_names_what_failed_for_the_next_one(
+    d1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_rename = os.rename
+
+    def rename(src: object, dst: object) -> None:
+        if Path(str(dst)).name == "b-0":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_rename(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", rename)
+    scope = {(ID1, 0): "a", (ID_B, 0): "b"}
+    plan, result = scoped(logdirs(d1), scope, scope)
+    assert [c.dir_name for c in result.created] == ["a-0"]
+    assert result.unfinished(plan) == {"b-0"}
+    monkeypatch.setattr(os, "rename", real_rename)
+    plan, result = scoped(logdirs(d1), {(ID_B, 0): "b"}, {(ID_B, 0): "b"})
+    assert [c.dir_name for c in result.created] == ["b-0"] and not result.unfinished(plan)
+
+
 def test_a_failed_move_leaves_no_half_state_and_the_rest_goes_on(
     d1: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
