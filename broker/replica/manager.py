@@ -33,7 +33,7 @@ from broker.log.partition_log import PartitionLog
 from broker.replica.fetcher import FetchSettings, ReplicaFetcher
 from broker.replica.leader import PartitionLeader
 from quorum.ids import Uuid
-from quorum.metadata.image import NO_LEADER, MetadataImage, TopicImage
+from quorum.metadata.image import NO_LEADER, MetadataImage, PersistentMap, TopicImage
 
 __all__ = ["AlterOutcome", "ReplicaManager", "ReplicationSettings"]
 
@@ -133,63 +133,95 @@ class ReplicaManager:
             self.on_image(image)
 
     def on_image(self, image: MetadataImage) -> None:
-        """Apply a new image's partition states (on the listeners' loop)."""
+        """Apply a new image's partition states (on the listeners' loop): only the topics that
+        changed since the last image applied, unless the brokers changed (then every one)."""
         if self.image is not None and image.offset < self.image.offset:
             return  # an older image published after a handler applied a newer one
         self.image = image
         seen = (image.topics_by_id, image.brokers)
-        if self._seen is not None and self._seen[0] is seen[0] and self._seen[1] is seen[1]:
+        previous, self._seen = self._seen, seen
+        if previous is not None and previous[0] is seen[0] and previous[1] is seen[1]:
             return
-        self._seen = seen
+        older = previous[0] if previous is not None else None
+        topics = image.topics_by_id
+        if (
+            previous is not None
+            and previous[1] is image.brokers
+            and isinstance(topics, PersistentMap)
+            and isinstance(older, PersistentMap)
+        ):
+            keys: set[Key] = set()
+            for topic_id in topics.changed_keys(older):
+                for source in (older.get(topic_id), topics.get(topic_id)):
+                    if source is not None:
+                        keys.update((topic_id, index) for index in source.partitions)
+        else:
+            keys = set(self.leaders) | set(self._followed)
+            for topic in topics.values():
+                keys.update(
+                    (topic.topic_id, index)
+                    for index, state in topic.partitions.items()
+                    if self.broker_id in state.replicas
+                )
         now_ms = self._clock_ms()
-        leading: set[Key] = set()
-        following: dict[Key, int] = {}
-        for topic in image.topics_by_id.values():
-            for index, state in topic.partitions.items():
-                if self.broker_id not in state.replicas:
-                    continue
-                key = (topic.topic_id, index)
-                if state.leader == self.broker_id:
-                    leading.add(key)
-                    current = self.leaders.get(key)
-                    if current is not None and current.leader_epoch == state.leader_epoch:
-                        current.update(state.partition_epoch, state.replicas, state.isr, now_ms)
-                    else:
-                        if current is not None:
-                            self._fail_waiters(key, KioErrorCode.not_leader_or_follower)
-                        log = self._leader_logs.get(key)
-                        self.leaders[key] = PartitionLeader.start(
-                            topic.topic_id,
-                            index,
-                            leader_id=self.broker_id,
-                            leader_epoch=state.leader_epoch,
-                            partition_epoch=state.partition_epoch,
-                            replicas=state.replicas,
-                            isr=state.isr,
-                            log_end_offset=0 if log is None else log.log_end_offset,
-                            now_ms=now_ms,
-                        )
-                        if log is None:
-                            self._open_leader_log(key, topic, index)
-                        self._log.info(
-                            "partition_leader",
-                            topic=topic.name,
-                            partition=index,
-                            leader_epoch=state.leader_epoch,
-                            isr=list(state.isr),
-                        )
-                    self._maybe_advance(key)
-                elif state.leader != NO_LEADER:
-                    following[key] = state.leader
-                    self._fetcher(state.leader).follow(topic, index, state.leader_epoch)
-        for key in set(self.leaders) - leading:
+        for key in keys:
+            self._apply_role(image, key, now_ms)
+
+    def _apply_role(self, image: MetadataImage, key: Key, now_ms: int) -> None:
+        """Lead, follow or drop one partition as ``image`` says."""
+        topic = image.topics_by_id.get(key[0])
+        state = None if topic is None else topic.partitions.get(key[1])
+        if topic is None or state is None or self.broker_id not in state.replicas:
+            leader_id = NO_LEADER
+        else:
+            leader_id = state.leader
+        if leader_id == self.broker_id and topic is not None and state is not None:
+            current = self.leaders.get(key)
+            if current is not None and current.leader_epoch == state.leader_epoch:
+                current.update(state.partition_epoch, state.replicas, state.isr, now_ms)
+            else:
+                if current is not None:
+                    self._fail_waiters(key, KioErrorCode.not_leader_or_follower)
+                log = self._leader_logs.get(key)
+                self.leaders[key] = PartitionLeader.start(
+                    topic.topic_id,
+                    key[1],
+                    leader_id=self.broker_id,
+                    leader_epoch=state.leader_epoch,
+                    partition_epoch=state.partition_epoch,
+                    replicas=state.replicas,
+                    isr=state.isr,
+                    log_end_offset=0 if log is None else log.log_end_offset,
+                    now_ms=now_ms,
+                )
+                if log is None:
+                    self._open_leader_log(key, topic, key[1])
+                self._log.info(
+                    "partition_leader",
+                    topic=topic.name,
+                    partition=key[1],
+                    leader_epoch=state.leader_epoch,
+                    isr=list(state.isr),
+                )
+            self._maybe_advance(key)
+        elif key in self.leaders:
             del self.leaders[key]
             self._leader_logs.pop(key, None)
             self._fail_waiters(key, KioErrorCode.not_leader_or_follower)
-        for key, leader_id in self._followed.items():
-            if following.get(key) != leader_id and (fetcher := self.fetchers.get(leader_id)):
-                fetcher.forget(key)
-        self._followed = following
+        followed = self._followed.get(key)
+        if leader_id not in (NO_LEADER, self.broker_id) and topic is not None:
+            assert state is not None
+            if followed is not None and followed != leader_id:
+                self._unfollow(followed, key)
+            self._followed[key] = leader_id
+            self._fetcher(leader_id).follow(topic, key[1], state.leader_epoch)
+        elif followed is not None:
+            del self._followed[key]
+            self._unfollow(followed, key)
+
+    def _unfollow(self, leader_id: int, key: Key) -> None:
+        if (fetcher := self.fetchers.get(leader_id)) is not None:
+            fetcher.forget(key)
 
     def _open_leader_log(self, key: Key, topic: TopicImage, index: int) -> None:
         """A new leader's log, opened in the reader thread: its high watermark may move at

@@ -63,6 +63,9 @@ def _shard_bits_for(length: int) -> int:
     return 0 if length <= 32 else (length.bit_length() + 1) // 2
 
 
+_ABSENT: Final = object()
+
+
 class PersistentMap(Mapping[K, V]):
     """An immutable hash map whose ``updated`` shares everything it did not change.
 
@@ -190,6 +193,27 @@ class PersistentMap(Mapping[K, V]):
             # The size drifted far from what this shard count suits: rebuild (amortised).
             return PersistentMap(itertools.chain.from_iterable(s.items() for s in shards))
         return PersistentMap._from_shards(tuple(shards), length)
+
+    def changed_keys(self, older: PersistentMap[K, V]) -> set[K]:
+        """The keys whose value is not the same object in ``older`` (added, replaced or
+        removed). Shards the two maps share are skipped, so a map ``updated`` from ``older``
+        is compared in time proportional to what changed, not to its size (a rebuilt map, whose
+        shards are all new, is compared entry by entry)."""
+        if self is older:
+            return set()
+        changed: set[K] = set()
+        if len(self._shards) == len(older._shards):
+            pairs: Iterable[tuple[dict[K, V], dict[K, V]]] = zip(
+                self._shards, older._shards, strict=True
+            )
+        else:
+            pairs = ((dict(self.items()), dict(older.items())),)
+        for mine, theirs in pairs:
+            if mine is theirs:
+                continue
+            changed.update(k for k, v in mine.items() if theirs.get(k, _ABSENT) is not v)
+            changed.update(key for key in theirs if key not in mine)
+        return changed
 
     def shares_shards_with(self, other: PersistentMap[K, V]) -> int:
         """How many shard dicts the two maps share (for tests of copy-on-write)."""

@@ -302,9 +302,33 @@ def test_apply_shares_everything_it_did_not_change() -> None:
     shards = len(by_id._shards)
     assert shards > 16
     assert by_id.shares_shards_with(image.topics_by_id) == shards - 1
+    assert by_id.changed_keys(image.topics_by_id) == {changed}
     # The old image is unchanged.
     assert image.topics_by_id[changed].partitions[2].leader in (0, 1)
     assert image.topics_by_id[changed].partitions[2].partition_epoch == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_changed_keys_names_what_differs_also_across_a_rebuild(seed: int) -> None:
+    """Against a dict model: puts, replacements and removes, with sizes that make ``updated``
+    rebuild the shards (then every entry is compared)."""
+    generator = random.Random(seed)
+    print(f"seed {seed}")
+    model = {key: object() for key in range(generator.randrange(0, 300))}
+    current: PersistentMap[int, object] = PersistentMap(model)
+    for _ in range(40):
+        older, before = current, dict(model)
+        puts = {generator.randrange(600): object() for _ in range(generator.randrange(0, 40))}
+        if generator.random() < 0.2:  # reput an unchanged value: not a change
+            puts.update(dict(generator.sample(sorted(model.items()), min(3, len(model)))))
+        removes = generator.sample(sorted(model), min(len(model), generator.randrange(0, 60)))
+        current = older.updated(puts, removes)
+        model.update(puts)
+        for key in removes:
+            model.pop(key, None)
+        expected = {k for k in before.keys() | model.keys() if before.get(k) is not model.get(k)}
+        assert current.changed_keys(older) == expected
+        assert older.changed_keys(current) == expected
 
 
 def test_replay_batches_equals_record_by_record_replay() -> None:
