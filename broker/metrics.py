@@ -205,6 +205,7 @@ def data_plane_families(data_plane: DataPlane, image: MetadataImage) -> Iterator
     if data_plane.logs is not None:
         yield from cleaner_families(data_plane.logs.cleaner_metrics)
     yield from replica_families(data_plane, image)
+    yield from fetch_session_families(data_plane)
     total_time = "kafka_network_requestmetrics_totaltimems"
     times = SummaryMetricFamily(
         total_time,
@@ -264,6 +265,49 @@ def replica_families(data_plane: DataPlane, image: MetadataImage) -> Iterator[Me
     ):
         value = 0 if replicas is None else getattr(replicas, count)
         yield CounterMetricFamily(prefix + name, help_text, value=float(value))
+
+
+def fetch_session_families(data_plane: DataPlane) -> Iterator[Metric]:
+    """Kafka's ``FetchSessionCache`` metrics as the JMX exporter names them, and the
+    incremental fetches answered and the partitions their answers carried
+    (docs/kafka-listener.md#fetch-sessions)."""
+    cache = data_plane.fetch_sessions
+    prefix = "kafka_server_fetchsessioncache_"
+    sessions = [] if cache is None else cache.sessions()
+    yield GaugeMetricFamily(
+        prefix + "numincrementalfetchsessions",
+        "Incremental fetch sessions this broker holds",
+        value=float(len(sessions)),
+    )
+    yield GaugeMetricFamily(
+        prefix + "numincrementalfetchpartitionscached",
+        "Partitions in all the incremental fetch sessions this broker holds",
+        value=float(sum(len(session.partitions) for session in sessions)),
+    )
+    for name, help_text, count in (
+        (
+            prefix + "incrementalfetchsessionevictions",
+            "Sessions evicted to make room for a new one",
+            "evictions",
+        ),
+        (
+            "metaquorum_fetch_session_incremental_fetches",
+            "Incremental fetches answered (the session's epoch matched)",
+            "incremental_fetches",
+        ),
+        (
+            "metaquorum_fetch_session_partitions_requested",
+            "Partitions incremental fetches named (added, or their fetch position changed)",
+            "partitions_requested",
+        ),
+        (
+            "metaquorum_fetch_session_partitions_answered",
+            "Partitions the answers to incremental fetches carried (those that changed)",
+            "partitions_answered",
+        ),
+    ):
+        value = 0 if cache is None else getattr(cache, count)
+        yield CounterMetricFamily(name, help_text, value=float(value))
 
 
 def reconciliation_metrics(registry: CollectorRegistry) -> tuple[Counter, Histogram]:

@@ -269,6 +269,14 @@ class NodeConfig:
             integer(0, INT32_MAX), "how long a follower waits after its leader refused a Fetch"
         ),
     )
+    # KIP-227's leader-side cache of incremental fetch sessions, Kafka's name and default.
+    max_incremental_fetch_session_cache_slots: int = field(
+        default=1_000,
+        metadata=key(
+            integer(0, INT32_MAX),
+            "incremental fetch sessions a broker keeps (0: none; clients send full fetches)",
+        ),
+    )
     # The seed's "14400 (4 hours)" read as 4 hours, in milliseconds (docs/architecture.md,
     # "Brokers").
     delete_topic_delay_ms: int = field(

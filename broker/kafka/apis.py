@@ -39,7 +39,7 @@ from broker.kafka.describe_configs import (
 )
 from broker.kafka.elect_leaders import ElectLeadersHandler
 from broker.kafka.features import api_versions_features
-from broker.kafka.fetch import FetchHandler
+from broker.kafka.fetch import SESSION_SLOTS_DEFAULT, FetchHandler
 from broker.kafka.forwarding import ForwardingError
 from broker.kafka.group_apis import GroupApis
 from broker.kafka.groups import CoordinatorSettings, GroupCoordinator
@@ -178,7 +178,17 @@ class KafkaApis:
         self._log = structlog.get_logger("broker.kafka").bind(node_id=broker_id)
         self.data = data if data is not None else DataPlane(None, broker_id=broker_id)
         produce = ProduceHandler(self.data, authorization, self._read_image)
-        fetch = FetchHandler(self.data, authorization, self._read_image, cluster_id=cluster_id)
+        fetch = FetchHandler(
+            self.data,
+            authorization,
+            self._read_image,
+            cluster_id=cluster_id,
+            session_slots=(
+                node_config.max_incremental_fetch_session_cache_slots
+                if node_config is not None
+                else SESSION_SLOTS_DEFAULT
+            ),
+        )
         offsets = OffsetsHandler(self.data, authorization, self._read_image)
         quorum = DescribeQuorumHandler(
             describe_quorum or _no_quorum, authorization, self._read_image, cluster_id=cluster_id

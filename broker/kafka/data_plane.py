@@ -42,6 +42,7 @@ from quorum.ids import Uuid
 from quorum.metadata.image import MetadataImage, PartitionImage, TopicImage
 
 if TYPE_CHECKING:
+    from broker.kafka.fetch_sessions import FetchSessionCache
     from broker.replica.manager import ReplicaManager
 
 __all__ = ["DataPlane", "PartitionError", "log_error", "node_endpoints"]
@@ -111,6 +112,9 @@ class DataPlane:
         # Replication (broker/replica/): set by the broker once its listeners' loop runs; None
         # in the listener's unit tests, where the leader alone holds each partition.
         self.replicas: ReplicaManager | None = None
+        # The leader's incremental fetch sessions (broker/kafka/fetch_sessions.py), one cache
+        # for all the broker's listeners: made by the first Fetch handler, read by metrics.py.
+        self.fetch_sessions: FetchSessionCache | None = None
 
     def close(self) -> None:
         self._writer.shutdown(wait=True, cancel_futures=True)

@@ -33,16 +33,22 @@ Long polls: with fewer than ``min_bytes`` and no error, the request parks until 
 appends to one of its partitions or ``max_wait_ms`` passes (at most ``KAFKA_FETCH_WAIT_MS_MAX``),
 then reads again.
 
-Fetch sessions (KIP-227) are not cached: a full fetch (session epoch 0 or -1) is answered in
-full with session id 0, which is what Kafka answers when its session cache is full, so clients
-keep sending full fetches; an incremental one (any other epoch) names a session this broker
-does not have: FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
+Fetch sessions (KIP-227, from v7; docs/kafka-listener.md#fetch-sessions): the broker's
+session cache (``fetch_sessions.py``, ``max.incremental.fetch.session.cache.slots``) decides
+what a request reads and which partitions its answer carries. A full fetch (epoch 0) is read
+and answered in full and opens a session when the cache has room (session id 0 otherwise);
+epoch -1 is answered in full with session id 0 (no session: librdkafka's); an incremental
+fetch reads every partition of its session (its fetch offsets as last sent), parks on all of
+them, and answers only those that changed since the session last told the client. A
+follower's incremental fetch moves the high watermark and the ISR for every partition of its
+session, not only those it named.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -51,6 +57,13 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from broker.kafka.data_plane import DataPlane, PartitionError, log_error, node_endpoints
+from broker.kafka.fetch_sessions import (
+    FetchContext,
+    FetchSessionCache,
+    PartitionAnswer,
+    PartitionKey,
+    PartitionRequest,
+)
 from broker.kafka.protocol import Request, kafka_uuid, our_uuid
 from broker.kafka.quota import awaited_elsewhere
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
@@ -68,8 +81,8 @@ __all__ = ["FetchHandler"]
 TOPIC_IDS_VERSION_MIN: Final = 13
 REPLICA_STATE_VERSION_MIN: Final = 15
 SESSIONS_VERSION_MIN: Final = 7
-# Kafka's FetchMetadata: a full fetch has epoch INITIAL_EPOCH (0) or FINAL_EPOCH (-1).
-FULL_FETCH_EPOCHS: Final = (0, -1)
+# Kafka's max.incremental.fetch.session.cache.slots default.
+SESSION_SLOTS_DEFAULT: Final = 1000
 READ_COMMITTED: Final = 1
 NO_EPOCH: Final = -1
 LEADER_ERRORS: Final = (KioErrorCode.not_leader_or_follower, KioErrorCode.fenced_leader_epoch)
@@ -81,6 +94,7 @@ class _Partition:
 
     topic: TopicImage | None
     index: int
+    session_key: PartitionKey
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int
@@ -92,6 +106,7 @@ class _Partition:
     log_start_offset: int = -1
     diverging: tuple[int, int] | None = None
     log: PartitionLog | None = None
+    send: bool = True  # in the answer (an incremental answer leaves unchanged ones out)
 
     @property
     def key(self) -> tuple[Uuid, int] | None:
@@ -102,7 +117,48 @@ class _Partition:
 class _Topic:
     name: str | None
     topic_id: Uuid
+    image: TopicImage | None
     partitions: list[_Partition] = field(default_factory=list)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _requested(body: Any, version: int) -> list[tuple[PartitionKey, PartitionRequest]]:
+    """The request's partitions in its order, each topic named by id (v13 on) or name."""
+    requested: list[tuple[PartitionKey, PartitionRequest]] = []
+    for entry in body.topics:
+        topic_key: Uuid | str = (
+            our_uuid(entry.topic_id) if version >= TOPIC_IDS_VERSION_MIN else str(entry.topic)
+        )
+        for partition in entry.partitions:
+            requested.append(
+                (
+                    (topic_key, int(partition.partition)),
+                    PartitionRequest(
+                        fetch_offset=int(partition.fetch_offset),
+                        partition_max_bytes=int(partition.partition_max_bytes),
+                        current_leader_epoch=int(
+                            getattr(partition, "current_leader_epoch", NO_EPOCH)
+                        ),
+                        last_fetched_epoch=int(getattr(partition, "last_fetched_epoch", NO_EPOCH)),
+                        log_start_offset=int(getattr(partition, "log_start_offset", -1)),
+                    ),
+                )
+            )
+    return requested
+
+
+def _forgotten(body: Any, version: int) -> list[PartitionKey]:
+    """An incremental request's ``forgotten_topics_data``."""
+    forgotten: list[PartitionKey] = []
+    for entry in getattr(body, "forgotten_topics_data", ()) or ():
+        topic_key: Uuid | str = (
+            our_uuid(entry.topic_id) if version >= TOPIC_IDS_VERSION_MIN else str(entry.topic)
+        )
+        forgotten.extend((topic_key, int(index)) for index in entry.partitions)
+    return forgotten
 
 
 class FetchHandler:
@@ -113,21 +169,21 @@ class FetchHandler:
         read_image: Callable[[Any], Awaitable[MetadataImage]],
         *,
         cluster_id: str = "",
+        session_slots: int = SESSION_SLOTS_DEFAULT,
     ) -> None:
+        """``session_slots``: ``max.incremental.fetch.session.cache.slots``, for the broker's
+        one session cache (``data.fetch_sessions``), made by the first handler."""
         self._data = data
         self._authorization = authorization
         self._read_image = read_image
         self._cluster_id = cluster_id
+        if data.fetch_sessions is None:
+            data.fetch_sessions = FetchSessionCache(session_slots, random.Random())
+        self._sessions: FetchSessionCache = data.fetch_sessions
 
     async def handle(self, request: Request, session: Any) -> dict[str, Any]:
         body = request.body
         version = request.api_version
-        if version >= SESSIONS_VERSION_MIN and body.session_epoch not in FULL_FETCH_EPOCHS:
-            return {
-                "error_code": KioErrorCode.fetch_session_id_not_found,
-                "session_id": 0,
-                "responses": [],
-            }
         replica_id = int(
             body.replica_state.replica_id
             if version >= REPLICA_STATE_VERSION_MIN
@@ -143,10 +199,26 @@ class FetchHandler:
                     "session_id": 0,
                     "responses": [],
                 }
+        requested = _requested(body, version)
+        if version >= SESSIONS_VERSION_MIN:
+            context = FetchContext.of(
+                self._sessions,
+                _now_ms(),
+                session_id=int(body.session_id),
+                epoch=int(body.session_epoch),
+                fetch=requested,
+                forgotten=_forgotten(body, version),
+                uses_topic_ids=version >= TOPIC_IDS_VERSION_MIN,
+                privileged=replica_id >= 0,
+            )
+            if context.error_code:
+                return {"error_code": context.error_code, "session_id": 0, "responses": []}
+        else:
+            context = FetchContext(requested)
         image = await self._read_image(session)
         if self._data.replicas is not None:
             self._data.replicas.observe(image)
-        topics = self._resolve(body, version, image, session.caller, replica_id)
+        topics = self._resolve(context.partitions, version, image, session.caller, replica_id)
         served = [p for t in topics for p in t.partitions if p.error is None]
         keys = [key for p in served if (key := p.key) is not None]
         max_bytes = min(max(body.max_bytes, 0), KAFKA_FETCH_RESPONSE_BYTES_MAX)
@@ -180,7 +252,37 @@ class FetchHandler:
                     fetch.high_watermark = fetch.log.high_watermark
         else:
             self._data.metrics.fetched((p.topic.name, len(p.records)) for p in served if p.topic)
-        return self._answer(topics, version, body, image, session.listener_name)
+        error_code, session_id = self._select(context, everything)
+        if error_code:
+            return {"error_code": error_code, "session_id": 0, "responses": []}
+        answer = self._answer(topics, version, body, image, session.listener_name)
+        answer["session_id"] = session_id
+        return answer
+
+    def _select(self, context: FetchContext, everything: list[_Partition]) -> tuple[int, int]:
+        """The session's say on the answer: (error code, session id); marks the partitions an
+        incremental answer leaves out."""
+        answers = [
+            (
+                fetch.session_key,
+                PartitionAnswer(
+                    0 if fetch.error is None else int(fetch.error.code),
+                    fetch.high_watermark,
+                    fetch.high_watermark,
+                    fetch.log_start_offset,
+                    len(fetch.records),
+                    fetch.diverging is not None,
+                ),
+            )
+            for fetch in everything
+        ]
+        error_code, session_id, chosen = context.respond(self._sessions, _now_ms(), answers)
+        if chosen is not None:
+            for fetch in everything:
+                fetch.send = False
+            for index in chosen:
+                everything[index].send = True
+        return error_code, session_id
 
     def _followed(self, served: list[_Partition], replica_id: int) -> None:
         """A follower's fetch offsets are its log end offsets: tell the replica manager."""
@@ -195,50 +297,60 @@ class FetchHandler:
     # ----- resolving, once per request ---------------------------------------------------------
 
     def _resolve(
-        self, body: Any, version: int, image: MetadataImage, caller: Any, replica_id: int
+        self,
+        requested: list[tuple[PartitionKey, PartitionRequest]],
+        version: int,
+        image: MetadataImage,
+        caller: Any,
+        replica_id: int,
     ) -> list[_Topic]:
-        topics: list[_Topic] = []
+        by_topic: dict[Uuid | str, _Topic] = {}
         readable: dict[str, bool] = {}
-        for entry in body.topics:
-            if version >= TOPIC_IDS_VERSION_MIN:
-                topic_id = our_uuid(entry.topic_id)
-                topic = image.topic(topic_id) if topic_id != ZERO_UUID else None
-                name = None if topic is None else topic.name
-                unknown = (
-                    None
-                    if topic is not None
-                    else PartitionError(
-                        KioErrorCode.unknown_topic_id,
-                        f"no topic has id {topic_id} (deleted, or never created)",
+        unknown: dict[Uuid | str, PartitionError | None] = {}
+        by_id = version >= TOPIC_IDS_VERSION_MIN
+        for key, wanted in requested:
+            topic_key, index = key
+            resolved = by_topic.get(topic_key)
+            if resolved is None:
+                if isinstance(topic_key, Uuid):
+                    topic = image.topic(topic_key) if topic_key != ZERO_UUID else None
+                    name = None if topic is None else topic.name
+                    unknown[topic_key] = (
+                        None
+                        if topic is not None
+                        else PartitionError(
+                            KioErrorCode.unknown_topic_id,
+                            f"no topic has id {topic_key} (deleted, or never created)",
+                        )
                     )
-                )
-            else:
-                name = entry.topic
-                topic = image.topic_by_name(name)
-                topic_id = ZERO_UUID if topic is None else topic.topic_id
-                unknown = None
-            resolved = _Topic(name, topic_id)
-            allowed = True
-            if name is not None and replica_id < 0:
-                if name not in readable:
+                    resolved = _Topic(name, topic_key, topic)
+                else:
+                    topic = image.topic_by_name(topic_key)
+                    unknown[topic_key] = None
+                    resolved = _Topic(
+                        topic_key, ZERO_UUID if topic is None else topic.topic_id, topic
+                    )
+                by_topic[topic_key] = resolved
+                name = resolved.name
+                if name is not None and replica_id < 0 and name not in readable:
                     readable[name] = self._authorization.allows_topic(
                         caller, image, AclOperation.READ, name
                     )
-                allowed = readable[name]
-            for partition in entry.partitions:
-                fetch = _Partition(
-                    topic=topic,
-                    index=partition.partition,
-                    fetch_offset=partition.fetch_offset,
-                    partition_max_bytes=max(partition.partition_max_bytes, 0),
-                    current_leader_epoch=getattr(partition, "current_leader_epoch", NO_EPOCH),
-                    last_fetched_epoch=getattr(partition, "last_fetched_epoch", NO_EPOCH),
-                    by_id=version >= TOPIC_IDS_VERSION_MIN,
-                )
-                fetch.error = unknown or self._check(fetch, name, allowed, replica_id)
-                resolved.partitions.append(fetch)
-            topics.append(resolved)
-        return topics
+            name = resolved.name
+            allowed = readable.get(name, True) if name is not None else True
+            fetch = _Partition(
+                topic=resolved.image,
+                index=index,
+                session_key=key,
+                fetch_offset=wanted.fetch_offset,
+                partition_max_bytes=max(wanted.partition_max_bytes, 0),
+                current_leader_epoch=wanted.current_leader_epoch,
+                last_fetched_epoch=wanted.last_fetched_epoch,
+                by_id=by_id,
+            )
+            fetch.error = unknown[topic_key] or self._check(fetch, name, allowed, replica_id)
+            resolved.partitions.append(fetch)
+        return list(by_topic.values())
 
     def _check(
         self, fetch: _Partition, name: str | None, allowed: bool, replica_id: int
@@ -327,6 +439,8 @@ class FetchHandler:
         for topic in topics:
             partitions = []
             for fetch in topic.partitions:
+                if not fetch.send:
+                    continue
                 error = fetch.error
                 answer: dict[str, Any] = {
                     "partition_index": fetch.index,
@@ -350,6 +464,8 @@ class FetchHandler:
                     }
                     leaders.add(error.leader_id)
                 partitions.append(answer)
+            if not partitions and topic.partitions:
+                continue  # nothing of this topic changed
             responses.append(
                 {
                     "topic": topic.name or "",

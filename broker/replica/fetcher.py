@@ -3,8 +3,18 @@ this broker follows there (Kafka's ``ReplicaFetcherThread``, one per leader with
 ``num.replica.fetchers`` = 1), on the Kafka listeners' loop (docs/replication.md#followers).
 
 Each round is one Fetch (v15: by topic id, KIP-516; the follower named in ``replica_state``
-with its broker epoch, KIP-903) of every partition that is ready, long-polled for
-``replica.fetch.wait.max.ms``. Per partition answer:
+with its broker epoch, KIP-903) of the partitions that are ready, long-polled for
+``replica.fetch.wait.max.ms``, in an incremental fetch session (KIP-227, Kafka's
+``FetchSessionHandler``; docs/replication.md#fetch-sessions): the first round is a full fetch
+(session epoch 0) of every ready partition, which opens a session at the leader; each later
+round names only the partitions added or whose fetch position (fetch offset, last fetched
+epoch, log start offset) or leader epoch changed since the last round, and forgets
+(``forgotten_topics_data``) those no longer ready (backing off after an error) or no longer
+followed. The leader answers only partitions that changed, so a partition the answer leaves
+out simply had nothing new. FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+FETCH_SESSION_TOPIC_ID_ERROR, a session id 0 in an incremental answer, or a lost connection
+start over with a full fetch (the session id kept after an error, so the leader closes the old
+session). Per partition answer:
 
 - records: appended as the leader wrote them (``PartitionLog.append_as_follower``), then the
   follower's high watermark is the leader's, bounded by what it holds;
@@ -41,6 +51,7 @@ from kio.schema.fetch.v15.request import (
     FetchPartition,
     FetchRequest,
     FetchTopic,
+    ForgottenTopic,
     ReplicaState,
 )
 from kio.schema.types import BrokerId
@@ -48,6 +59,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from broker.kafka.data_plane import DataPlane
+from broker.kafka.fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.kafka.protocol import kafka_uuid
 from broker.log.errors import LogClosedError, LogStorageError, RecordBatchError
 from broker.log.manager import InconsistentTopicIdError, LogNotHereError
@@ -74,6 +86,14 @@ LEADERSHIP_ERRORS: Final = frozenset(
         KioErrorCode.kafka_storage_error,
         KioErrorCode.cluster_authorization_failed,
         KioErrorCode.topic_authorization_failed,
+    }
+)
+# The leader lost or refused our session: the next round is a full fetch.
+SESSION_ERRORS: Final = frozenset(
+    {
+        KioErrorCode.fetch_session_id_not_found,
+        KioErrorCode.invalid_fetch_session_epoch,
+        KioErrorCode.fetch_session_topic_id_error,
     }
 )
 
@@ -137,6 +157,14 @@ class ReplicaFetcher:
         self._correlation_id = 0
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
+        # The fetch session (KIP-227): its id and the epoch of our next request (0: full), and
+        # what the leader's session holds for each partition: (leader epoch, fetch offset, last
+        # fetched epoch, log start offset) as last sent.
+        self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
+        self._sent: dict[tuple[Uuid, int], tuple[int, int, int, int]] = {}
+        # Partitions named in the last request (all of them in a full fetch), for tests and logs.
+        self.last_sent = 0
 
     # ----- partitions (from the replica manager) --------------------------------------------
 
@@ -187,11 +215,32 @@ class ReplicaFetcher:
                     partition.retry_at_ms = _now_ms() + self._settings.backoff_ms
 
     async def _round(self, ready: list[FollowedPartition]) -> None:
-        opened = await self._data.in_reader(lambda: self._open_logs(ready))
+        # Only logs not open yet (or closed since: reopened) go to the reader thread.
+        unopened = [p for p in ready if p.log is None or p.log.closed]
+        if unopened:
+            await self._data.in_reader(lambda: self._open_logs(unopened))
+        opened = [p for p in ready if p.log is not None and not p.log.closed]
         if not opened:
             return
-        request = self._request(opened)
+        request, wanted = self._request(opened)
         response = await self._ask(request)
+        code = int(response.error_code)
+        if code in SESSION_ERRORS:
+            self._log.info(
+                "replica_fetch_session_reset",
+                session_id=self.session_id,
+                session_epoch=self.session_epoch,
+                error_code=code,
+            )
+            if code == KioErrorCode.fetch_session_id_not_found:
+                self.session_id = INVALID_SESSION_ID
+            self._restart_session()
+            return
+        if code != 0:
+            raise ConnectionError(
+                f"broker {self.leader_id} refused the replica fetch: error code {code}"
+            )
+        self._session_answered(int(response.session_id), wanted)
         by_key = {p.key: p for p in opened}
         jobs = []
         for topic in response.responses:
@@ -200,49 +249,89 @@ class ReplicaFetcher:
                 partition = by_key.get(key)
                 if partition is not None and self.partitions.get(key) is partition:
                     jobs.append((partition, answer))
+        self.rounds += 1
         if jobs:
             progressed = await self._data.in_writer(lambda: self._apply(jobs))
-            self.rounds += 1
             if self._on_progress is not None:
                 for key in progressed:
                     self._on_progress(key)
 
-    def _open_logs(self, ready: list[FollowedPartition]) -> list[FollowedPartition]:
-        """The reader thread's job: each partition's log, opened once (recovered if need be)."""
-        opened = []
-        for partition in ready:
-            if partition.log is None or partition.log.closed:
-                try:
-                    partition.log = self._data.log(partition.topic, partition.partition)
-                except (LogNotHereError, InconsistentTopicIdError, LogStorageError) as exc:
-                    partition.log = None
-                    partition.retry_at_ms = _now_ms() + LOCAL_RETRY_MS
-                    self._log.debug(
-                        "replica_log_not_ready",
-                        topic=partition.topic.name,
-                        partition=partition.partition,
-                        reason=str(exc),
-                    )
-                    continue
-            opened.append(partition)
-        return opened
+    def _open_logs(self, unopened: list[FollowedPartition]) -> None:
+        """The reader thread's job: the log of each partition not open yet (recovered if need
+        be)."""
+        for partition in unopened:
+            try:
+                partition.log = self._data.log(partition.topic, partition.partition)
+            except (LogNotHereError, InconsistentTopicIdError, LogStorageError) as exc:
+                partition.log = None
+                partition.retry_at_ms = _now_ms() + LOCAL_RETRY_MS
+                self._log.debug(
+                    "replica_log_not_ready",
+                    topic=partition.topic.name,
+                    partition=partition.partition,
+                    reason=str(exc),
+                )
 
-    def _request(self, opened: list[FollowedPartition]) -> FetchRequest:
+    # ----- the fetch session ---------------------------------------------------------------------
+
+    def _restart_session(self) -> None:
+        """The next round is a full fetch (with the session id kept, if any: the leader closes
+        that session and opens a new one, Kafka's ``nextCloseExisting``)."""
+        self.session_epoch = INITIAL_EPOCH
+        self._sent = {}
+
+    def _session_answered(
+        self, session_id: int, wanted: dict[tuple[Uuid, int], tuple[int, int, int, int]]
+    ) -> None:
+        if self.session_epoch == INITIAL_EPOCH:
+            self.session_id = session_id
+            # session id 0: the leader keeps no session for us; every round stays full
+            self.session_epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
+        elif session_id == INVALID_SESSION_ID:  # the leader closed the session
+            self.session_id = INVALID_SESSION_ID
+            self.session_epoch = INITIAL_EPOCH
+        else:
+            self.session_epoch = next_epoch(self.session_epoch)
+        self._sent = wanted if self.session_epoch != INITIAL_EPOCH else {}
+
+    def _request(
+        self, opened: list[FollowedPartition]
+    ) -> tuple[FetchRequest, dict[tuple[Uuid, int], tuple[int, int, int, int]]]:
+        """The next Fetch, and each partition's position it leaves the session holding."""
+        full = self.session_epoch == INITIAL_EPOCH
+        sent = self._sent
+        wanted: dict[tuple[Uuid, int], tuple[int, int, int, int]] = {}
         topics: dict[Uuid, list[FetchPartition]] = {}
         for partition in opened:
             log = partition.log
             assert log is not None
+            key = partition.key
+            position = (
+                partition.leader_epoch,
+                log.log_end_offset,
+                max(log.latest_epoch(), -1),
+                log.log_start_offset,
+            )
+            wanted[key] = position
+            if not full and sent.get(key) == position:
+                continue  # the leader's session holds it as it is
             topics.setdefault(partition.topic.topic_id, []).append(
                 FetchPartition(
                     partition=i32(partition.partition),
-                    current_leader_epoch=i32(partition.leader_epoch),
-                    fetch_offset=i64(log.log_end_offset),
-                    last_fetched_epoch=i32(max(log.latest_epoch(), -1)),
-                    log_start_offset=i64(log.log_start_offset),
+                    current_leader_epoch=i32(position[0]),
+                    fetch_offset=i64(position[1]),
+                    last_fetched_epoch=i32(position[2]),
+                    log_start_offset=i64(position[3]),
                     partition_max_bytes=i32(self._settings.max_bytes),
                 )
             )
-        return FetchRequest(
+        forgotten: dict[Uuid, list[i32]] = {}
+        if not full:
+            for topic_id, index in sent:
+                if (topic_id, index) not in wanted:
+                    forgotten.setdefault(topic_id, []).append(i32(index))
+        self.last_sent = sum(len(partitions) for partitions in topics.values())
+        request = FetchRequest(
             replica_state=ReplicaState(
                 replica_id=BrokerId(self._broker_id), replica_epoch=i64(self._broker_epoch())
             ),
@@ -251,12 +340,18 @@ class ReplicaFetcher:
             ),
             min_bytes=i32(1),
             max_bytes=i32(self._settings.response_max_bytes),
+            session_id=i32(self.session_id),
+            session_epoch=i32(self.session_epoch),
             topics=tuple(
                 FetchTopic(topic_id=kafka_uuid(topic_id), partitions=tuple(partitions))
                 for topic_id, partitions in topics.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                ForgottenTopic(topic_id=kafka_uuid(topic_id), partitions=tuple(indexes))
+                for topic_id, indexes in forgotten.items()
+            ),
         )
+        return request, wanted
 
     def _apply(self, jobs: list[tuple[FollowedPartition, Any]]) -> list[tuple[Uuid, int]]:
         """The writer thread's job: apply each partition's answer to its log."""
@@ -355,6 +450,7 @@ class ReplicaFetcher:
         return self._streams
 
     async def _disconnect(self) -> None:
+        self._restart_session()
         streams, self._streams = self._streams, None
         if streams is not None:
             streams[1].close()
@@ -375,9 +471,4 @@ class ReplicaFetcher:
         response_type = load_response_schema(FetchRequest.__api_key__, FETCH_VERSION)
         _, header_bytes = entity_reader(response_type.__header_schema__)(data, 0)
         response: Any = entity_reader(response_type)(data, header_bytes)[0]
-        if int(response.error_code) != 0:
-            raise ConnectionError(
-                f"broker {self.leader_id} refused the replica fetch: error code "
-                f"{int(response.error_code)}"
-            )
         return response

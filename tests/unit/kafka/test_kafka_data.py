@@ -404,15 +404,20 @@ def test_fetch_errors_offsets_and_kip_516(harness: DataHarness) -> None:
     assert int(harness.fetch("orders", 1, 0, version=12).error_code) == 6
 
 
-def test_fetch_sessions_are_answered_sessionless(harness: DataHarness) -> None:
+def test_fetch_session_epochs_at_the_listener(harness: DataHarness) -> None:
+    """Full fetches are answered in full: epoch -1 with session id 0 (no session), epoch 0 with
+    a new session's id; an incremental fetch of an id this broker does not have is refused
+    (more in test_fetch_sessions_listener.py)."""
     harness.produce("orders", 0, batch(2))
-    for epoch in (0, -1):  # full fetches: answered in full, session id 0
-        response = harness.ask(1, 12, harness.fetch_values("orders", 0, 0, session_epoch=epoch))
-        assert int(response.error_code) == 0 and response.session_id == 0
-        assert response.responses[0].partitions[0].high_watermark == 2
+    sessionless = harness.ask(1, 12, harness.fetch_values("orders", 0, 0, session_epoch=-1))
+    assert int(sessionless.error_code) == 0 and sessionless.session_id == 0
+    assert sessionless.responses[0].partitions[0].high_watermark == 2
+    full = harness.ask(1, 12, harness.fetch_values("orders", 0, 0, session_epoch=0))
+    assert int(full.error_code) == 0 and full.session_id != 0
+    assert full.responses[0].partitions[0].high_watermark == 2
     incremental = harness.ask(1, 12, harness.fetch_values("orders", 0, 0, session_epoch=1))
-    assert int(incremental.error_code) == 70  # FETCH_SESSION_ID_NOT_FOUND
-    assert incremental.responses == ()
+    assert int(incremental.error_code) == 70  # FETCH_SESSION_ID_NOT_FOUND: session id 0 sent
+    assert incremental.responses == () and incremental.session_id == 0
 
 
 def test_a_long_poll_is_woken_by_a_produce(harness: DataHarness) -> None:
