@@ -106,6 +106,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._shrinker: asyncio.Task[None] | None = None
         self._seen: tuple[object, object] | None = None
+        self._unfenced_of: tuple[object, list[int]] | None = None
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -289,10 +290,17 @@ class ReplicaManager:
         image = self.image
         if image is None:
             return
-        eligible = [b.broker_id for b in image.brokers.values() if not b.fenced]
-        new_isr = leader.expansion(log.high_watermark, eligible)
+        new_isr = leader.expansion(log.high_watermark, self._unfenced(image))
         if new_isr is not None:
             self._alter(leader, new_isr, "expand")
+
+    def _unfenced(self, image: MetadataImage) -> list[int]:
+        """The unfenced brokers (may join an ISR), computed once per brokers map."""
+        cached = self._unfenced_of
+        if cached is None or cached[0] is not image.brokers:
+            ids = [b.broker_id for b in image.brokers.values() if not b.fenced]
+            cached = self._unfenced_of = (image.brokers, ids)
+        return cached[1]
 
     def _maybe_advance(self, key: Key) -> None:
         leader, log = self.leaders.get(key), self._leader_logs.get(key)

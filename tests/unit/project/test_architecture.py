@@ -24,6 +24,7 @@ PURE_FILES = (
     "broker/log/batch.py",
     "broker/log/config.py",
     "broker/log/errors.py",
+    "broker/kafka/fetch_sessions.py",
 )
 FORBIDDEN_IN_CORE = frozenset(
     {
