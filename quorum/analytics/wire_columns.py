@@ -307,20 +307,33 @@ def _bool_column(buf: Any, pos: Any) -> tuple[pa.Array, Any]:
 
 
 def uuid_texts(ids: Any) -> pa.Array:
-    """16-byte ids (a ``(count, 16)`` uint8 array) -> Kafka's base64 text, all at once: each
-    id padded to 18 bytes encodes to 24 characters whose first 22 are its text."""
-    import base64  # noqa: PLC0415
+    """16-byte ids (a ``(count, 16)`` uint8 array) -> Kafka's base64 text: see
+    ``_base64_texts``."""
+    import numpy as np  # noqa: PLC0415
+
+    padded = np.zeros((len(ids), UUID_BYTES + 2), dtype=np.uint8)
+    padded[:, :UUID_BYTES] = ids
+    return _base64_texts(padded)
+
+
+def _base64_texts(padded: Any) -> pa.Array:
+    """Ids padded to 18 bytes (a ``(count, 18)`` uint8 array, two zero bytes after each id) ->
+    Kafka's base64 text, all at once: each encodes to 24 characters whose first 22 are its
+    text."""
+    import binascii  # noqa: PLC0415
 
     import numpy as np  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
 
-    count = len(ids)
-    padded = np.zeros((count, UUID_BYTES + 2), dtype=np.uint8)
-    padded[:, :UUID_BYTES] = ids
-    encoded = np.frombuffer(base64.urlsafe_b64encode(padded.tobytes()), dtype=np.uint8)
-    texts = np.ascontiguousarray(encoded.reshape(count, 24)[:, :UUID_BASE64_CHARS])
+    count = len(padded)
+    encoded = binascii.b2a_base64(np.ascontiguousarray(padded).data, newline=False)
+    urlsafe = np.frombuffer(encoded.translate(_URLSAFE), dtype=np.uint8)
+    texts = np.ascontiguousarray(urlsafe.reshape(count, 24)[:, :UUID_BASE64_CHARS])
     offsets = np.arange(0, (count + 1) * UUID_BASE64_CHARS, UUID_BASE64_CHARS, dtype=np.int32)
     return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(texts))
+
+
+_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
 
 
 def _uuid_column(buf: Any, pos: Any) -> tuple[pa.Array, Any]:
@@ -328,8 +341,11 @@ def _uuid_column(buf: Any, pos: Any) -> tuple[pa.Array, Any]:
 
     if not ((buf[pos] == 0xC4) & (buf[pos + 1] == UUID_BYTES)).all():
         raise NotFast("uuid")
-    ids = buf[(pos + 2)[:, None] + np.arange(UUID_BYTES)]
-    return uuid_texts(ids), pos + 2 + UUID_BYTES
+    # The 16 bytes of each id and then twice the buffer's last byte (padding: zero).
+    gather = np.empty((len(pos), UUID_BYTES + 2), dtype=np.int64)
+    gather[:, :UUID_BYTES] = (pos + 2)[:, None] + np.arange(UUID_BYTES)
+    gather[:, UUID_BYTES:] = len(buf) - 1
+    return _base64_texts(buf[gather]), pos + 2 + UUID_BYTES
 
 
 def _str_column(buf: Any, pos: Any, ends: Any, *, nullable: bool) -> tuple[pa.Array, Any]:
@@ -398,18 +414,25 @@ def _int_lists_column(buf: Any, pos: Any, sql: str, *, nullable: bool) -> tuple[
         if not nullable or not (fixarray | nulls).all():
             raise NotFast("int array")
     sizes = np.where(fixarray, marker & 0x0F, 0).astype(np.int64)
-    after = pos + 1
-    longest = int(sizes.max()) if count else 0
-    matrix = np.zeros((count, longest), dtype=np.int32)
-    for k in range(longest):
-        rows = np.flatnonzero(sizes > k)
-        values, _, after[rows] = _ints_at(buf, after[rows], 0, INT32_MAX, nullable=False)
-        matrix[rows, k] = values
-    offsets = np.zeros(count + 1, dtype=np.int32)
+    offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    values = matrix[np.arange(longest) < sizes[:, None]]
+    total = int(offsets[-1])
+    # The common case, every element a positive fixint: one byte each, read in one gather.
+    values = buf[np.repeat(pos + 1 - offsets[:-1], sizes) + np.arange(total)]
+    if (values < 0x80).all():
+        values = values.astype(np.int32)
+        after = pos + 1 + sizes
+    else:
+        after = pos + 1
+        longest = int(sizes.max())
+        matrix = np.zeros((count, longest), dtype=np.int32)
+        for k in range(longest):
+            rows = np.flatnonzero(sizes > k)
+            element, _, after[rows] = _ints_at(buf, after[rows], 0, INT32_MAX, nullable=False)
+            matrix[rows, k] = element
+        values = matrix[np.arange(longest) < sizes[:, None]]
     array = pa.ListArray.from_arrays(
-        pa.array(offsets),
+        pa.array(offsets.astype(np.int32)),
         pa.array(values),
         type=arrow_type(sql),
         mask=None if nulls is None else pa.array(nulls),
