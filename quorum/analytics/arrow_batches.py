@@ -2,9 +2,14 @@
 (``quorum.analytics.source``): the rows of one input partition as ``pyarrow.RecordBatch``es of
 ``arrow_schema()``, one per chunk of about 16 Ki records.
 
-The records of a chunk (decoded by ``quorum.analytics.typed_decode``) are grouped by family and
-type (a stable argsort), each group's fields are transposed in one ``zip``, each column becomes
-an Arrow array with no Python code per value, and each family's fields become its struct.
+The records of a chunk are grouped by family and type (a stable argsort) and each family's
+fields become its struct (``assemble_batch``). A group's columns come first from
+``quorum.analytics.wire_columns`` (``raw_chunk_to_batches``: the fields read from the msgpack
+bytes for all the group's rows at once, with no Python object per record); if it refuses
+anything in the chunk, the chunk is decoded again by ``quorum.analytics.typed_decode``
+(``chunk_to_batches``: each group's fields transposed in one ``zip``, each column an Arrow array
+with no Python code per value), and that falls back on the reference decoder, which names the
+problem.
 
 Rows or Arrow: yielding a tuple per record is several times slower than yielding Arrow batches
 (the tuple path pays for a record object per record and for Spark's per-value conversion of every

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 import msgspec
 
@@ -50,12 +50,17 @@ __all__ = [
 ]
 
 
-class _RawBody(msgspec.Struct, forbid_unknown_fields=True):
-    """A batch body with its records left as raw msgpack (``encode_batch``'s keys)."""
+_Int64: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+_Int32: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
 
-    base_offset: Any
-    epoch: Any
-    timestamp_ms: Any
+
+class _RawBody(msgspec.Struct, forbid_unknown_fields=True):
+    """A batch body with its records left as raw msgpack (``encode_batch``'s keys, the header
+    ranges of ``typed_decode``'s body decoders)."""
+
+    base_offset: _Int64
+    epoch: _Int32
+    timestamp_ms: _Int64
     control: bool
     records: list[msgspec.Raw]
 
@@ -77,12 +82,6 @@ class RawChunk:
     controls: list[bool] = dataclasses.field(default_factory=list)
 
 
-def _header_int(value: Any, maximum: int) -> int:
-    if type(value) is not int or not 0 <= value <= maximum:
-        raise NotFast("batch header")
-    return value
-
-
 def collect_raw(chunk: RawChunk, frame: Frame, start: int, end: int | None) -> None:
     """Gather a batch's raw records in ``[start, end)``; ``NotFast`` for anything the typed
     decoding should judge (its header checks are those of ``typed_decode.collect_fast``)."""
@@ -91,9 +90,7 @@ def collect_raw(chunk: RawChunk, frame: Frame, start: int, end: int | None) -> N
     except _DECODE_ERRORS:
         raise NotFast("batch body") from None
     records = body.records
-    base_offset = _header_int(body.base_offset, INT64_MAX)
-    epoch = _header_int(body.epoch, INT32_MAX)
-    timestamp_ms = _header_int(body.timestamp_ms, INT64_MAX)
+    base_offset, epoch, timestamp_ms = body.base_offset, body.epoch, body.timestamp_ms
     if not records or (base_offset, epoch, len(records)) != (
         frame.base_offset,
         frame.epoch,
