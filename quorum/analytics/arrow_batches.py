@@ -2,9 +2,14 @@
 (``quorum.analytics.source``): the rows of one input partition as ``pyarrow.RecordBatch``es of
 ``arrow_schema()``, one per chunk of about 16 Ki records.
 
-The records of a chunk (decoded by ``quorum.analytics.typed_decode``) are grouped by family and
-type (a stable argsort), each group's fields are transposed in one ``zip``, each column becomes
-an Arrow array with no Python code per value, and each family's fields become its struct.
+The records of a chunk are grouped by family and type (a stable argsort) and each family's
+fields become its struct (``assemble_batch``). A group's columns come first from
+``quorum.analytics.wire_columns`` (``raw_chunk_to_batches``: the fields read from the msgpack
+bytes for all the group's rows at once, with no Python object per record); if it refuses
+anything in the chunk, the chunk is decoded again by ``quorum.analytics.typed_decode``
+(``chunk_to_batches``: each group's fields transposed in one ``zip``, each column an Arrow array
+with no Python code per value), and that falls back on the reference decoder, which names the
+problem.
 
 Rows or Arrow: yielding a tuple per record is several times slower than yielding Arrow batches
 (the tuple path pays for a record object per record and for Spark's per-value conversion of every
@@ -14,11 +19,10 @@ JVM's cost per row falls by about a fifth. docs/benchmarks.md has how such figur
 
 from __future__ import annotations
 
-import base64
 import gc
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Final
@@ -42,10 +46,20 @@ from quorum.analytics.typed_decode import (
     LAYOUT_RANKS,
     Chunk,
     NotFast,
+    RecordLayout,
     collect_fast,
     collect_reference,
 )
-from quorum.ids import UUID_BASE64_CHARS, UUID_BYTES, ZERO_UUID, Uuid
+from quorum.analytics.wire_columns import (
+    RawChunk,
+    collect_raw,
+    decode_raws,
+    layout_columns,
+    locate_records,
+    reads_layout,
+    uuid_texts,
+)
+from quorum.ids import UUID_BYTES, ZERO_UUID, Uuid
 from quorum.metadata.records import BrokerEndpoint, InvalidRecordError, VoterEntry
 
 if TYPE_CHECKING:
@@ -122,18 +136,11 @@ _INT_ARRAYS: Final = {
 
 
 def _uuid_texts(column: Sequence[bytes]) -> pa.Array:
-    """16-byte ids -> Kafka's base64 text, all at once: each id padded to 18 bytes encodes to
-    24 characters whose first 22 are its text (no per-id Python code, no cache to miss)."""
+    """16-byte ids -> Kafka's base64 text (``wire_columns.uuid_texts``)."""
     import numpy as np  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
 
-    count = len(column)
-    padded = np.zeros((count, UUID_BYTES + 2), dtype=np.uint8)
-    padded[:, :UUID_BYTES] = np.frombuffer(b"".join(column), dtype=np.uint8).reshape(count, -1)
-    encoded = np.frombuffer(base64.urlsafe_b64encode(padded.tobytes()), dtype=np.uint8)
-    texts = np.ascontiguousarray(encoded.reshape(count, 24)[:, :UUID_BASE64_CHARS])
-    offsets = np.arange(0, (count + 1) * UUID_BASE64_CHARS, UUID_BASE64_CHARS, dtype=np.int32)
-    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(texts))
+    ids = np.frombuffer(b"".join(column), dtype=np.uint8).reshape(len(column), UUID_BYTES)
+    return uuid_texts(ids)
 
 
 def _endpoints(value: Sequence[tuple[str, str, int]]) -> list[dict[str, object]]:
@@ -267,8 +274,95 @@ def _family_type(family: int) -> pa.DataType:
 
 
 def chunk_to_batches(chunk: Chunk, snapshot_end_offset: int | None) -> list[pa.RecordBatch]:
-    """The chunk as one Arrow batch (none if it is empty), its rows grouped by family and, in a
-    family, by record type.
+    """The chunk of typed records as one Arrow batch (none if it is empty): see
+    ``assemble_batch``."""
+    import numpy as np  # noqa: PLC0415
+
+    records = chunk.records
+    count = len(records)
+    if not count:
+        return []
+    kinds = np.fromiter(map(LAYOUT_INDEX.__getitem__, map(type, records)), np.int8, count)
+
+    def group_columns(layout: RecordLayout, rows: Any) -> list[pa.Array]:
+        if rows is None:
+            group: Sequence[msgspec.Struct] = records
+        elif len(rows) == 1:
+            group = [records[rows[0]]]
+        else:
+            group = itemgetter(*rows.tolist())(records)
+        return struct_columns(layout, group)
+
+    return assemble_batch(
+        kinds,
+        first_offsets=chunk.first_offsets,
+        counts=chunk.counts,
+        epochs=chunk.epochs,
+        timestamps_ms=chunk.timestamps_ms,
+        snapshot_end_offset=snapshot_end_offset,
+        group_columns=group_columns,
+    )
+
+
+def raw_chunk_to_batches(chunk: RawChunk, snapshot_end_offset: int | None) -> list[pa.RecordBatch]:
+    """The chunk of raw records as one Arrow batch (none if it is empty): the fields read from
+    the bytes by ``wire_columns`` where it reads the record type, else decoded record by record;
+    ``NotFast`` for anything ``wire_columns`` leaves to the typed decoding."""
+    raws = chunk.raws
+    if not raws:
+        return []
+    records = locate_records(chunk)
+
+    def group_columns(layout: RecordLayout, rows: Any) -> list[pa.Array]:
+        if reads_layout(layout):
+            if rows is None:
+                return layout_columns(layout, records.buf, records.field_starts, records.ends)
+            return layout_columns(
+                layout, records.buf, records.field_starts[rows], records.ends[rows]
+            )
+        if rows is None:
+            group = raws
+        elif len(rows) == 1:
+            group = [raws[rows[0]]]
+        else:
+            group = list(itemgetter(*rows.tolist())(raws))
+        return struct_columns(layout, decode_raws(layout, group))
+
+    return assemble_batch(
+        records.kinds,
+        first_offsets=chunk.first_offsets,
+        counts=chunk.counts,
+        epochs=chunk.epochs,
+        timestamps_ms=chunk.timestamps_ms,
+        snapshot_end_offset=snapshot_end_offset,
+        group_columns=group_columns,
+    )
+
+
+def struct_columns(layout: RecordLayout, group: Sequence[msgspec.Struct]) -> list[pa.Array]:
+    """The Arrow arrays of ``layout.fields`` from typed records of that layout."""
+    columns = zip(*map(_FIELDS_OF, group), strict=True)  # the group's columns, transposed
+    return [
+        _convert(column, spec, SLOTS[index][1])
+        for spec, index, column in zip(layout.fields, layout.slot_indexes, columns, strict=True)
+    ]
+
+
+def assemble_batch(
+    kinds: Any,
+    *,
+    first_offsets: Sequence[int],
+    counts: Sequence[int],
+    epochs: Sequence[int],
+    timestamps_ms: Sequence[int],
+    snapshot_end_offset: int | None,
+    group_columns: Callable[[RecordLayout, Any], list[pa.Array]],
+) -> list[pa.RecordBatch]:
+    """One Arrow batch of the rows whose layouts (indexes into ``LAYOUT_LIST``) are ``kinds``,
+    from consecutive log batches (their first offsets, record counts, epochs and timestamps),
+    its rows grouped by family and, in a family, by record type. ``group_columns(layout,
+    rows)`` gives the arrays of a layout's fields for the rows at the indexes ``rows`` (a
+    numpy array, in order; None: every row).
 
     Grouped so that each family's rows are one run: its struct is built from that run alone
     (each field from its record types' pieces, nulls between them) and padded with NULL
@@ -279,27 +373,23 @@ def chunk_to_batches(chunk: Chunk, snapshot_end_offset: int | None) -> list[pa.R
     import numpy as np  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
 
-    records = chunk.records
-    count = len(records)
-    if not count:
-        return []
-    kinds = np.fromiter(map(LAYOUT_INDEX.__getitem__, map(type, records)), np.int8, count)
-    counts = np.array(chunk.counts, dtype=np.int64)
-    starts = np.cumsum(counts) - counts
+    count = len(kinds)
+    counts_array = np.array(counts, dtype=np.int64)
+    starts = np.cumsum(counts_array) - counts_array
     offsets = np.arange(count, dtype=np.int64) + np.repeat(
-        np.array(chunk.first_offsets, dtype=np.int64) - starts, counts
+        np.array(first_offsets, dtype=np.int64) - starts, counts_array
     )
-    epochs = np.repeat(np.array(chunk.epochs, dtype=np.int32), counts)
-    timestamps_ms = np.repeat(np.array(chunk.timestamps_ms, dtype=np.int64), counts)
+    epochs_array = np.repeat(np.array(epochs, dtype=np.int32), counts_array)
+    timestamps_array = np.repeat(np.array(timestamps_ms, dtype=np.int64), counts_array)
     order = None
     bounds = [0, count]
     if not (kinds == kinds[0]).all():
         order = np.argsort(_layout_ranks()[kinds], kind="stable")
-        kinds, offsets, epochs, timestamps_ms = (
+        kinds, offsets, epochs_array, timestamps_array = (
             kinds[order],
             offsets[order],
-            epochs[order],
-            timestamps_ms[order],
+            epochs_array[order],
+            timestamps_array[order],
         )
         bounds = [0, *(np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist(), count]
     # Each slot's pieces, (first row, array), from the record types that have the field; and
@@ -317,21 +407,15 @@ def chunk_to_batches(chunk: Chunk, snapshot_end_offset: int | None) -> list[pa.R
                 run[1] = high
         if not layout.fields:
             continue
-        if order is None:
-            group: Sequence[msgspec.Struct] = records
-        elif high - low == 1:
-            group = [records[order[low]]]
-        else:
-            group = itemgetter(*order[low:high].tolist())(records)
-        columns = zip(*map(_FIELDS_OF, group), strict=True)  # the group's columns, transposed
-        for spec, index, column in zip(layout.fields, layout.slot_indexes, columns, strict=True):
-            pieces[index].append((low, _convert(column, spec, SLOTS[index][1])))
+        arrays = group_columns(layout, None if order is None else order[low:high])
+        for index, array in zip(layout.slot_indexes, arrays, strict=True):
+            pieces[index].append((low, array))
     control, type_name, version = _by_kind()
     kind_indexes = pa.array(kinds)
-    arrays = [
+    columns = [
         pa.array(offsets),  # numpy arrays of the columns' types: no conversion
-        pa.array(epochs),
-        pa.array(timestamps_ms),
+        pa.array(epochs_array),
+        pa.array(timestamps_array),
         control.take(kind_indexes),
         type_name.take(kind_indexes),
         version.take(kind_indexes),
@@ -341,8 +425,8 @@ def chunk_to_batches(chunk: Chunk, snapshot_end_offset: int | None) -> list[pa.R
         _assemble(pieces[0], "STRING", 0, count),  # topic_id
     ]
     for family, run in enumerate(runs):
-        arrays.append(_family_array(family, run, pieces, count))
-    return [pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())]
+        columns.append(_family_array(family, run, pieces, count))
+    return [pa.RecordBatch.from_arrays(columns, schema=arrow_schema())]
 
 
 _ranks_array: list[Any] = []
@@ -426,6 +510,13 @@ def _decode_chunk_paused(
     start = 0 if file.is_checkpoint else partition.start_offset
     end = None if file.is_checkpoint else partition.end_offset
     snapshot_end = file.base_offset if file.is_checkpoint else None
+    try:
+        raw = RawChunk()
+        for frame in frames:
+            collect_raw(raw, frame, start, end)
+        return raw_chunk_to_batches(raw, snapshot_end)
+    except NotFast:
+        pass
     try:
         chunk = Chunk()
         for frame in frames:

@@ -108,18 +108,21 @@ Where the parts are: this module holds the options, the planning of input partit
 driver) and the Spark data source classes; ``quorum.analytics.schema`` the schema and the
 field-to-column table; ``quorum.analytics.log_files`` the listing of segments and checkpoints
 and the frame walk of one partition (how byte ranges, torn tails and corruption are handled);
-``quorum.analytics.typed_decode`` the typed decoding of batch bodies;
-``quorum.analytics.arrow_batches`` the Arrow batches ``read()`` yields (``read_partition``);
+``quorum.analytics.wire_columns`` the fields of the common record types read straight from
+the batch bodies' msgpack bytes, ``quorum.analytics.typed_decode`` the typed decoding of batch
+bodies that decides whatever the first refuses; ``quorum.analytics.arrow_batches`` the Arrow
+batches ``read()`` yields (``read_partition``);
 ``quorum.analytics.stream`` the streaming reader (``streamReader``: ``readStream``).
 
 Where the time goes (docs/benchmarks.md has the figures and how they were taken): per record,
-the Python workers spend the most (msgspec decoding, freeing the records' objects, building the
-columns, the Arrow IPC stream to the JVM) and the JVM about half as much (rows from the Arrow
-batches: every column of every row, a NULL one included). Two tasks therefore keep both cores
-busy, and the CPU per record, not the number of tasks, bounds the rate. Each input partition
-(Spark task) also costs the JVM a Python runner's start, and cost the worker more before it
-froze its long-lived objects (``_freeze_long_lived_objects``): that is why ``splitBytes``
-defaults to 32 MiB (11 tasks for 6 segments of 64 MiB) rather than to smaller splits.
+the JVM spends the most (rows from the Arrow batches: every column of every row, a NULL one
+included) and the Python workers a little less (since the fields are read from the bytes by
+``wire_columns``: the frame walk and msgspec's pass over each batch body, the columns, the Arrow
+IPC stream to the JVM). Two tasks therefore keep both cores busy, and the CPU per record, not
+the number of tasks, bounds the rate. Each input partition (Spark task) also costs the JVM a
+Python runner's start, and cost the worker more before it froze its long-lived objects
+(``_freeze_long_lived_objects``): that is why ``splitBytes`` defaults to 32 MiB (11 tasks for
+6 segments of 64 MiB) rather than to smaller splits.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Typed decoding of metadata log batches for the ``metaquorum`` data source
-(``quorum.analytics.source``), the first of the two steps by which a chunk of frames (about 16
-Ki records) becomes Arrow batches; the second, from typed records to Arrow, is
-``quorum.analytics.arrow_batches``.
+(``quorum.analytics.source``): how a chunk of frames (about 16 Ki records) becomes typed records
+when ``quorum.analytics.wire_columns``, which reads the fields straight from the bytes, refuses
+something in the chunk; ``quorum.analytics.arrow_batches`` turns the typed records into Arrow.
 
 msgspec decodes each batch body straight into typed objects: one ``msgspec.Struct`` per record,
 chosen by its type code (a tagged union of array-like structs), whose ``fields`` is a tuple

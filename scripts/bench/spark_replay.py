@@ -12,8 +12,9 @@ other processes then share caches):
    object per record) feeding a dict-based topic lifecycle (created/deleted offset and time,
    partitions per topic id). Records/s = records in the log / time.
 2. The data source's read alone, in this process, one partition after the other:
-   ``read_partition`` as an executor runs it (frames, typed decoding, Arrow batches), without
-   Spark. Wall and CPU time: what one core decodes.
+   ``read_partition`` as an executor runs it (frames, the fields read from the msgpack bytes
+   by ``wire_columns``, Arrow batches), without Spark. Wall and CPU time: what one core
+   decodes.
 3. Spark, ``--master`` (default ``local[2]``): the session is started and the source registered
    before any clock runs, and one warm-up count starts the JVM's compilers and the Python
    workers. Each figure is one action on a fresh ``load()`` (nothing cached, so every action
