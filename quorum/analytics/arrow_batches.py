@@ -75,10 +75,11 @@ __all__ = [
 ]
 
 # Records decoded and converted together into Arrow batches. Larger chunks amortise the
-# per-column work, but the decoder makes several C-level passes over the records' objects and
-# those are memory-bound once a chunk's objects outgrow the CPU caches: 16 Ki records measured
-# fastest (e.g. 33 ns instead of 118 ns per record for one pass at 64 Ki).
-CHUNK_RECORDS_TARGET: Final = 16_384
+# per-column work. With the typed decoder alone (one object per field) 16 Ki records measured
+# fastest, its passes over the objects being memory-bound beyond; the fields read straight
+# from the bytes (wire_columns: numpy gathers over one buffer) gain from larger chunks: 64 Ki
+# took the Spark workers from 0.80 to 0.69 us per record (scripts/bench/spark_replay.py).
+CHUNK_RECORDS_TARGET: Final = 65_536
 # Distinct replica arrays remembered across chunks by the column converter.
 _DISTINCT_VALUES_MAX: Final = 65_536
 _FIELDS_OF: Final = attrgetter("fields")
