@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {label:58} | {value:>32} |")
     print(
         "\nWall clock per action unless marked CPU; Spark figures exclude session start and the "
-        "warm-up count; M/s = million records decoded per second (for state_as_of: the records "
+        "warm-ups; M/s = million records decoded per second (for state_as_of: the records "
         "up to the offset)."
     )
     return 0
