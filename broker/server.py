@@ -9,8 +9,9 @@ unfenced once caught up.
 
 Partition directories follow the image (docs/architecture.md#brokers): once the image has
 caught up to the broker's own registration record (the high watermark it saw at start, Kafka's
-``initialCatchUpFuture``), a FULL reconciliation runs; every later image change runs an
-INCREMENTAL one. Nothing destructive happens before that first catch-up.
+``initialCatchUpFuture``), a FULL reconciliation runs; every later image that gives this broker
+partitions or takes some away runs an INCREMENTAL one over just those. Nothing destructive
+happens before that first catch-up.
 
 Fail safe (docs/architecture.md#brokers): a log dir that cannot be listed, or a
 ``partition.metadata`` whose read keeps failing with an I/O error (EIO, EMFILE, ENOMEM, after
