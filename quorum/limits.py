@@ -109,6 +109,15 @@ assert METADATA_TOPICS_MAX <= KAFKA_REQUEST_ITEMS_MAX
 # Kafka has no cap; a consumer fetches every partition it is assigned on a broker in one
 # request, and brokers here lead far fewer.
 KAFKA_DATA_REQUEST_ITEMS_MAX: Final = 20_000
+# Partitions one incremental fetch session (KIP-227, broker/kafka/fetch_sessions.py) may hold,
+# and all of a broker's sessions together. A session grows with every incremental request that
+# names new partitions, so without a bound one client could fill the broker's memory a request
+# at a time. Our choice: Kafka has neither; a session holds what one full fetch could name, and
+# the cache about 200 bytes a partition, 40 MB at most. A session that would outgrow either is
+# closed (FETCH_SESSION_ID_NOT_FOUND: the client sends a full fetch) and a full fetch beyond
+# them is answered without a session (session id 0), as when the cache has no free slot.
+FETCH_SESSION_PARTITIONS_MAX: Final = KAFKA_DATA_REQUEST_ITEMS_MAX
+FETCH_SESSION_CACHE_PARTITIONS_MAX: Final = 200_000
 # Groups one DescribeGroups or DeleteGroups request may name (checked from the frame). Our
 # choice, as METADATA_TOPICS_MAX: Kafka has no cap; each costs a lookup and an entry.
 GROUPS_PER_REQUEST_MAX: Final = 10_000

@@ -29,6 +29,11 @@ partitions, least recently used) with followers' sessions privileged over consum
 newcomer ranks above it (a follower over any consumer; among equals, a bigger session over a
 smaller one). Sessions are keyed by id alone, not by connection: a client may carry its session
 over a new connection.
+
+Bounds (``quorum/limits.py``): a session holds at most ``FETCH_SESSION_PARTITIONS_MAX``
+partitions and all sessions together ``FETCH_SESSION_CACHE_PARTITIONS_MAX``. An incremental
+request that would grow its session past either closes it (FETCH_SESSION_ID_NOT_FOUND: the
+client sends a full fetch); a full fetch past them is answered without a session.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from quorum.ids import Uuid
+from quorum.limits import FETCH_SESSION_CACHE_PARTITIONS_MAX, FETCH_SESSION_PARTITIONS_MAX
 
 __all__ = [
     "EVICTION_MS",
@@ -179,9 +185,17 @@ class FetchSession:
 
 class FetchSessionCache:
     def __init__(
-        self, max_entries: int, rng: random.Random, *, eviction_ms: int = EVICTION_MS
+        self,
+        max_entries: int,
+        rng: random.Random,
+        *,
+        eviction_ms: int = EVICTION_MS,
+        session_partitions_max: int = FETCH_SESSION_PARTITIONS_MAX,
+        partitions_max: int = FETCH_SESSION_CACHE_PARTITIONS_MAX,
     ) -> None:
         self.max_entries = max_entries
+        self.session_partitions_max = session_partitions_max
+        self.partitions_max = partitions_max
         self._rng = rng
         self._eviction_ms = eviction_ms
         self._sessions: dict[int, FetchSession] = {}
@@ -204,6 +218,24 @@ class FetchSessionCache:
     def remove(self, session_id: int) -> FetchSession | None:
         return self._sessions.pop(session_id, None)
 
+    def partitions_cached(self) -> int:
+        """Partitions held by all sessions (O(sessions): asked only when one grows)."""
+        return sum(len(session.partitions) for session in self._sessions.values())
+
+    def over_bounds(self, session: FetchSession) -> str | None:
+        """Why ``session`` (just grown) may not be kept, or None."""
+        if len(session.partitions) > self.session_partitions_max:
+            return (
+                f"a fetch session holds at most {self.session_partitions_max} partitions "
+                f"(this one would hold {len(session.partitions)})"
+            )
+        if (total := self.partitions_cached()) > self.partitions_max:
+            return (
+                f"this broker's fetch sessions hold at most {self.partitions_max} partitions "
+                f"together ({total} with this request)"
+            )
+        return None
+
     def touch(self, session: FetchSession, now_ms: int) -> None:
         session.last_used_ms = now_ms
 
@@ -217,8 +249,10 @@ class FetchSessionCache:
     ) -> int:
         """A new session holding ``partitions`` (its id), or INVALID_SESSION_ID when there is no
         room and no session may be evicted for it."""
-        if self.max_entries <= 0:
+        if self.max_entries <= 0 or len(partitions) > self.session_partitions_max:
             return INVALID_SESSION_ID
+        if self.partitions_cached() + len(partitions) > self.partitions_max:
+            return INVALID_SESSION_ID  # answered without a session, as when no slot is free
         if len(self._sessions) >= self.max_entries and not self._evict_for(
             privileged, len(partitions), now_ms
         ):
@@ -312,7 +346,14 @@ class FetchContext:
                 f"{'by id (v13 on)' if session.uses_topic_ids else 'by name (before v13)'}; "
                 "this request names them the other way",
             )
-        session.update(fetch, forgotten)
+        added, _, _ = session.update(fetch, forgotten)
+        if added and (why := cache.over_bounds(session)) is not None:
+            cache.remove(session_id)
+            return cls(
+                [],
+                FETCH_SESSION_ID_NOT_FOUND,
+                f"fetch session {session_id} closed: {why}; send a full fetch (session epoch 0)",
+            )
         cache.partitions_requested += len(fetch)
         cache.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from broker.kafka.fetch_sessions import (
+    FETCH_SESSION_ID_NOT_FOUND,
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
@@ -228,3 +229,28 @@ def test_session_ids_are_non_zero_and_unique() -> None:
     ids = {open_session(cache, [A]) for _ in range(500)}
     assert len(ids) == 500 and INVALID_SESSION_ID not in ids
     assert all(-(2**31) <= i < 2**31 for i in ids)
+
+
+def test_a_session_cannot_outgrow_its_bound_or_the_caches() -> None:
+    """A hostile client naming new partitions request after request: its session is closed
+    once it would pass the bound, and a full fetch past it gets no session."""
+    cache = FetchSessionCache(10, random.Random(SEED), session_partitions_max=3, partitions_max=5)
+    session_id = open_session(cache, [A, B])
+    grown = context(cache, session_id, 1, [(C, wanted(0))])
+    assert grown.error_code == 0 and len(grown.partitions) == 3
+    past = context(cache, session_id, 2, [((TOPIC, 3), wanted(0))])
+    assert past.error_code == FETCH_SESSION_ID_NOT_FOUND
+    assert "at most 3 partitions" in past.message and cache.get(session_id) is None
+    too_big = [(TOPIC, p) for p in range(4)]
+    full = context(cache, 0, INITIAL_EPOCH, [(k, wanted(0)) for k in too_big])
+    assert full.respond(cache, 0, [(k, idle()) for k in too_big])[1] == INVALID_SESSION_ID
+    # The cache's total: two sessions of 3 would hold 6 > 5.
+    first = open_session(cache, [A, B, C])
+    assert first != INVALID_SESSION_ID
+    other = [(Uuid.random(), p) for p in range(3)]
+    full = context(cache, 0, INITIAL_EPOCH, [(k, wanted(0)) for k in other])
+    assert full.respond(cache, 0, [(k, idle()) for k in other])[1] == INVALID_SESSION_ID
+    second = open_session(cache, other[:2])
+    assert second != INVALID_SESSION_ID
+    grown = context(cache, second, 1, [(other[2], wanted(0))])
+    assert grown.error_code == FETCH_SESSION_ID_NOT_FOUND and "together" in grown.message
