@@ -383,6 +383,76 @@ def test_a_follower_acknowledges_before_it_applies(tmp_path: Path) -> None:
     assert events[:4] == ["fetch 0", "fetch 1", "fetch 2", "apply 0"], events
 
 
+class CountingLog(SegmentedLog):
+    """The real log, counting its fsyncs."""
+
+    flushes = 0
+
+    def flush(self) -> None:
+        type(self).flushes += 1
+        super().flush()
+
+
+@pytest.mark.parametrize("controller", [True, False])
+def test_only_a_controller_fsyncs_what_it_fetched(tmp_path: Path, controller: bool) -> None:
+    """Kafka's rule (KafkaRaftClient flushes a follower's append for voters and controllers
+    only): a broker, an observer without a quorum-state file, leaves its fetched batches to the
+    page cache; a controller fsyncs them before its next Fetch says it holds them."""
+    batches = [
+        encode_batch(base_offset=i, epoch=1, timestamp_ms=0, records=[NoOpRecord()])
+        for i in range(3)
+    ]
+    applied: list[int] = []
+    done = asyncio.Event()
+
+    async def leader(envelope: Envelope) -> Message:
+        request = envelope.message
+        assert isinstance(request, FetchRequest), request
+        offset = request.fetch_offset
+        if offset >= len(batches):
+            await done.wait()
+            offset = len(batches) - 1
+        return FetchResponse(
+            ErrorCode.NONE, 1, 1, request.fetch_offset, 0, batches=(batches[offset],)
+        )
+
+    async def main() -> None:
+        CountingLog.flushes = 0
+        log = CountingLog.open(tmp_path)
+        clock = Clock()
+        voters = frozenset({1, 2, 3})
+        node_id = 2 if controller else 101
+        node = RaftNode(
+            node_id=node_id,
+            voters=voters,
+            cluster_id="driver-test",
+            config=RaftConfig(),
+            rng=random.Random(1),
+            now_ms=clock.now_ms(),
+            election_state=ElectionState(epoch=1, leader_id=1, voted_id=None, voters=voters),
+            batches=[],
+        )
+        driver = RaftDriver(
+            node=node,
+            log=log,
+            election_store=ElectionStore(tmp_path / "quorum-state") if controller else None,
+            send_request=leader,
+            clock=clock,
+            on_committed=lambda committed: applied.extend(b.base_offset for b in committed),
+        )
+        task = asyncio.create_task(driver.run())
+        reached = await driver.wait_for(lambda: 1 in applied, 5)
+        assert reached, (applied, node.state)
+        assert log.log_end_offset >= 2  # appended either way
+        flushes.append(CountingLog.flushes)  # before the clean close, which flushes
+        done.set()
+        await stop(driver, task)
+
+    flushes: list[int] = []
+    asyncio.run(main())
+    assert (flushes[0] > 0) == controller, flushes
+
+
 def test_a_truncation_carries_the_cores_high_watermark_to_the_log(tmp_path: Path) -> None:
     """I7 holds in production: the driver truncates with the high watermark of the Ready
     (docs/architecture.md#fetch-and-the-high-watermark), so the log refuses a truncation below
