@@ -799,18 +799,9 @@ class RaftDriver:
             self.log.truncate_to(plan.truncate_to, high_watermark=plan.high_watermark)
         if plan.entries_to_append:
             self.log.append(plan.entries_to_append)
-            if self.election_store is not None:
-                # A controller's entries count toward the high watermark (or will, once it is
-                # a voter): durable before it answers. A broker (no quorum-state file) is an
-                # observer whose entries count toward nothing and are already committed or
-                # refetched after a divergence, so it leaves them to the page cache, as Kafka's
-                # brokers do (KafkaRaftClient flushes a follower's append for voters and
-                # controllers only): its fsync no longer queues behind the partition
-                # directories it creates. A machine crash may lose the tail; it is fetched
-                # again (a snapshot ahead of the log is handled at start).
-                turn.pause()
-                await asyncio.to_thread(self.log.flush)
-                turn.resume()
+            turn.pause()
+            await asyncio.to_thread(self.log.flush)
+            turn.resume()
 
     def _dispatch(self, envelopes: Sequence[Envelope]) -> None:
         for envelope in envelopes:
