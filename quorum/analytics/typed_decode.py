@@ -25,7 +25,7 @@ import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal, Optional, TypeAlias, Union
+from typing import Annotated, Any, Final, Literal, Optional, TypeAlias, TypeVar, Union
 
 import msgspec
 
@@ -175,6 +175,8 @@ def _body_decoder(control: bool) -> msgspec.msgpack.Decoder[Any]:
     return msgspec.msgpack.Decoder(body)
 
 
+T = TypeVar("T")
+
 _DATA_BODY: Final = _body_decoder(control=False)
 _CONTROL_BODY: Final = _body_decoder(control=True)
 _DECODE_ERRORS: Final = (msgspec.DecodeError, ValueError)  # ValueError: bad UTF-8
@@ -221,14 +223,23 @@ def collect_fast(chunk: Chunk, frame: Frame, start: int, end: int | None, *, pat
     header = (frame.base_offset, frame.epoch, frame.record_count)
     if not records or (base_offset, body.epoch, len(records)) != header:
         raise NotFast("batch header")
+    cut = records_in_range(records, base_offset, start, end)
+    if cut is not None:
+        chunk.add(cut[0], cut[1], body.epoch, body.timestamp_ms)
+
+
+def records_in_range(
+    records: Sequence[T], base_offset: int, start: int, end: int | None
+) -> tuple[Sequence[T], int] | None:
+    """A batch's records at offsets in ``[start, end)`` and the offset of the first, or None
+    when none is."""
     if start > base_offset or (end is not None and end < base_offset + len(records)):
         low = max(start - base_offset, 0)
         high = len(records) if end is None else min(end - base_offset, len(records))
         if low >= high:
-            return
-        records = records[low:high]
-        base_offset += low
-    chunk.add(records, base_offset, body.epoch, body.timestamp_ms)
+            return None
+        return records[low:high], base_offset + low
+    return records, base_offset
 
 
 def collect_reference(

@@ -30,7 +30,7 @@ import msgspec
 
 from quorum.analytics.log_files import Frame
 from quorum.analytics.schema import SLOTS, Field, arrow_type
-from quorum.analytics.typed_decode import LAYOUT_LIST, NotFast, RecordLayout
+from quorum.analytics.typed_decode import LAYOUT_LIST, NotFast, RecordLayout, records_in_range
 from quorum.ids import UUID_BASE64_CHARS, UUID_BYTES
 from quorum.metadata.batch import BATCH_KEYS
 from quorum.metadata.records import INT32_MAX, INT64_MAX
@@ -97,16 +97,13 @@ def collect_raw(chunk: RawChunk, frame: Frame, start: int, end: int | None) -> N
         frame.record_count,
     ):
         raise NotFast("batch header")
-    if start > base_offset or (end is not None and end < base_offset + len(records)):
-        low = max(start - base_offset, 0)
-        high = len(records) if end is None else min(end - base_offset, len(records))
-        if low >= high:
-            return
-        records = records[low:high]
-        base_offset += low
-    chunk.raws.extend(records)
+    cut = records_in_range(records, base_offset, start, end)
+    if cut is None:
+        return
+    kept, base_offset = cut
+    chunk.raws.extend(kept)
     chunk.first_offsets.append(base_offset)
-    chunk.counts.append(len(records))
+    chunk.counts.append(len(kept))
     chunk.epochs.append(epoch)
     chunk.timestamps_ms.append(timestamp_ms)
     chunk.controls.append(body.control)
