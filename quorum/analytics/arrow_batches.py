@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 from pyspark.sql.datasource import InputPartition
@@ -80,6 +80,7 @@ __all__ = [
 # from the bytes (wire_columns: numpy gathers over one buffer) gain from larger chunks: 64 Ki
 # took the Spark workers from 0.80 to 0.69 us per record (scripts/bench/spark_replay.py).
 CHUNK_RECORDS_TARGET: Final = 65_536
+T = TypeVar("T")
 # Distinct replica arrays remembered across chunks by the column converter.
 _DISTINCT_VALUES_MAX: Final = 65_536
 _FIELDS_OF: Final = attrgetter("fields")
@@ -286,13 +287,7 @@ def chunk_to_batches(chunk: Chunk, snapshot_end_offset: int | None) -> list[pa.R
     kinds = np.fromiter(map(LAYOUT_INDEX.__getitem__, map(type, records)), np.int8, count)
 
     def group_columns(layout: RecordLayout, rows: Any) -> list[pa.Array]:
-        if rows is None:
-            group: Sequence[msgspec.Struct] = records
-        elif len(rows) == 1:
-            group = [records[rows[0]]]
-        else:
-            group = itemgetter(*rows.tolist())(records)
-        return struct_columns(layout, group)
+        return struct_columns(layout, _rows_of(records, rows))
 
     return assemble_batch(
         kinds,
@@ -321,13 +316,7 @@ def raw_chunk_to_batches(chunk: RawChunk, snapshot_end_offset: int | None) -> li
             return layout_columns(
                 layout, records.buf, records.field_starts[rows], records.ends[rows]
             )
-        if rows is None:
-            group = raws
-        elif len(rows) == 1:
-            group = [raws[rows[0]]]
-        else:
-            group = list(itemgetter(*rows.tolist())(raws))
-        return struct_columns(layout, decode_raws(layout, group))
+        return struct_columns(layout, decode_raws(layout, _rows_of(raws, rows)))
 
     return assemble_batch(
         records.kinds,
@@ -338,6 +327,15 @@ def raw_chunk_to_batches(chunk: RawChunk, snapshot_end_offset: int | None) -> li
         snapshot_end_offset=snapshot_end_offset,
         group_columns=group_columns,
     )
+
+
+def _rows_of(items: Sequence[T], rows: Any) -> Sequence[T]:
+    """``items`` at the indexes ``rows`` (a numpy array; None: all of them)."""
+    if rows is None:
+        return items
+    if len(rows) == 1:
+        return [items[rows[0]]]
+    return itemgetter(*rows.tolist())(items)  # type: ignore[no-any-return]
 
 
 def struct_columns(layout: RecordLayout, group: Sequence[msgspec.Struct]) -> list[pa.Array]:
