@@ -17,13 +17,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from quorum.harness import ProcessCluster, process_cluster, wait_until
+from quorum.harness import ProcessCluster, wait_until
 from tests.process.test_replication_process import (
     BROKERS,
     client,
     log_bytes,
+    replicating_cluster,
     wait_isr,
-    wait_unfenced,
 )
 
 TOPIC = "idle-sessions"
@@ -36,19 +36,8 @@ CACHED = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
-    with process_cluster(
-        tmp_path,
-        brokers=len(BROKERS),
-        kafka_listeners={"KAFKA": "SSL"},
-        broker_settings={"metrics.listener": "http://127.0.0.1:0"},
-    ) as cluster:
-        cluster.format()
-        cluster.start_all()
-        cluster.wait_for_leader(timeout_s=30)
-        wait_unfenced(cluster, BROKERS)
+    with replicating_cluster(tmp_path, **{"metrics.listener": "http://127.0.0.1:0"}) as cluster:
         yield cluster
-        for broker_id in BROKERS:
-            assert "kafka_request_failed" not in cluster.logs(broker_id)
 
 
 def counts(cluster: ProcessCluster) -> dict[str, float]:

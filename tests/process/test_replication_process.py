@@ -113,10 +113,14 @@ def read_all(settings: dict[str, Any], name: str, partition: int) -> list[tuple[
         consumer.close()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
+@contextlib.contextmanager
+def replicating_cluster(tmp_path: Path, **broker_settings: Any) -> Iterator[ProcessCluster]:
+    """BROKERS with an SSL Kafka listener, unfenced; no Kafka request failed by the end."""
     with process_cluster(
-        tmp_path, brokers=len(BROKERS), kafka_listeners={"KAFKA": "SSL"}
+        tmp_path,
+        brokers=len(BROKERS),
+        kafka_listeners={"KAFKA": "SSL"},
+        broker_settings=broker_settings,
     ) as cluster:
         cluster.format()
         cluster.start_all()
@@ -125,6 +129,12 @@ def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
         yield cluster
         for broker_id in BROKERS:
             assert "kafka_request_failed" not in cluster.logs(broker_id)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
+    with replicating_cluster(tmp_path) as cluster:
+        yield cluster
 
 
 @pytest.mark.timeout(240)
