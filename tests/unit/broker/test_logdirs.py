@@ -620,6 +620,20 @@ def test_incremental_removal(d1: Path) -> None:
     assert entries(d1) == ["a-0", DELETING_DIR]
 
 
+def full_disk_on_rename(
+    monkeypatch: pytest.MonkeyPatch, fails: Callable[[Path, Path], bool]
+) -> None:
+    """``os.rename`` fails with ENOSPC where ``fails(source, destination)``, else renames."""
+    real_rename = os.rename
+
+    def rename(src: object, dst: object) -> None:
+        if fails(Path(str(src)), Path(str(dst))):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_rename(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", rename)
+
+
 def scoped(
     dirs: LogDirs, assigned: Mapping[Key, str], scope: Mapping[Key, str], now_ms: int = NOW
 ) -> tuple[reconcile.ReconcilePlan, logdirs_module.ExecuteResult]:
@@ -686,19 +700,12 @@ def test_a_scoped_pass_places_new_partitions_by_every_partition_held(d1: Path, d
 def test_a_scoped_pass_names_what_failed_for_the_next_one(
     d1: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_rename = os.rename
-
-    def rename(src: object, dst: object) -> None:
-        if Path(str(dst)).name == "b-0":
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_rename(src, dst)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "rename", rename)
+    full_disk_on_rename(monkeypatch, lambda src, dst: dst.name == "b-0")
     scope = {(ID1, 0): "a", (ID_B, 0): "b"}
     plan, result = scoped(logdirs(d1), scope, scope)
     assert [c.dir_name for c in result.created] == ["a-0"]
     assert result.unfinished(plan) == {"b-0"}
-    monkeypatch.setattr(os, "rename", real_rename)
+    monkeypatch.undo()
     plan, result = scoped(logdirs(d1), {(ID_B, 0): "b"}, {(ID_B, 0): "b"})
     assert [c.dir_name for c in result.created] == ["b-0"] and not result.unfinished(plan)
 
@@ -709,14 +716,7 @@ def test_a_failed_move_leaves_no_half_state_and_the_rest_goes_on(
     """F16-like: ENOSPC (or EACCES) on one rename is reported; the other move completes."""
     make_partition(d1, "a-0", ID0)
     make_partition(d1, "b-0", ID_B)
-    real_rename = os.rename
-
-    def rename(src: object, dst: object) -> None:
-        if Path(str(src)).name == "a-0":
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_rename(src, dst)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "rename", rename)
+    full_disk_on_rename(monkeypatch, lambda src, dst: src.name == "a-0")
     dirs = logdirs(d1)
     _, result = reconcile_now(dirs, {})
     assert [f.action for f in result.failures] == ["move_aside"]
