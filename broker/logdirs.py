@@ -165,6 +165,19 @@ class PartitionMetadataReadError(LogDirUnavailableError):
 class Scan(NamedTuple):
     on_disk: tuple[LocalPartition, ...]
     pending_deletions: tuple[PendingDeletion, ...]
+    # A partial scan of several log dirs: the partition directories of each it did not read
+    # (for placement). None otherwise.
+    unread_partitions: dict[str, int] | None = None
+
+
+def scope_dir_names(scope: Mapping[tuple[Uuid, int], str]) -> dict[str, tuple[Uuid, int]]:
+    """The directory name of each partition of a scope (none for an illegal name: the plan
+    reports it)."""
+    names = {}
+    for key, topic_name in scope.items():
+        with contextlib.suppress(ValueError):
+            names[format_partition_dir(topic_name, key[1])] = key
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +256,15 @@ class LogDirs:
         symlinks, never modifies anything."""
         on_disk: list[LocalPartition] = []
         pending: dict[tuple[str, str], PendingDeletion] = {}
+        # Placement needs the counts of what a partial scan skips, with several log dirs only.
+        unread: dict[str, int] | None = {} if names and len(self._log_dirs) > 1 else None
         for log_dir in self._log_dirs:
             listed = _list_log_dir(log_dir)
             if names is not None:
+                if unread is not None:
+                    unread[str(log_dir)] = sum(
+                        1 for n in listed if n not in names and parse_partition_dir(n) is not None
+                    )
                 present = set(listed)
                 listed = sorted(name for name in names if name in present)
             for name in listed:
@@ -258,7 +277,7 @@ class LogDirs:
                 pending[(deletion.log_dir, deletion.name)] = deletion
         self._pending = pending
         self._scanned = True
-        return Scan(tuple(on_disk), tuple(pending.values()))
+        return Scan(tuple(on_disk), tuple(pending.values()), unread)
 
     def _scan_entry(self, log_dir: Path, name: str) -> LocalPartition | None:
         path = log_dir / name
@@ -396,24 +415,11 @@ class LogDirs:
         pass after catch-up has compared everything; the directories the broker makes after
         it are the plan's own)."""
         names = None
-        elsewhere = None
         if scope is not None:
             assert mode is ReconcileMode.INCREMENTAL, "a FULL plan compares every entry"
             assert set(assigned) <= set(scope), "a scoped plan's assignments are in its scope"
-            names = set()
-            for (_, partition), topic_name in scope.items():
-                with contextlib.suppress(ValueError):  # the plan reports an illegal name
-                    names.add(format_partition_dir(topic_name, partition))
+            names = set(scope_dir_names(scope))
         scan = self.scan(names)
-        if names is not None and len(self._log_dirs) > 1:
-            elsewhere = {
-                str(log_dir): sum(
-                    1
-                    for name in _list_log_dir(log_dir)
-                    if name not in names and parse_partition_dir(name) is not None
-                )
-                for log_dir in self._log_dirs
-            }
         return plan_reconciliation(
             assigned=assigned,
             on_disk=scan.on_disk,
@@ -423,7 +429,7 @@ class LogDirs:
             now_ms=now_ms,
             delete_delay_ms=delete_delay_ms,
             removed=removed,
-            partitions_elsewhere=elsewhere,
+            partitions_elsewhere=scan.unread_partitions,
         )
 
     def reconcile(

@@ -57,7 +57,12 @@ from broker.controller_client import ControllerClient, ControllerUnavailableErro
 from broker.log.config import LogConfig
 from broker.log.maintenance import maintain_logs
 from broker.log.manager import LogManager
-from broker.logdirs import LogDirs, LogDirUnavailableError, PartitionMetadataReadError
+from broker.logdirs import (
+    LogDirs,
+    LogDirUnavailableError,
+    PartitionMetadataReadError,
+    scope_dir_names,
+)
 from broker.node_configs import node_config_entries, static_configs
 from broker.producer_ids import ProducerIdManager
 from broker.reconcile import ReconcileMode
@@ -569,9 +574,9 @@ class BrokerNode:
             if mode is ReconcileMode.INCREMENTAL and (unfinished := result.unfinished(plan)):
                 # A failed create or move (ENOSPC, EACCES) is tried again by the next pass.
                 retry = {
-                    key: name
-                    for key, name in scope.items()
-                    if f"{name}-{key[1]}" in unfinished  # format_partition_dir's name
+                    key: scope[key]
+                    for name, key in scope_dir_names(scope).items()
+                    if name in unfinished
                 }
                 self._scope = retry | self._scope
             if self._reconciliations is not None:
